@@ -1,0 +1,53 @@
+"""Shared pieces of the benchmarks: summaries, tables, JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% normal confidence interval."""
+    arr = np.asarray(values, dtype=float)
+    if len(arr) == 0:
+        return math.nan, math.nan
+    half = 1.96 * arr.std(ddof=1) / math.sqrt(len(arr)) if len(arr) > 1 else math.nan
+    return float(arr.mean()), float(half)
+
+
+def summarize(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, dict[str, float]]:
+    out = {}
+    for key in keys:
+        mean, half = mean_ci([r[key] for r in rows])
+        out[key] = {"mean": mean, "ci95": half}
+    return out
+
+
+def table(summary: dict[str, dict[str, float]], title: str) -> str:
+    """A markdown table of metric | mean ± 95% CI."""
+    lines = [f"### {title}", "", "| metric | mean | ± 95% CI |", "| --- | ---: | ---: |"]
+    for key, value in summary.items():
+        lines.append(f"| {key} | {value['mean']:.4g} | {value['ci95']:.2g} |")
+    return "\n".join(lines)
+
+
+def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": name,
+        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        **payload,
+    }
+    path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    return path

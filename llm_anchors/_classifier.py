@@ -1,0 +1,83 @@
+"""The explained model: anything that labels a list of texts."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ._exceptions import ClassifierError, LLMAnchorsError
+
+__all__ = ["Classifier", "FunctionClassifier", "Label", "check_labels"]
+
+Label = Hashable
+"""A class label: a str or an int, typically."""
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Labels texts. ``identity`` names the model for caches and reports:
+    two classifiers with the same identity must give the same labels."""
+
+    @property
+    def identity(self) -> str: ...
+
+    async def classify(self, texts: Sequence[str]) -> list[Label]: ...
+
+
+class FunctionClassifier:
+    """Wraps a function from a list of texts to a list of labels.
+
+    The function may be sync (a scikit-learn pipeline's ``predict``, say)
+    or async. A sync function runs in a worker thread unless
+    ``in_thread=False``, so a slow model does not block the event loop.
+
+    >>> clf = FunctionClassifier(pipeline.predict, name="tfidf-rf")
+    """
+
+    def __init__(self, fn: Callable[[list[str]], Any], *, name: str | None = None, in_thread: bool = True) -> None:
+        if not callable(fn):
+            raise TypeError(f"FunctionClassifier needs a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
+        self.in_thread = in_thread
+
+    @property
+    def identity(self) -> str:
+        return f"function:{self.name}"
+
+    def __repr__(self) -> str:
+        return f"FunctionClassifier({self.name!r})"
+
+    async def classify(self, texts: Sequence[str]) -> list[Label]:
+        batch = list(texts)
+        try:
+            if inspect.iscoroutinefunction(self.fn):
+                result = await self.fn(batch)
+            elif self.in_thread:
+                result = await asyncio.to_thread(self.fn, batch)
+            else:
+                result = self.fn(batch)
+            if inspect.isawaitable(result):
+                result = await result
+        except LLMAnchorsError:
+            raise
+        except Exception as exc:
+            raise ClassifierError(f"raised {type(exc).__name__}: {exc}", classifier=self.identity) from exc
+        return check_labels(result, len(batch), self.identity)
+
+
+def check_labels(result: Any, expected: int, classifier: str) -> list[Label]:
+    """Turn a classifier's answer into a list of ``expected`` plain labels."""
+    if hasattr(result, "tolist"):
+        result = result.tolist()
+    if isinstance(result, (str, bytes)) or not isinstance(result, Sequence):
+        raise ClassifierError(f"returned {type(result).__name__}, not a list of labels", classifier=classifier)
+    if len(result) != expected:
+        raise ClassifierError(f"returned {len(result)} labels for {expected} texts", classifier=classifier)
+    labels = [label.item() if hasattr(label, "item") else label for label in result]
+    for label in labels:
+        if not isinstance(label, Hashable):
+            raise ClassifierError(f"returned an unhashable label {label!r}", classifier=classifier)
+    return labels

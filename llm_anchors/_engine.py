@@ -1,0 +1,111 @@
+"""The async query engine: dedupe, cache, chunk and send concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._cache import QueryCache
+from ._classifier import Classifier, Label
+from ._exceptions import ClassifierError, ConfigError
+
+__all__ = ["QueryEngine", "QueryStats"]
+
+
+@dataclass
+class QueryStats:
+    """Counts for one explanation: texts sent to the model, texts answered
+    from the cache (or by a request already in flight)."""
+
+    queries: int = 0
+    cache_hits: int = 0
+
+
+class QueryEngine:
+    """Labels texts through a classifier, never asking for one text twice.
+
+    Texts not yet cached are sent in chunks of ``chunk_size``; at most
+    ``max_concurrency`` chunks are in flight at once, across every
+    explanation that shares this engine. A text already in flight for
+    another explanation is awaited, not sent again. When a chunk fails the
+    others still finish and are cached before the error is raised, so a
+    retry pays only for what was lost.
+    """
+
+    def __init__(
+        self,
+        classifier: Classifier,
+        *,
+        cache: QueryCache | None = None,
+        max_concurrency: int = 8,
+        chunk_size: int = 100,
+    ) -> None:
+        if max_concurrency < 1 or chunk_size < 1:
+            raise ConfigError("max_concurrency and chunk_size must be >= 1")
+        self.classifier = classifier
+        self.cache = cache if cache is not None else QueryCache()
+        self.max_concurrency = max_concurrency
+        self.chunk_size = chunk_size
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._inflight: dict[str, asyncio.Future[Label]] = {}
+
+    async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+        """The label of every text, in order."""
+        self._bind_loop()
+        key = self.classifier.identity
+        pending: dict[str, asyncio.Future[Label]] = {}
+        to_send: list[str] = []
+        for text in texts:
+            if text in pending or self.cache.get(key, text)[0]:
+                stats.cache_hits += 1
+            elif text in self._inflight:
+                stats.cache_hits += 1
+                pending[text] = self._inflight[text]
+            else:
+                future: asyncio.Future[Label] = asyncio.get_running_loop().create_future()
+                self._inflight[text] = pending[text] = future
+                to_send.append(text)
+        chunks = [to_send[i : i + self.chunk_size] for i in range(0, len(to_send), self.chunk_size)]
+        sends = [self._send(chunk, stats) for chunk in chunks]
+        outcomes = await asyncio.gather(*sends, *pending.values(), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return [self.cache.get(key, text)[1] for text in texts]
+
+    async def _send(self, chunk: list[str], stats: QueryStats) -> None:
+        async with self._semaphore:
+            stats.queries += len(chunk)
+            try:
+                labels = await self.classifier.classify(chunk)
+            except BaseException as exc:
+                self._fail(chunk, exc)
+                raise
+        if len(labels) != len(chunk):
+            error = ClassifierError(
+                f"returned {len(labels)} labels for {len(chunk)} texts", classifier=self.classifier.identity
+            )
+            self._fail(chunk, error)
+            raise error
+        for text, label in zip(chunk, labels, strict=True):
+            self.cache.put(self.classifier.identity, text, label)
+            self._inflight.pop(text).set_result(label)
+
+    def _fail(self, chunk: list[str], exc: BaseException) -> None:
+        if not isinstance(exc, Exception):
+            exc = ClassifierError("request cancelled", classifier=self.classifier.identity)
+        for text in chunk:
+            future = self._inflight.pop(text)
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it themselves
+
+    def _bind_loop(self) -> None:
+        # asyncio primitives belong to one event loop; a sync wrapper may
+        # drive this engine from a fresh loop each call.
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._inflight = {}

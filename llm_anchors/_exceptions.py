@@ -1,0 +1,79 @@
+"""The one exception tree of llm-anchors.
+
+```
+LLMAnchorsError
+├── InvalidInputError        bad text or argument given to an explainer
+├── ConfigError              an impossible combination of settings
+├── ClassifierError          the explained model failed or answered badly
+│   └── BackendError         a remote model server failed
+│       ├── RateLimitError
+│       ├── BackendTimeoutError
+│       └── BadResponseError
+└── BudgetExceeded           the spend cap would be passed
+```
+
+Adapters map their SDK's exceptions into this tree at the boundary, so
+callers and the retry policy only ever see these types.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendError",
+    "BackendTimeoutError",
+    "BadResponseError",
+    "BudgetExceeded",
+    "ClassifierError",
+    "ConfigError",
+    "InvalidInputError",
+    "LLMAnchorsError",
+    "RateLimitError",
+]
+
+
+class LLMAnchorsError(Exception):
+    """Root of every error raised by llm-anchors."""
+
+
+class InvalidInputError(LLMAnchorsError, ValueError):
+    """The input to explain is empty, too long or not text."""
+
+
+class ConfigError(LLMAnchorsError, ValueError):
+    """A parameter is out of range or settings contradict each other."""
+
+
+class ClassifierError(LLMAnchorsError):
+    """The explained classifier raised or returned something unusable.
+
+    `classifier` names the classifier, so a stream of explanations over
+    several models says which one failed.
+    """
+
+    def __init__(self, message: str, *, classifier: str) -> None:
+        super().__init__(f"{classifier}: {message}")
+        self.classifier = classifier
+
+
+class BackendError(ClassifierError):
+    """A model server could not answer."""
+
+
+class RateLimitError(BackendError):
+    """The server answered 429; `retry_after` is its hint in seconds."""
+
+    def __init__(self, message: str, *, classifier: str, retry_after: float | None = None) -> None:
+        super().__init__(message, classifier=classifier)
+        self.retry_after = retry_after
+
+
+class BackendTimeoutError(BackendError):
+    """The server did not answer in time, or the connection dropped."""
+
+
+class BadResponseError(BackendError):
+    """The server answered, but not in a shape that can be read."""
+
+
+class BudgetExceeded(LLMAnchorsError):
+    """Sending the next batch could pass the spend cap, so it was not sent."""

@@ -1,0 +1,232 @@
+"""`AnchorsExplainer`: drive the search with the query engine."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ._cache import QueryCache
+from ._classifier import Classifier, Label
+from ._engine import QueryEngine, QueryStats
+from ._exceptions import ConfigError
+from ._explanation import AnchorData, Explanation, Meta
+from ._rules import Rule, make_rule
+from ._search import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
+from ._text import TextInstance, TextSampler
+from ._version import __version__
+
+__all__ = ["AnchorsExplainer"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Run:
+    """One explanation in progress."""
+
+    instance: TextInstance
+    seed: int
+    rng: np.random.Generator
+    stats: QueryStats
+    started: float
+    target: Label = None
+    samples: int = 0
+    texts: list[str] = field(default_factory=list)
+    hits: list[bool] = field(default_factory=list)
+
+
+class AnchorsExplainer:
+    """Explains a classifier's label for a text with an anchor.
+
+    threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
+    beam_size, min_samples_start, max_anchor_size, coverage_samples: the
+    search's parameters, see `SearchParams`. ``seed`` fixes every random
+    draw (None: fresh entropy, recorded in the explanation's meta).
+    ``max_concurrency`` bounds model calls in flight; ``chunk_size`` is the
+    most texts per call (default: ``batch_size``). ``cache`` may be shared
+    between explainers of the same classifier.
+
+    >>> explainer = AnchorsExplainer(clf, seed=0)
+    >>> exp = await explainer.explain("a good and great movie")
+    """
+
+    name = "AnchorsExplainer"
+
+    def __init__(
+        self,
+        classifier: Classifier,
+        *,
+        threshold: float = 0.95,
+        delta: float = 0.1,
+        epsilon: float = 0.15,
+        epsilon_stop: float = 0.05,
+        batch_size: int = 100,
+        beam_size: int = 1,
+        min_samples_start: int = 1,
+        max_anchor_size: int | None = None,
+        coverage_samples: int = 10_000,
+        seed: int | None = None,
+        sampler: TextSampler | None = None,
+        max_words: int = 256,
+        max_concurrency: int = 8,
+        chunk_size: int | None = None,
+        cache: QueryCache | None = None,
+        n_examples: int = 5,
+    ) -> None:
+        if not isinstance(classifier, Classifier):
+            raise ConfigError(f"{classifier!r} is not a Classifier (it needs .identity and async .classify)")
+        if seed is not None and (not isinstance(seed, int) or seed < 0):
+            raise ConfigError(f"seed must be a non-negative int or None, got {seed!r}")
+        self.classifier = classifier
+        self.params = SearchParams(
+            threshold=threshold,
+            delta=delta,
+            epsilon=epsilon,
+            epsilon_stop=epsilon_stop,
+            batch_size=batch_size,
+            beam_size=beam_size,
+            min_samples_start=min_samples_start,
+            max_anchor_size=max_anchor_size,
+            coverage_samples=coverage_samples,
+        )
+        self.seed = seed
+        self.sampler = sampler or TextSampler(max_words=max_words)
+        self.engine = QueryEngine(
+            classifier, cache=cache, max_concurrency=max_concurrency, chunk_size=chunk_size or batch_size
+        )
+        self.n_examples = n_examples
+
+    @property
+    def cache(self) -> QueryCache:
+        return self.engine.cache
+
+    def settings(self) -> dict[str, Any]:
+        """Every parameter that shapes an explanation, for its meta."""
+        return {
+            **asdict(self.params),
+            "sampler": self.sampler.settings(),
+            "max_concurrency": self.engine.max_concurrency,
+            "chunk_size": self.engine.chunk_size,
+            "n_examples": self.n_examples,
+        }
+
+    async def explain(self, text: str, *, seed: int | None = None) -> Explanation:
+        """Find the anchor of ``text``: the words that keep its label."""
+        run = self._start(text, seed)
+        await self._label_target(run)
+        result = await self._search(run, None)
+        return self._explanation(run, result)
+
+    def explain_sync(self, text: str, *, seed: int | None = None) -> Explanation:
+        """`explain` for code without an event loop (or inside Jupyter's)."""
+        return _run_sync(self.explain(text, seed=seed))
+
+    async def estimate_precision(
+        self, text: str, positions: tuple[int, ...] | list[int], *, n: int = 1000, seed: int = 2**31 - 1
+    ) -> float:
+        """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``."""
+        run = self._start(text, seed)
+        await self._label_target(run)
+        rule = make_rule(positions)
+        texts, _ = self.sampler.sample(run.instance, rule, n, run.rng)
+        labels = await self.engine.classify(texts, run.stats)
+        return float(np.mean([label == run.target for label in labels]))
+
+    # -- the steps of one explanation, reused by MAnchors -----------------
+
+    def _start(self, text: object, seed: int | None) -> _Run:
+        instance = self.sampler.features(text)
+        if seed is None:
+            seed = self.seed
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        return _Run(instance, seed, np.random.default_rng(seed), QueryStats(), time.perf_counter())
+
+    async def _label_target(self, run: _Run) -> None:
+        (run.target,) = await self.engine.classify([run.instance.text], run.stats)
+
+    async def _search(self, run: _Run, start: Rule | None) -> SearchResult:
+        pool = self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
+        search = BeamSearch(len(run.instance.words), pool, self.params, start)
+
+        async def answer(requests: list[SampleRequest]) -> list[Samples]:
+            drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
+            batch = [t for batch_texts, _ in drawn for t in batch_texts]
+            labels = await self.engine.classify(batch, run.stats)
+            hits = np.array([label == run.target for label in labels], dtype=bool)
+            run.texts.extend(batch)
+            run.hits.extend(hits.tolist())
+            run.samples += len(batch)
+            out, offset = [], 0
+            for batch_texts, present in drawn:
+                out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
+                offset += len(batch_texts)
+            return out
+
+        return await drive(search.run(), answer)
+
+    def _explanation(self, run: _Run, result: SearchResult, **extra: Any) -> Explanation:
+        """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
+        instance, stats = run.instance, result.stats
+        positions = tuple(sorted(result.rule))
+        hits = np.asarray(run.hits, dtype=bool)
+        held = [run.texts[r] for r in result.rows if hits[r]]
+        failed = [run.texts[r] for r in result.rows if not hits[r]]
+        data = AnchorData(
+            text=instance.text,
+            words=instance.words,
+            label=run.target,
+            anchor=tuple(instance.words[p] for p in positions),
+            positions=positions,
+            precision=stats.precision,
+            precision_bounds=(result.lower, result.upper),
+            coverage=stats.coverage,
+            success=result.success,
+            n_samples=stats.n_samples,
+            examples_covered_true=tuple(held[: self.n_examples]),
+            examples_covered_false=tuple(failed[: self.n_examples]),
+            path=result.path,
+            rounds=result.rounds,
+        )
+        meta = Meta(
+            explainer=self.name,
+            version=__version__,
+            classifier=self.classifier.identity,
+            params=self.settings(),
+            seed=run.seed,
+            samples=run.samples,
+            queries=run.stats.queries,
+            cache_hits=run.stats.cache_hits,
+            wall_time_s=time.perf_counter() - run.started,
+            **extra,
+        )
+        return Explanation(meta, data)
+
+
+async def drive(
+    search: Generator[list[SampleRequest], list[Samples], SearchResult],
+    answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
+) -> SearchResult:
+    """Run a search generator, answering each round of requests with ``answer``."""
+    try:
+        requests = next(search)
+        while True:
+            requests = search.send(await answer(requests))
+    except StopIteration as stop:
+        result: SearchResult = stop.value
+        return result
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()

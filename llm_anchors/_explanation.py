@@ -1,0 +1,132 @@
+"""`Explanation(meta, data)`: what was found, and how it was made."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from ._classifier import Label
+from ._search import RoundTrace, RuleStats
+from ._text import TextInstance
+
+__all__ = ["AnchorData", "Cost", "Explanation", "Meta"]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Tokens and dollars one explanation spent (zero for local functions)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: str = "0"
+
+
+@dataclass(frozen=True)
+class Meta:
+    """How the explanation was made.
+
+    ``samples``: labelled perturbations the search consumed, cache hits
+    included; ``queries``: texts actually sent to the model (the
+    unperturbed input included); ``cache_hits``: texts answered without a
+    query.
+    """
+
+    explainer: str
+    version: str
+    classifier: str
+    params: dict[str, Any]
+    seed: int
+    samples: int
+    queries: int
+    cache_hits: int
+    wall_time_s: float
+    cost: Cost = field(default_factory=Cost)
+
+
+@dataclass(frozen=True)
+class AnchorData:
+    """The anchor and its statistics.
+
+    ``anchor``: the anchor's words, in sentence order; ``positions``: their
+    indices among ``words``. ``precision`` is the search's estimate, with
+    KL bounds ``precision_bounds``; ``success`` is False when no rule
+    reached the threshold and the best-precision rule is returned instead.
+    """
+
+    text: str
+    words: tuple[str, ...]
+    label: Label
+    anchor: tuple[str, ...]
+    positions: tuple[int, ...]
+    precision: float
+    precision_bounds: tuple[float, float]
+    coverage: float
+    success: bool
+    n_samples: int
+    examples_covered_true: tuple[str, ...] = ()
+    examples_covered_false: tuple[str, ...] = ()
+    path: tuple[RuleStats, ...] = ()
+    rounds: tuple[RoundTrace, ...] = ()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    meta: Meta
+    data: AnchorData
+
+    def to_json(self, **dumps_kwargs: Any) -> str:
+        """JSON text; `from_json` reads it back into an equal object."""
+        return json.dumps({"meta": asdict(self.meta), "data": asdict(self.data)}, **dumps_kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> Explanation:
+        raw = json.loads(text)
+        meta = dict(raw["meta"])
+        meta["cost"] = Cost(**meta["cost"])
+        data = dict(raw["data"])
+        for name in _TUPLES:
+            data[name] = tuple(data[name])
+        data["path"] = tuple(_rule_stats(s) for s in data["path"])
+        data["rounds"] = tuple(
+            RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"])) for r in data["rounds"]
+        )
+        return cls(Meta(**_known(Meta, meta)), AnchorData(**_known(AnchorData, data)))
+
+    def __str__(self) -> str:
+        d, m = self.data, self.meta
+        anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
+        flag = "" if d.success else " [no rule reached the threshold]"
+        return (
+            f"{anchor} -> {d.label!r} | precision {d.precision:.2f} | coverage {d.coverage:.2f} | "
+            f"{m.samples} samples, {m.queries} queries, {m.wall_time_s:.2f}s{flag}"
+        )
+
+    def _repr_html_(self) -> str:
+        d = self.data
+        marked = set(d.positions)
+        spans = TextInstance.parse(d.text).spans
+        parts, last = [], 0
+        for i, (start, end) in enumerate(spans):
+            parts.append(html.escape(d.text[last:start]))
+            word = html.escape(d.text[start:end])
+            parts.append(f"<mark><b>{word}</b></mark>" if i in marked else word)
+            last = end
+        parts.append(html.escape(d.text[last:]))
+        return (
+            f"<div><p>{''.join(parts)}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
+            f"precision {d.precision:.2f} · coverage {d.coverage:.2f}</p></div>"
+        )
+
+
+_TUPLES = ("words", "anchor", "positions", "precision_bounds", "examples_covered_true", "examples_covered_false")
+
+
+def _rule_stats(raw: dict[str, Any]) -> RuleStats:
+    return RuleStats(tuple(raw["rule"]), tuple(raw["order"]), raw["n_samples"], raw["positives"], raw["coverage"])
+
+
+def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in raw.items() if k in names}

@@ -1,0 +1,107 @@
+"""Text perturbation: words as features, rendered back with their spacing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._exceptions import ConfigError, InvalidInputError
+from ._rules import Rule
+
+__all__ = ["TextInstance", "TextSampler"]
+
+# A word: letters/digits, with inner apostrophes or hyphens ("century's",
+# "jean-claud"). Everything between words (spaces, punctuation) is kept
+# verbatim, so a perturbation reads like the original.
+_WORD = re.compile(r"\w+(?:['’\-]\w+)*")
+
+
+@dataclass(frozen=True)
+class TextInstance:
+    """One input split into words (the features) and the text between them."""
+
+    text: str
+    words: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> TextInstance:
+        matches = list(_WORD.finditer(text))
+        return cls(text, tuple(m.group() for m in matches), tuple(m.span() for m in matches))
+
+    def render(self, keep: np.ndarray, mask: str) -> str:
+        """The text with every word not kept replaced by ``mask``."""
+        parts: list[str] = []
+        last = 0
+        for (start, end), word, kept in zip(self.spans, self.words, keep, strict=True):
+            parts.append(self.text[last:start])
+            parts.append(word if kept else mask)
+            last = end
+        parts.append(self.text[last:])
+        return "".join(parts)
+
+
+class TextSampler:
+    """Perturbs a text by masking words, keeping a rule's words.
+
+    mode "unk" (the Anchors papers' default): every word outside the rule
+    is replaced by ``mask`` with probability ``p_replace``, independently.
+    ``max_words`` bounds the input: the search's cost grows with it.
+    """
+
+    def __init__(
+        self,
+        *,
+        mode: str = "unk",
+        mask: str = "UNK",
+        p_replace: float = 0.5,
+        max_words: int = 256,
+    ) -> None:
+        if mode != "unk":
+            raise ConfigError(f"unknown perturbation mode {mode!r}; available: 'unk'")
+        if not 0.0 < p_replace < 1.0:
+            raise ConfigError(f"p_replace must lie strictly between 0 and 1, got {p_replace}")
+        if max_words < 1:
+            raise ConfigError(f"max_words must be >= 1, got {max_words}")
+        self.mode = mode
+        self.mask = mask
+        self.p_replace = p_replace
+        self.max_words = max_words
+
+    def settings(self) -> dict[str, object]:
+        return {"mode": self.mode, "mask": self.mask, "p_replace": self.p_replace, "max_words": self.max_words}
+
+    def features(self, text: object) -> TextInstance:
+        """Split ``text`` into words; reject what cannot be explained."""
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text to explain must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise InvalidInputError("text to explain is empty or whitespace only")
+        instance = TextInstance.parse(text)
+        if not instance.words:
+            raise InvalidInputError(f"text to explain has no words: {text[:80]!r}")
+        if len(instance.words) > self.max_words:
+            raise InvalidInputError(
+                f"text to explain has {len(instance.words)} words, over the limit of {self.max_words} (max_words)"
+            )
+        return instance
+
+    def sample_present(self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
+        """An (n × words) boolean matrix: which words each perturbation keeps."""
+        present = rng.random((n, len(instance.words))) >= self.p_replace
+        if rule:
+            present[:, sorted(rule)] = True
+        return present
+
+    def sample(
+        self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator
+    ) -> tuple[list[str], np.ndarray]:
+        """``n`` perturbed texts that keep the words of ``rule``, and their matrix."""
+        present = self.sample_present(instance, rule, n, rng)
+        return self.render(instance, present), present
+
+    def render(self, instance: TextInstance, present: Sequence[np.ndarray] | np.ndarray) -> list[str]:
+        return [instance.render(row, self.mask) for row in present]

@@ -1,0 +1,43 @@
+"""Shared helpers: synthetic classifiers over word sets."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def needs_all(*words: str):
+    """Label 1 iff every one of ``words`` occurs in the text, else 0."""
+
+    def classify(texts: list[str]) -> list[int]:
+        return [int(all(w in t.split() for w in words)) for t in texts]
+
+    return classify
+
+
+def run_search(search, label_of_present, seed=0):
+    """Drive a BeamSearch with unk perturbations and a classifier on the kept-word matrix.
+
+    ``label_of_present`` maps an (n × F) boolean matrix to n booleans (label == target).
+    Returns the result and the list of request batches the search yielded.
+    """
+    from llm_anchors import Samples
+
+    rng = np.random.default_rng(seed)
+    batches = []
+    gen = search.run()
+    try:
+        requests = next(gen)
+        while True:
+            batches.append(requests)
+            answers = []
+            for r in requests:
+                present = rng.random((r.n, search.n_features)) >= 0.5
+                present[:, sorted(r.rule)] = True
+                answers.append(Samples(present, np.asarray(label_of_present(present), dtype=bool)))
+            requests = gen.send(answers)
+    except StopIteration as stop:
+        return stop.value, batches
+
+
+def pool(n_features, n=10_000, seed=123):
+    return np.random.default_rng(seed).random((n, n_features)) >= 0.5

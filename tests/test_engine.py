@@ -1,0 +1,98 @@
+import asyncio
+
+import pytest
+
+from llm_anchors import ClassifierError, FunctionClassifier, QueryCache, QueryEngine, QueryStats
+
+
+class Recorder:
+    def __init__(self, delay=0.0, fail_on=None):
+        self.calls: list[list[str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.delay = delay
+        self.fail_on = fail_on
+
+    async def __call__(self, texts):
+        self.calls.append(list(texts))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+            if self.fail_on and any(self.fail_on in t for t in texts):
+                raise RuntimeError("boom")
+            return [t.upper() for t in texts]
+        finally:
+            self.in_flight -= 1
+
+
+async def test_duplicates_in_a_batch_are_sent_once():
+    rec = Recorder()
+    engine = QueryEngine(FunctionClassifier(rec))
+    stats = QueryStats()
+    assert await engine.classify(["a", "b", "a", "a"], stats) == ["A", "B", "A", "A"]
+    assert sorted(t for call in rec.calls for t in call) == ["a", "b"]
+    assert (stats.queries, stats.cache_hits) == (2, 2)
+
+
+async def test_cache_across_calls_and_engines():
+    rec = Recorder()
+    cache = QueryCache()
+    first = QueryEngine(FunctionClassifier(rec, name="r"), cache=cache)
+    second = QueryEngine(FunctionClassifier(rec, name="r"), cache=cache)
+    await first.classify(["a", "b"], QueryStats())
+    stats = QueryStats()
+    assert await second.classify(["b", "c"], stats) == ["B", "C"]
+    assert (stats.queries, stats.cache_hits) == (1, 1)
+    # Another classifier identity never sees these labels.
+    other = QueryEngine(FunctionClassifier(rec, name="other"), cache=cache)
+    stats = QueryStats()
+    await other.classify(["a"], stats)
+    assert stats.queries == 1
+
+
+async def test_text_in_flight_is_awaited_not_resent():
+    rec = Recorder(delay=0.05)
+    engine = QueryEngine(FunctionClassifier(rec))
+    s1, s2 = QueryStats(), QueryStats()
+    r1, r2 = await asyncio.gather(engine.classify(["x", "y"], s1), engine.classify(["y", "z"], s2))
+    assert (r1, r2) == (["X", "Y"], ["Y", "Z"])
+    assert sum(len(c) for c in rec.calls) == 3
+    assert s1.queries + s2.queries == 3 and s1.cache_hits + s2.cache_hits == 1
+
+
+async def test_chunks_and_concurrency_bound():
+    rec = Recorder(delay=0.02)
+    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=3, chunk_size=10)
+    texts = [f"t{i}" for i in range(95)]
+    assert await engine.classify(texts, QueryStats()) == [t.upper() for t in texts]
+    assert sorted(len(c) for c in rec.calls) == [5] + [10] * 9
+    assert rec.max_in_flight == 3
+
+
+async def test_failed_chunk_loses_nothing_else():
+    rec = Recorder(fail_on="bad")
+    engine = QueryEngine(FunctionClassifier(rec, name="flaky"), chunk_size=2)
+    with pytest.raises(ClassifierError, match="flaky"):
+        await engine.classify(["a", "b", "bad", "c", "d", "e"], QueryStats())
+    # The chunks that succeeded are cached: a retry sends only the lost chunk.
+    rec.fail_on = None
+    stats = QueryStats()
+    assert await engine.classify(["a", "b", "bad", "c", "d", "e"], stats) == ["A", "B", "BAD", "C", "D", "E"]
+    assert stats.queries == 2 and stats.cache_hits == 4
+
+
+async def test_waiter_on_failed_text_gets_the_error():
+    rec = Recorder(delay=0.02, fail_on="bad")
+    engine = QueryEngine(FunctionClassifier(rec))
+    results = await asyncio.gather(
+        engine.classify(["bad"], QueryStats()), engine.classify(["bad"], QueryStats()), return_exceptions=True
+    )
+    assert all(isinstance(r, ClassifierError) for r in results)
+    assert len(rec.calls) == 1
+
+
+def test_engine_works_across_event_loops():
+    engine = QueryEngine(FunctionClassifier(Recorder(delay=0.001)))
+    assert asyncio.run(engine.classify(["a"], QueryStats())) == ["A"]
+    assert asyncio.run(engine.classify(["b"], QueryStats())) == ["B"]

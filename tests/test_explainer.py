@@ -1,0 +1,185 @@
+import asyncio
+import random
+
+import pytest
+
+from llm_anchors import (
+    AnchorsExplainer,
+    ClassifierError,
+    ConfigError,
+    FunctionClassifier,
+    InvalidInputError,
+    QueryCache,
+)
+from tests.conftest import needs_all
+
+SENTENCE = "this is a good and great movie with a fine plot overall"
+
+
+def explainer(fn, **kw):
+    kw.setdefault("seed", 0)
+    return AnchorsExplainer(FunctionClassifier(fn), **kw)
+
+
+async def test_good_and_great():
+    exp = await explainer(needs_all("good", "great")).explain(SENTENCE)
+    assert exp.data.anchor == ("good", "great")
+    assert exp.data.positions == (3, 5)
+    assert exp.data.label == 1
+    assert exp.data.success
+    assert exp.data.precision >= 0.95
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+async def test_three_word_conjunction(seed):
+    text = "honestly this is not a bad film for a rainy day"
+    exp = await explainer(needs_all("not", "bad", "film"), seed=seed).explain(text)
+    assert exp.data.anchor == ("not", "bad", "film")
+
+
+async def test_empty_anchor_when_nothing_matters():
+    exp = await explainer(lambda texts: ["pos"] * len(texts)).explain(SENTENCE)
+    assert exp.data.anchor == ()
+    assert exp.data.coverage == 1.0
+    assert exp.data.success
+
+
+async def test_negative_label_is_explained_too():
+    # Label 0 (not both words) is kept as long as "awful" is there and "great" is not... use a
+    # classifier whose label for this text is 0 iff "bad" is kept.
+    exp = await explainer(lambda ts: [int("bad" not in t.split()) for t in ts]).explain("a bad and boring film")
+    assert exp.data.label == 0
+    assert exp.data.anchor == ("bad",)
+
+
+async def test_precision_holds_on_fresh_samples():
+    e = explainer(needs_all("good", "great"))
+    exp = await e.explain(SENTENCE)
+    fresh = await e.estimate_precision(SENTENCE, exp.data.positions, n=1000)
+    assert fresh >= 0.95
+    # A rule missing a word of the conjunction fails on fresh samples.
+    assert await e.estimate_precision(SENTENCE, (3,), n=1000) < 0.7
+
+
+async def test_counts_samples_queries_and_cache_hits():
+    e = explainer(needs_all("good", "great"))
+    exp = await e.explain(SENTENCE)
+    m = exp.meta
+    # 12 words: at most 2**12 distinct perturbations (+ the input itself).
+    assert m.queries <= 2**12 + 1
+    assert m.samples + 1 == m.queries + m.cache_hits
+    assert m.samples > m.queries
+    # Across explanations the cache answers every perturbation seen before.
+    again = await e.explain(SENTENCE)
+    assert again.meta.queries == 0
+    assert again.data == exp.data
+
+
+async def test_cache_can_be_shared_between_explainers():
+    cache = QueryCache()
+    clf = FunctionClassifier(needs_all("good", "great"), name="shared")
+    first = await AnchorsExplainer(clf, seed=0, cache=cache).explain(SENTENCE)
+    second = await AnchorsExplainer(clf, seed=0, cache=cache).explain(SENTENCE)
+    assert first.meta.queries > 0 and second.meta.queries == 0
+
+
+async def test_same_seed_same_explanation_whatever_the_response_order():
+    base = needs_all("good", "great")
+    calm = await explainer(base, seed=7, chunk_size=5).explain(SENTENCE)
+    jitter = random.Random(99)
+
+    async def shuffled(texts):
+        await asyncio.sleep(jitter.random() * 0.003)
+        return base(texts)
+
+    noisy = await explainer(shuffled, seed=7, chunk_size=5, max_concurrency=64).explain(SENTENCE)
+    assert noisy.data == calm.data
+    assert (noisy.meta.samples, noisy.meta.queries) == (calm.meta.samples, calm.meta.queries)
+    other_seed = await explainer(base, seed=8).explain(SENTENCE)
+    assert other_seed.data.examples_covered_true != calm.data.examples_covered_true
+
+
+async def test_seed_is_recorded_when_not_given():
+    exp = await AnchorsExplainer(FunctionClassifier(needs_all("good", "great"))).explain(SENTENCE)
+    replay = await explainer(needs_all("good", "great"), seed=exp.meta.seed).explain(SENTENCE)
+    assert replay.data == exp.data
+
+
+async def test_examples_are_consistent_with_the_anchor():
+    exp = await explainer(needs_all("good", "great")).explain(SENTENCE)
+    assert exp.data.examples_covered_true
+    for text in exp.data.examples_covered_true:
+        assert "good" in text.split() and "great" in text.split()
+
+
+async def test_concurrent_explanations_share_the_engine():
+    e = explainer(needs_all("good", "great"))
+    texts = [SENTENCE, "good and great", "a great yet good day for it"]
+    results = await asyncio.gather(*(e.explain(t) for t in texts))
+    assert [r.data.anchor for r in results] == [("good", "great"), ("good", "great"), ("great", "good")]
+
+
+@pytest.mark.parametrize("bad", ["", "  \t ", None, 12, "?!"])
+async def test_bad_text(bad):
+    with pytest.raises(InvalidInputError):
+        await explainer(needs_all("good")).explain(bad)
+
+
+async def test_text_over_word_limit():
+    with pytest.raises(InvalidInputError, match="max_words"):
+        await explainer(needs_all("good"), max_words=5).explain(SENTENCE)
+
+
+async def test_raising_classifier_loses_nothing():
+    state = {"calls": 0, "fail_at": 20}
+    base = needs_all("good", "great")
+
+    def flaky(texts):
+        state["calls"] += 1
+        if state["calls"] == state["fail_at"]:
+            raise ConnectionError("model server went away")
+        return base(texts)
+
+    e = AnchorsExplainer(FunctionClassifier(flaky), seed=0)
+    with pytest.raises(ClassifierError, match="flaky.*went away"):
+        await e.explain(SENTENCE)
+    cached = len(e.cache)
+    assert cached > 0
+    state["fail_at"] = -1
+    exp = await e.explain(SENTENCE)
+    reference = await explainer(base).explain(SENTENCE)
+    assert exp.data == reference.data
+    assert exp.meta.queries == reference.meta.queries - cached
+
+
+async def test_wrong_number_of_labels():
+    with pytest.raises(ClassifierError, match="returned 1 labels for"):
+        await explainer(lambda texts: [1]).explain(SENTENCE)
+
+
+def test_bad_configuration():
+    with pytest.raises(ConfigError):
+        AnchorsExplainer(lambda texts: texts)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        explainer(needs_all("good"), threshold=1.5)
+    with pytest.raises(ConfigError):
+        explainer(needs_all("good"), seed=-1)
+
+
+def test_explain_sync_outside_and_inside_a_loop():
+    e = explainer(needs_all("good", "great"))
+    assert e.explain_sync(SENTENCE).data.anchor == ("good", "great")
+
+    async def inside():
+        return e.explain_sync(SENTENCE)
+
+    assert asyncio.run(inside()).data.anchor == ("good", "great")
+
+
+async def test_meta_records_parameters():
+    exp = await explainer(needs_all("good", "great"), beam_size=2, threshold=0.9).explain(SENTENCE)
+    assert exp.meta.params["beam_size"] == 2
+    assert exp.meta.params["threshold"] == 0.9
+    assert exp.meta.params["sampler"]["mask"] == "UNK"
+    assert exp.meta.explainer == "AnchorsExplainer"
+    assert exp.meta.classifier.startswith("function:")

@@ -1,0 +1,41 @@
+import json
+
+import pytest
+
+from llm_anchors import AnchorsExplainer, Explanation, FunctionClassifier
+from tests.conftest import needs_all
+
+
+@pytest.fixture(scope="module")
+def exp() -> Explanation:
+    e = AnchorsExplainer(FunctionClassifier(needs_all("good", "great"), name="gg"), seed=3)
+    return e.explain_sync("a good & great <b>movie</b>, honestly")
+
+
+def test_json_round_trip(exp):
+    text = exp.to_json()
+    assert json.loads(text)["data"]["anchor"] == ["good", "great"]
+    back = Explanation.from_json(text)
+    assert back == exp
+    assert back.to_json() == text
+
+
+def test_from_json_ignores_unknown_fields(exp):
+    raw = json.loads(exp.to_json())
+    raw["meta"]["added_by_a_newer_version"] = 1
+    assert Explanation.from_json(json.dumps(raw)) == exp
+
+
+def test_html_highlights_the_anchor_and_escapes(exp):
+    page = exp._repr_html_()
+    assert "<mark><b>good</b></mark>" in page
+    assert "<mark><b>great</b></mark>" in page
+    assert "&lt;b&gt;" in page and "&amp;" in page and "<b>movie</b>" not in page
+    assert "<mark><b>movie</b></mark>" not in page
+
+
+def test_str_is_one_readable_line(exp):
+    line = str(exp)
+    assert "\n" not in line
+    assert line.startswith("good AND great -> 1")
+    assert "precision" in line and "coverage" in line and "queries" in line

@@ -1,0 +1,140 @@
+import numpy as np
+import pytest
+
+from llm_anchors import BeamSearch, ConfigError, SearchParams
+from tests.conftest import pool, run_search
+
+F = 12
+
+
+def conj(*features):
+    return lambda present: present[:, list(features)].all(axis=1)
+
+
+def search(params=None, start=None, n_features=F):
+    return BeamSearch(n_features, pool(n_features), params or SearchParams(), start)
+
+
+def test_recovers_two_word_conjunction():
+    result, _ = run_search(search(), conj(3, 7))
+    assert result.rule == {3, 7}
+    assert result.success
+    assert result.stats.precision == 1.0
+    assert 0.2 < result.stats.coverage < 0.3  # both words kept: 1/4 of perturbations
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_recovers_three_word_conjunction(seed):
+    result, _ = run_search(search(), conj(1, 4, 10), seed=seed)
+    assert result.rule == {1, 4, 10}
+    assert result.success
+
+
+def test_empty_rule_when_label_never_changes():
+    result, batches = run_search(search(), lambda present: np.ones(len(present), dtype=bool))
+    assert result.rule == frozenset()
+    assert result.success
+    assert result.stats.coverage == 1.0
+    assert all(r.rule == frozenset() for batch in batches for r in batch)
+
+
+def test_disjunction_needs_one_word():
+    # Label holds if word 2 or word 5 is kept: either alone is a valid anchor.
+    result, _ = run_search(search(), lambda p: p[:, 2] | p[:, 5])
+    assert result.rule in ({2}, {5})
+
+
+def test_all_requests_of_a_round_come_in_one_batch():
+    _, batches = run_search(search(), conj(3, 7))
+    # Arms with no stored sample get their first one together, in one batch...
+    first_pulls = [b for b in batches if len(b) > 2]
+    assert first_pulls and all(r.n == 1 and len(r.rule) == 1 for r in first_pulls[0])
+    assert len({r.rule for r in first_pulls[0]}) == len(first_pulls[0])
+    # ...and each LUCB round pulls its two arms together.
+    assert [len(b) for b in batches].count(2) >= 1
+
+
+def test_beam_size_is_honoured():
+    result, _ = run_search(search(SearchParams(beam_size=3)), conj(3, 7))
+    assert result.rule == {3, 7}
+    assert all(len(r.beam) == 3 for r in result.rounds)
+
+
+def test_stored_samples_seed_new_candidates():
+    result, _ = run_search(search(), conj(3, 7))
+    first, second = result.rounds[0], result.rounds[1]
+    assert second.beam[0].n_samples > 0
+    # The winner of round 2 started from samples of its parent drawn in round 1.
+    assert second.beam[0].n_samples >= first.beam[0].positives // 2
+
+
+def test_no_valid_anchor_gives_best_precision_rule():
+    # Parity of kept words: no rule of <= 2 words reaches 0.95.
+    parity = lambda p: p.sum(axis=1) % 2 == 0  # noqa: E731
+    result, _ = run_search(search(SearchParams(max_anchor_size=2)), parity)
+    assert not result.success
+    assert 1 <= len(result.rule) <= 2
+    assert result.stats.precision < 0.95
+
+
+def test_path_and_intermediate_rule():
+    # P(label) = 1 with words 0 and 1; with word 0 alone 0.875 (word 1 or 2 or 3 kept).
+    def label(p):
+        return p[:, 0] & (p[:, 1] | (p[:, 2] & p[:, 3]) | (p[:, 4] & p[:, 5] & p[:, 6]))
+
+    result, _ = run_search(search(), label)
+    assert result.success
+    assert [len(s.rule) for s in result.path] == list(range(len(result.rule) + 1))
+    assert result.path[-1] == result.stats
+    mid = result.intermediate(0.6)
+    assert 0 < len(mid.rule) < len(result.rule)
+    assert mid.precision >= 0.6
+    assert result.intermediate(0.99).rule == result.stats.rule
+
+
+def test_resume_from_start_rule():
+    fresh, _ = run_search(search(), conj(1, 4, 10))
+    resumed, batches = run_search(search(start=frozenset({4})), conj(1, 4, 10))
+    assert resumed.rule == {1, 4, 10}
+    assert batches[0][0].rule == {4}  # the start rule is checked first
+    assert resumed.path[0].rule == (4,)
+    assert resumed.samples_used < fresh.samples_used
+
+
+def test_valid_start_rule_is_returned_at_once():
+    result, batches = run_search(search(start=frozenset({3, 7})), conj(3, 7))
+    assert result.rule == {3, 7}
+    assert result.success
+    assert all(r.rule == {3, 7} for b in batches for r in b)
+
+
+def test_invalid_start_rule_is_refined_or_replaced():
+    result, _ = run_search(search(start=frozenset({0})), conj(3, 7))
+    assert {0, 3, 7} <= result.rule or not result.success
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"threshold": 1.0}, {"delta": 0}, {"epsilon": 1.5}, {"batch_size": 0}, {"beam_size": 0}, {"max_anchor_size": 0}],
+)
+def test_bad_parameters_raise_config_error(kwargs):
+    with pytest.raises(ConfigError):
+        SearchParams(**kwargs)
+
+
+def test_bad_start_or_pool_raise_config_error():
+    with pytest.raises(ConfigError):
+        BeamSearch(F, pool(F), start=frozenset({F}))
+    with pytest.raises(ConfigError):
+        BeamSearch(F, pool(F + 1))
+    with pytest.raises(ConfigError):
+        BeamSearch(0, pool(0))
+
+
+def test_search_rejects_wrongly_shaped_answers():
+    from llm_anchors import Samples
+
+    gen = search().run()
+    requests = next(gen)
+    with pytest.raises(ValueError):
+        gen.send([Samples(np.ones((requests[0].n + 1, F), dtype=bool), np.ones(requests[0].n + 1, dtype=bool))])
