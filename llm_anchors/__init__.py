@@ -1,8 +1,9 @@
 """llm-anchors: explain a classifier's label with an anchor, and count its cost."""
 
+from ._backend import Backend, Completion, CompletionParams, Completions, MockBackend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
 from ._cache import QueryCache
-from ._classifier import Classifier, FunctionClassifier, Label
+from ._classifier import UNPARSED, Batch, Classifier, FunctionClassifier, Label, Usage
 from ._engine import QueryEngine, QueryStats
 from ._exceptions import (
     BackendError,
@@ -15,8 +16,10 @@ from ._exceptions import (
     LLMAnchorsError,
     RateLimitError,
 )
-from ._explainer import AnchorsExplainer
+from ._explainer import AnchorsExplainer, Progress
 from ._explanation import AnchorData, Cost, Explanation, Meta
+from ._llm import LLMClassifier
+from ._retry import RetryPolicy, is_retryable
 from ._rules import Rule, covers, make_rule
 from ._search import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
 from ._text import TextInstance, TextSampler
@@ -25,25 +28,34 @@ from ._version import __version__
 __all__ = [
     "AnchorData",
     "AnchorsExplainer",
+    "Backend",
     "BackendError",
     "BackendTimeoutError",
     "BadResponseError",
+    "Batch",
     "BeamSearch",
     "BudgetExceeded",
     "Classifier",
     "ClassifierError",
+    "Completion",
+    "CompletionParams",
+    "Completions",
     "ConfigError",
     "Cost",
     "Explanation",
     "FunctionClassifier",
     "InvalidInputError",
     "LLMAnchorsError",
+    "LLMClassifier",
     "Label",
     "Meta",
+    "MockBackend",
+    "Progress",
     "QueryCache",
     "QueryEngine",
     "QueryStats",
     "RateLimitError",
+    "RetryPolicy",
     "RoundTrace",
     "Rule",
     "RuleStats",
@@ -53,9 +65,12 @@ __all__ = [
     "SearchResult",
     "TextInstance",
     "TextSampler",
+    "UNPARSED",
+    "Usage",
     "__version__",
     "compute_beta",
     "covers",
+    "is_retryable",
     "kl_bernoulli",
     "kl_lower_bound",
     "kl_upper_bound",

@@ -26,5 +26,9 @@ class QueryCache:
             return True, self._labels[key]
         return False, None
 
+    def labels(self, classifier: str) -> dict[str, Label]:
+        """Every text labelled so far by ``classifier``, with its label."""
+        return {text: label for (who, text), label in self._labels.items() if who == classifier}
+
     def put(self, classifier: str, text: str, label: Label) -> None:
         self._labels[(classifier, text)] = label

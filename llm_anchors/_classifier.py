@@ -5,14 +5,38 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ._exceptions import ClassifierError, LLMAnchorsError
 
-__all__ = ["Classifier", "FunctionClassifier", "Label", "check_labels"]
+__all__ = ["UNPARSED", "Batch", "Classifier", "FunctionClassifier", "Label", "Usage", "check_labels"]
 
 Label = Hashable
 """A class label: a str or an int, typically."""
+
+UNPARSED = "<unparsed>"
+"""The label of an answer that names no label: a class of its own, never
+silently the explained input's label."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one call consumed."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A classifier's answer to a list of texts: one label each, and the usage."""
+
+    labels: list[Label]
+    usage: Usage = field(default_factory=Usage)
 
 
 @runtime_checkable
@@ -23,7 +47,7 @@ class Classifier(Protocol):
     @property
     def identity(self) -> str: ...
 
-    async def classify(self, texts: Sequence[str]) -> list[Label]: ...
+    async def classify(self, texts: Sequence[str]) -> Batch: ...
 
 
 class FunctionClassifier:
@@ -50,7 +74,7 @@ class FunctionClassifier:
     def __repr__(self) -> str:
         return f"FunctionClassifier({self.name!r})"
 
-    async def classify(self, texts: Sequence[str]) -> list[Label]:
+    async def classify(self, texts: Sequence[str]) -> Batch:
         batch = list(texts)
         try:
             if inspect.iscoroutinefunction(self.fn):
@@ -65,7 +89,7 @@ class FunctionClassifier:
             raise
         except Exception as exc:
             raise ClassifierError(f"raised {type(exc).__name__}: {exc}", classifier=self.identity) from exc
-        return check_labels(result, len(batch), self.identity)
+        return Batch(check_labels(result, len(batch), self.identity))
 
 
 def check_labels(result: Any, expected: int, classifier: str) -> list[Label]:

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._cache import QueryCache
-from ._classifier import Classifier, Label
+from ._classifier import Batch, Classifier, Label
 from ._exceptions import ClassifierError, ConfigError
+from ._retry import RetryPolicy
 
 __all__ = ["QueryEngine", "QueryStats"]
 
@@ -16,16 +17,20 @@ __all__ = ["QueryEngine", "QueryStats"]
 @dataclass
 class QueryStats:
     """Counts for one explanation: texts sent to the model, texts answered
-    from the cache (or by a request already in flight)."""
+    from the cache (or by a request already in flight), failed calls
+    retried, and the tokens the calls consumed."""
 
     queries: int = 0
     cache_hits: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class QueryEngine:
     """Labels texts through a classifier, never asking for one text twice.
 
-    Texts not yet cached are sent in chunks of ``chunk_size``; at most
+    Texts not yet cached are sent in chunks of `request_size`; at most
     ``max_concurrency`` chunks are in flight at once, across every
     explanation that shares this engine. A text already in flight for
     another explanation is awaited, not sent again. When a chunk fails the
@@ -40,6 +45,7 @@ class QueryEngine:
         cache: QueryCache | None = None,
         max_concurrency: int = 8,
         chunk_size: int = 100,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if max_concurrency < 1 or chunk_size < 1:
             raise ConfigError("max_concurrency and chunk_size must be >= 1")
@@ -47,6 +53,7 @@ class QueryEngine:
         self.cache = cache if cache is not None else QueryCache()
         self.max_concurrency = max_concurrency
         self.chunk_size = chunk_size
+        self.retry = retry or RetryPolicy()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._inflight: dict[str, asyncio.Future[Label]] = {}
@@ -67,7 +74,8 @@ class QueryEngine:
                 future: asyncio.Future[Label] = asyncio.get_running_loop().create_future()
                 self._inflight[text] = pending[text] = future
                 to_send.append(text)
-        chunks = [to_send[i : i + self.chunk_size] for i in range(0, len(to_send), self.chunk_size)]
+        step = self.request_size
+        chunks = [to_send[i : i + step] for i in range(0, len(to_send), step)]
         sends = [self._send(chunk, stats) for chunk in chunks]
         outcomes = await asyncio.gather(*sends, *pending.values(), return_exceptions=True)
         for outcome in outcomes:
@@ -75,14 +83,24 @@ class QueryEngine:
                 raise outcome
         return [self.cache.get(key, text)[1] for text in texts]
 
+    @property
+    def request_size(self) -> int:
+        """Texts per call: ``chunk_size``, or less when one request of the
+        classifier's backend takes fewer (so a retry resends one request)."""
+        limit = getattr(self.classifier, "max_batch", None)
+        return min(self.chunk_size, limit) if isinstance(limit, int) and limit > 0 else self.chunk_size
+
     async def _send(self, chunk: list[str], stats: QueryStats) -> None:
         async with self._semaphore:
             stats.queries += len(chunk)
             try:
-                labels = await self.classifier.classify(chunk)
+                batch = await self._call(chunk, stats)
             except BaseException as exc:
                 self._fail(chunk, exc)
                 raise
+        stats.prompt_tokens += batch.usage.prompt_tokens
+        stats.completion_tokens += batch.usage.completion_tokens
+        labels = batch.labels
         if len(labels) != len(chunk):
             error = ClassifierError(
                 f"returned {len(labels)} labels for {len(chunk)} texts", classifier=self.classifier.identity
@@ -92,6 +110,15 @@ class QueryEngine:
         for text, label in zip(chunk, labels, strict=True):
             self.cache.put(self.classifier.identity, text, label)
             self._inflight.pop(text).set_result(label)
+
+    async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
+        """One call, retried on 429, 5xx, timeouts and dropped connections."""
+        async for attempt in self.retry.retrying():
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    stats.retries += 1
+                return await self.classifier.classify(chunk)
+        raise AssertionError("unreachable: tenacity reraises the last error")
 
     def _fail(self, chunk: list[str], exc: BaseException) -> None:
         if not isinstance(exc, Exception):

@@ -56,23 +56,47 @@ class ClassifierError(LLMAnchorsError):
 
 
 class BackendError(ClassifierError):
-    """A model server could not answer."""
+    """A model server could not answer.
+
+    ``status`` is the HTTP status when there was one; ``retryable`` says
+    whether the same request may succeed later (5xx: yes; other 4xx: no).
+    """
+
+    def __init__(self, message: str, *, classifier: str, status: int | None = None) -> None:
+        super().__init__(message, classifier=classifier)
+        self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        return self.status is not None and self.status >= 500
 
 
 class RateLimitError(BackendError):
-    """The server answered 429; `retry_after` is its hint in seconds."""
+    """The server answered 429; ``retry_after`` is its hint in seconds."""
 
     def __init__(self, message: str, *, classifier: str, retry_after: float | None = None) -> None:
-        super().__init__(message, classifier=classifier)
+        super().__init__(message, classifier=classifier, status=429)
         self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return True
 
 
 class BackendTimeoutError(BackendError):
     """The server did not answer in time, or the connection dropped."""
 
+    @property
+    def retryable(self) -> bool:
+        return True
+
 
 class BadResponseError(BackendError):
     """The server answered, but not in a shape that can be read."""
+
+    @property
+    def retryable(self) -> bool:
+        return False
 
 
 class BudgetExceeded(LLMAnchorsError):

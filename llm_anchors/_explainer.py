@@ -7,23 +7,36 @@ import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
 from ._cache import QueryCache
-from ._classifier import Classifier, Label
+from ._classifier import UNPARSED, Classifier, Label
 from ._engine import QueryEngine, QueryStats
 from ._exceptions import ConfigError
-from ._explanation import AnchorData, Explanation, Meta
+from ._explanation import AnchorData, Cost, Explanation, Meta
+from ._retry import RetryPolicy
 from ._rules import Rule, make_rule
 from ._search import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
 from ._text import TextInstance, TextSampler
 from ._version import __version__
 
-__all__ = ["AnchorsExplainer"]
+__all__ = ["AnchorsExplainer", "Progress"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where an explanation stands, passed to a ``progress`` callback after each batch."""
+
+    samples: int
+    queries: int
+    cache_hits: int
+    prompt_tokens: int
+    completion_tokens: int
+    elapsed_s: float
 
 
 @dataclass
@@ -37,6 +50,8 @@ class _Run:
     started: float
     target: Label = None
     samples: int = 0
+    unparsed: int = 0
+    progress: Callable[[Progress], None] | None = None
     texts: list[str] = field(default_factory=list)
     hits: list[bool] = field(default_factory=list)
 
@@ -50,7 +65,8 @@ class AnchorsExplainer:
     draw (None: fresh entropy, recorded in the explanation's meta).
     ``max_concurrency`` bounds model calls in flight; ``chunk_size`` is the
     most texts per call (default: ``batch_size``). ``cache`` may be shared
-    between explainers of the same classifier.
+    between explainers of the same classifier; ``retry`` says how failed
+    calls are retried (`RetryPolicy`).
 
     >>> explainer = AnchorsExplainer(clf, seed=0)
     >>> exp = await explainer.explain("a good and great movie")
@@ -77,6 +93,7 @@ class AnchorsExplainer:
         max_concurrency: int = 8,
         chunk_size: int | None = None,
         cache: QueryCache | None = None,
+        retry: RetryPolicy | None = None,
         n_examples: int = 5,
     ) -> None:
         if not isinstance(classifier, Classifier):
@@ -98,9 +115,25 @@ class AnchorsExplainer:
         self.seed = seed
         self.sampler = sampler or TextSampler(max_words=max_words)
         self.engine = QueryEngine(
-            classifier, cache=cache, max_concurrency=max_concurrency, chunk_size=chunk_size or batch_size
+            classifier,
+            cache=cache,
+            max_concurrency=max_concurrency,
+            chunk_size=chunk_size or batch_size,
+            retry=retry,
         )
         self.n_examples = n_examples
+
+    async def aclose(self) -> None:
+        """Close the classifier's connections, if it holds any."""
+        close = getattr(self.classifier, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     @property
     def cache(self) -> QueryCache:
@@ -116,9 +149,15 @@ class AnchorsExplainer:
             "n_examples": self.n_examples,
         }
 
-    async def explain(self, text: str, *, seed: int | None = None) -> Explanation:
-        """Find the anchor of ``text``: the words that keep its label."""
+    async def explain(
+        self, text: str, *, seed: int | None = None, progress: Callable[[Progress], None] | None = None
+    ) -> Explanation:
+        """Find the anchor of ``text``: the words that keep its label.
+
+        ``progress``, if given, is called after every batch of queries.
+        """
         run = self._start(text, seed)
+        run.progress = progress
         await self._label_target(run)
         result = await self._search(run, None)
         return self._explanation(run, result)
@@ -163,6 +202,9 @@ class AnchorsExplainer:
             run.texts.extend(batch)
             run.hits.extend(hits.tolist())
             run.samples += len(batch)
+            run.unparsed += sum(1 for label in labels if label == UNPARSED)
+            if run.progress is not None:
+                run.progress(self._progress(run))
             out, offset = [], 0
             for batch_texts, present in drawn:
                 out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
@@ -170,6 +212,12 @@ class AnchorsExplainer:
             return out
 
         return await drive(search.run(), answer)
+
+    @staticmethod
+    def _progress(run: _Run) -> Progress:
+        s = run.stats
+        elapsed = time.perf_counter() - run.started
+        return Progress(run.samples, s.queries, s.cache_hits, s.prompt_tokens, s.completion_tokens, elapsed)
 
     def _explanation(self, run: _Run, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
@@ -203,7 +251,10 @@ class AnchorsExplainer:
             samples=run.samples,
             queries=run.stats.queries,
             cache_hits=run.stats.cache_hits,
+            retries=run.stats.retries,
+            unparsed=run.unparsed + int(run.target == UNPARSED),
             wall_time_s=time.perf_counter() - run.started,
+            cost=Cost(prompt_tokens=run.stats.prompt_tokens, completion_tokens=run.stats.completion_tokens),
             **extra,
         )
         return Explanation(meta, data)

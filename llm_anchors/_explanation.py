@@ -30,7 +30,8 @@ class Meta:
     ``samples``: labelled perturbations the search consumed, cache hits
     included; ``queries``: texts actually sent to the model (the
     unperturbed input included); ``cache_hits``: texts answered without a
-    query.
+    query; ``retries``: failed calls sent again; ``unparsed``: answers
+    that named no label (the class `UNPARSED`).
     """
 
     explainer: str
@@ -42,6 +43,8 @@ class Meta:
     queries: int
     cache_hits: int
     wall_time_s: float
+    retries: int = 0
+    unparsed: int = 0
     cost: Cost = field(default_factory=Cost)
 
 

@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
-# Set up, lint, type-check and run the whole test suite.
+# Set up everything (llama-server is built once per machine and cached in ~/.cache/llm-anchors),
+# start the local LLM on 127.0.0.1, lint, type-check and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+
+log=$(mktemp -t llama-server-ci.XXXXXX)
+.venv/bin/python -m adapters.llamacpp serve > "$log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do
+  url=$(grep -m1 '^http://127.0.0.1' "$log" || true)
+  [ -n "$url" ] && break
+  kill -0 $server 2>/dev/null || { cat "$log"; echo "llama-server did not start" >&2; exit 1; }
+  sleep 0.2
+done
+[ -n "$url" ] || { cat "$log"; echo "llama-server did not start in time" >&2; exit 1; }
+export LLM_ANCHORS_LLAMA_URL=$url
+echo "local LLM at $url"
 # pytest exits 5 when it collected no test: set -e makes that a failure too.
 .venv/bin/pytest "$@"

@@ -41,3 +41,23 @@ def run_search(search, label_of_present, seed=0):
 
 def pool(n_features, n=10_000, seed=123):
     return np.random.default_rng(seed).random((n, n_features)) >= 0.5
+
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def llama_url():
+    """The real local LLM: the server .ci/run started ($LLM_ANCHORS_LLAMA_URL), else one started here.
+
+    Never skipped: without a built llama-server this fails with the command that builds it.
+    """
+    if url := os.environ.get("LLM_ANCHORS_LLAMA_URL"):
+        yield url
+        return
+    from adapters.llamacpp import LlamaServer
+
+    with LlamaServer() as server:
+        yield server.base_url

@@ -9,7 +9,7 @@ from llm_anchors import Classifier, ClassifierError, FunctionClassifier
 async def test_sync_function():
     clf = FunctionClassifier(lambda texts: [len(t) for t in texts], name="length")
     assert isinstance(clf, Classifier)
-    assert await clf.classify(["a", "abc"]) == [1, 3]
+    assert (await clf.classify(["a", "abc"])).labels == [1, 3]
     assert clf.identity == "function:length"
 
 
@@ -18,12 +18,12 @@ async def test_async_function():
         await asyncio.sleep(0)
         return ["pos" if "good" in t else "neg" for t in texts]
 
-    assert await FunctionClassifier(fn).classify(["good", "bad"]) == ["pos", "neg"]
+    assert (await FunctionClassifier(fn).classify(["good", "bad"])).labels == ["pos", "neg"]
 
 
 async def test_numpy_output_becomes_plain_labels():
     clf = FunctionClassifier(lambda texts: np.array([1, 0, 1])[: len(texts)], in_thread=False)
-    labels = await clf.classify(["x", "y"])
+    labels = (await clf.classify(["x", "y"])).labels
     assert labels == [1, 0]
     assert all(type(label) is int for label in labels)
 
@@ -35,7 +35,7 @@ async def test_sklearn_pipeline_predict():
 
     model = make_pipeline(CountVectorizer(), LogisticRegression())
     model.fit(["good film", "great film", "bad film", "awful film"], [1, 1, 0, 0])
-    assert await FunctionClassifier(model.predict).classify(["good", "awful"]) == [1, 0]
+    assert (await FunctionClassifier(model.predict).classify(["good", "awful"])).labels == [1, 0]
 
 
 async def test_raising_classifier_is_named():

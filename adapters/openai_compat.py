@@ -1,0 +1,322 @@
+"""One backend for every OpenAI-compatible server: OpenAI, vLLM, llama.cpp.
+
+Two transports: raw ``aiohttp`` (the default: fastest for batched traffic,
+see benchmarks/README.md) and the async ``openai`` client (``client="openai"``,
+extra ``llm-anchors[openai]``). Two endpoints: ``/completions`` with a list
+of prompts per request (vLLM and llama-server take one), and
+``/chat/completions``, one prompt per request (hosted chat models).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import itertools
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from llm_anchors import (
+    BackendError,
+    BackendTimeoutError,
+    BadResponseError,
+    Completion,
+    CompletionParams,
+    Completions,
+    ConfigError,
+    RateLimitError,
+    Usage,
+)
+
+__all__ = ["OpenAICompatibleBackend", "parse_response", "parse_retry_after"]
+
+Endpoint = Literal["auto", "completions", "chat"]
+Client = Literal["aiohttp", "openai"]
+
+
+class OpenAICompatibleBackend:
+    """Completes prompts on one model served at one or more base URLs.
+
+    base_url: ``http://host:port/v1``, or a list of replicas of the same
+        model; requests are spread over them in turn.
+    endpoint: "completions" (list prompts), "chat", or "auto" (chat for
+        api.openai.com, completions elsewhere).
+    api_key: taken from ``$api_key_env`` (OPENAI_API_KEY) when not given;
+        never logged, never part of ``identity`` or ``repr``.
+    timeout: seconds for one HTTP request.
+    max_prompts_per_request: prompts per /completions request.
+    max_connections: HTTP requests in flight from this backend.
+    """
+
+    def __init__(
+        self,
+        base_url: str | Sequence[str],
+        model: str,
+        *,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        endpoint: Endpoint = "auto",
+        client: Client = "aiohttp",
+        timeout: float = 60.0,
+        max_prompts_per_request: int = 16,
+        max_connections: int = 32,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls or not all(isinstance(u, str) and urlparse(u).scheme in ("http", "https") for u in urls):
+            raise ConfigError(f"base_url must be one or more http(s) URLs, got {base_url!r}")
+        if not model:
+            raise ConfigError("model must be named")
+        if endpoint not in ("auto", "completions", "chat"):
+            raise ConfigError(f"endpoint must be auto, completions or chat, got {endpoint!r}")
+        if client not in ("aiohttp", "openai"):
+            raise ConfigError(f"client must be aiohttp or openai, got {client!r}")
+        if timeout <= 0 or max_prompts_per_request < 1 or max_connections < 1:
+            raise ConfigError("timeout, max_prompts_per_request and max_connections must be positive")
+        self.base_urls = [u.rstrip("/") for u in urls]
+        self.model = model
+        self.endpoint: Literal["completions", "chat"] = (
+            ("chat" if any(urlparse(u).hostname == "api.openai.com" for u in urls) else "completions")
+            if endpoint == "auto"
+            else endpoint
+        )
+        self.client = client
+        self.timeout = timeout
+        self.max_prompts_per_request = max_prompts_per_request if self.endpoint == "completions" else 1
+        self.max_connections = max_connections
+        self.extra_body = dict(extra_body or {})
+        self._api_key = _Secret(api_key if api_key is not None else os.environ.get(api_key_env))
+        self._next_url = itertools.cycle(self.base_urls)
+        self._transport: _Transport | None = None
+
+    @property
+    def identity(self) -> str:
+        return f"openai-compat:{self.model}:{self.endpoint}"
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleBackend({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
+        step = self.max_prompts_per_request
+        parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
+        results = await asyncio.gather(*(self._request(part, params) for part in parts))
+        items = [item for r in results for item in r.items]
+        usage = sum((r.usage for r in results), Usage())
+        covered = [r.usage_prompts for r in results]
+        return Completions(items, usage, None if None in covered else sum(c for c in covered if c is not None))
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
+
+    async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
+        transport = self._get_transport()
+        body = self._body(prompts, params)
+        raw = await transport.post(next(self._next_url), self.endpoint, body, self.identity)
+        return parse_response(raw, len(prompts), self.identity)
+
+    def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": params.max_tokens, "temperature": params.temperature}
+        if self.endpoint == "completions":
+            body["prompt"] = prompts if len(prompts) > 1 else prompts[0]
+            if params.top_logprobs:
+                body["logprobs"] = params.top_logprobs
+        else:
+            (prompt,) = prompts
+            body["messages"] = [{"role": "user", "content": prompt}]
+            if params.top_logprobs:
+                body["logprobs"] = True
+                body["top_logprobs"] = params.top_logprobs
+        body.update(self.extra_body)
+        return body
+
+    def _get_transport(self) -> _Transport:
+        loop = asyncio.get_running_loop()
+        if self._transport is None or self._transport.loop is not loop:
+            cls = _AiohttpTransport if self.client == "aiohttp" else _OpenAITransport
+            self._transport = cls(self._api_key.value, self.timeout, self.max_connections, self.base_urls)
+        return self._transport
+
+
+class _Secret:
+    """Holds an API key so that no repr, log line or vars() dump shows it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str | None) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<secret>" if self.value else "<none>"
+
+
+_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+
+
+class _Transport:
+    loop: asyncio.AbstractEventLoop
+
+    async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+
+class _AiohttpTransport(_Transport):
+    def __init__(self, api_key: str | None, timeout: float, max_connections: int, base_urls: list[str]) -> None:
+        try:
+            import aiohttp
+        except ImportError as exc:  # pragma: no cover - aiohttp is a core dependency
+            raise ConfigError("the aiohttp transport needs aiohttp: pip install aiohttp") from exc
+        self.loop = asyncio.get_running_loop()
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._aiohttp = aiohttp
+        self._session = aiohttp.ClientSession(
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            connector=aiohttp.TCPConnector(limit=max_connections),
+        )
+
+    async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
+        aiohttp = self._aiohttp
+        url = base + _PATHS[endpoint]
+        try:
+            async with self._session.post(url, json=body) as response:
+                if response.status >= 400:
+                    text = await response.text()
+                    raise _status_error(response.status, text, response.headers.get("Retry-After"), who)
+                try:
+                    raw = await response.json(content_type=None)
+                except ValueError as exc:
+                    raise BadResponseError(f"answer is not JSON: {exc}", classifier=who) from exc
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise BackendTimeoutError(f"no answer from {url} in time", classifier=who) from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise BackendTimeoutError(f"connection to {url} dropped: {type(exc).__name__}", classifier=who) from exc
+        if not isinstance(raw, dict):
+            raise BadResponseError(f"answer is {type(raw).__name__}, not an object", classifier=who)
+        return raw
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+class _OpenAITransport(_Transport):
+    def __init__(self, api_key: str | None, timeout: float, max_connections: int, base_urls: list[str]) -> None:
+        try:
+            import openai
+        except ImportError as exc:
+            raise ConfigError('client="openai" needs the openai package: pip install "llm-anchors[openai]"') from exc
+        self.loop = asyncio.get_running_loop()
+        self._openai = openai
+        self._clients = {
+            url: openai.AsyncOpenAI(base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0)
+            for url in base_urls
+        }
+
+    async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
+        openai = self._openai
+        client = self._clients[base]
+        try:
+            if endpoint == "chat":
+                response = await client.chat.completions.create(**body)
+            else:
+                response = await client.completions.create(**body)
+        except openai.RateLimitError as exc:
+            wait = parse_retry_after(exc.response.headers.get("Retry-After"))
+            raise RateLimitError(str(exc), classifier=who, retry_after=wait) from exc
+        except openai.APITimeoutError as exc:
+            raise BackendTimeoutError(f"no answer from {base} in time", classifier=who) from exc
+        except openai.APIConnectionError as exc:
+            raise BackendTimeoutError(f"connection to {base} dropped", classifier=who) from exc
+        except openai.APIStatusError as exc:
+            raise BackendError(
+                f"HTTP {exc.status_code}: {exc.message}", classifier=who, status=exc.status_code
+            ) from exc
+        dumped: dict[str, Any] = response.model_dump()
+        return dumped
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+
+
+def _status_error(status: int, text: str, retry_after: str | None, who: str) -> BackendError:
+    detail = text.strip().replace("\n", " ")[:200]
+    if status == 429:
+        return RateLimitError(f"HTTP 429: {detail}", classifier=who, retry_after=parse_retry_after(retry_after))
+    return BackendError(f"HTTP {status}: {detail}", classifier=who, status=status)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def parse_response(raw: dict[str, Any], n_prompts: int, who: str) -> Completions:
+    """Read a /completions or /chat/completions answer, in any of the three
+    logprob shapes servers use (see `_top_logprobs`)."""
+    choices = raw.get("choices")
+    if not isinstance(choices, list) or len(choices) != n_prompts:
+        got = len(choices) if isinstance(choices, list) else "no"
+        raise BadResponseError(f"{got} choices for {n_prompts} prompts", classifier=who)
+    if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
+        choices = sorted(choices, key=lambda c: c["index"])
+    try:
+        items = [Completion(_text(c), _top_logprobs(c.get("logprobs"))) for c in choices]
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise BadResponseError(f"unreadable choice: {type(exc).__name__}: {exc}", classifier=who) from exc
+    usage_raw = raw.get("usage") or {}
+    usage = Usage(int(usage_raw.get("prompt_tokens") or 0), int(usage_raw.get("completion_tokens") or 0))
+    # llama-server reports the usage of the first prompt only for a list of prompts.
+    covered = n_prompts if usage_raw and (n_prompts == 1 or usage.completion_tokens >= n_prompts) else None
+    return Completions(items, usage, covered)
+
+
+def _text(choice: dict[str, Any]) -> str:
+    if "text" in choice and choice["text"] is not None:
+        return str(choice["text"])
+    return str(choice["message"]["content"] or "")
+
+
+def _top_logprobs(logprobs: Any) -> dict[str, float] | None:
+    """The first generated token's alternatives, from any of:
+
+    - chat shape (chat completions; llama-server's completions too):
+      ``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}``
+    - legacy shape (OpenAI/vLLM completions, llama-cpp-python):
+      ``{"tokens": [...], "token_logprobs": [...], "top_logprobs": [{token: logprob}]}``
+    """
+    if not logprobs:
+        return None
+    content = logprobs.get("content")
+    if content:
+        first = content[0]
+        top = {str(t["token"]): float(t["logprob"]) for t in first.get("top_logprobs") or []}
+        if not top and "token" in first:
+            top = {str(first["token"]): float(first["logprob"])}
+        return top or None
+    legacy = logprobs.get("top_logprobs")
+    if legacy:
+        return {str(k): float(v) for k, v in legacy[0].items()} or None
+    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    if tokens and values:
+        return {str(tokens[0]): float(values[0])}
+    return None

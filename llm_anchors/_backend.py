@@ -1,0 +1,108 @@
+"""The `Backend` protocol: how an LLM is asked to complete prompts.
+
+Adapters (``adapters/``) implement it for real servers; `MockBackend`
+answers from a Python function, with a set latency, for tests and
+benchmarks that must repeat exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ._classifier import Usage
+
+__all__ = ["Backend", "Completion", "CompletionParams", "Completions", "MockBackend"]
+
+
+@dataclass(frozen=True)
+class CompletionParams:
+    """Decoding settings: a label needs one greedy token and its alternatives."""
+
+    max_tokens: int = 1
+    temperature: float = 0.0
+    top_logprobs: int = 5
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One prompt's answer: the text, and the log-probabilities of the
+    alternatives for the first generated token when the server gave them."""
+
+    text: str
+    top_logprobs: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Completions:
+    """Answers to a list of prompts, in order, and the tokens they cost.
+
+    ``usage_prompts`` is how many of the prompts the reported usage covers
+    (llama-server reports the first prompt's only for a list).
+    """
+
+    items: list[Completion]
+    usage: Usage = field(default_factory=Usage)
+    usage_prompts: int | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Completes prompts. ``identity`` names the model, not the endpoint:
+    replicas of one model share it (and the query cache)."""
+
+    @property
+    def identity(self) -> str: ...
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions: ...
+
+    async def aclose(self) -> None: ...
+
+
+class MockBackend:
+    """Answers each prompt with ``answer(prompt)`` after ``latency`` seconds.
+
+    With ``logprobs`` the answer comes as the first token's alternatives
+    (the answer at -0.05, then ``others`` at lower log-probabilities), the
+    way a server with logprobs replies. Usage counts whitespace tokens.
+    """
+
+    def __init__(
+        self,
+        answer: Callable[[str], str],
+        *,
+        latency: float = 0.0,
+        logprobs: bool = True,
+        others: Sequence[str] = (),
+        name: str = "mock",
+    ) -> None:
+        self.answer = answer
+        self.latency = latency
+        self.logprobs = logprobs
+        self.others = list(others)
+        self.name = name
+        self.calls: list[list[str]] = []
+
+    @property
+    def identity(self) -> str:
+        return f"mock:{self.name}"
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
+        self.calls.append(list(prompts))
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        items = []
+        for prompt in prompts:
+            text = " " + self.answer(prompt)
+            top = None
+            if self.logprobs:
+                top = {text: -0.05}
+                top.update({" " + o: -3.0 - i for i, o in enumerate(self.others) if " " + o != text})
+            items.append(Completion(text, top))
+        usage = Usage(sum(len(p.split()) for p in prompts), len(prompts) * params.max_tokens)
+        return Completions(items, usage, len(prompts))
+
+    async def aclose(self) -> None:
+        return None

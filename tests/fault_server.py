@@ -1,0 +1,126 @@
+"""A small OpenAI-compatible server on 127.0.0.1 that injects faults.
+
+It fails a set fraction of requests, each way a real server fails: 429
+with Retry-After, 500, 503, a hang past the client's timeout, a dropped
+connection, or a 400. The rest are answered either by a Python function
+(``answer(prompt) -> label word``, replied in llama-server's shape) or by
+forwarding to a real upstream server (``upstream="http://127.0.0.1:P/v1"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+RETRYABLE = ("429", "500", "503", "timeout", "drop")
+
+
+class FaultServer:
+    def __init__(
+        self,
+        *,
+        fail_rate: float = 0.0,
+        kinds: Sequence[str] = RETRYABLE,
+        seed: int = 0,
+        latency: tuple[float, float] = (0.0, 0.0),
+        answer: Callable[[str], str] | None = None,
+        upstream: str | None = None,
+        hang_s: float = 3.0,
+        retry_after: str = "0.05",
+    ) -> None:
+        self.fail_rate = fail_rate
+        self.kinds = list(kinds)
+        self.rng = random.Random(seed)
+        self.latency = latency
+        self.answer = answer
+        self.upstream = upstream
+        self.hang_s = hang_s
+        self.retry_after = retry_after
+        self.counts: Counter[str] = Counter()
+        self.prompts_served = 0
+        self._runner: web.AppRunner | None = None
+        self._client: aiohttp.ClientSession | None = None
+        self.base_url = ""
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/completions", self._handle)
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()  # first: no handler may forward after the client closes
+        if self._client is not None:
+            await self._client.close()
+
+    async def __aenter__(self) -> FaultServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        lo, hi = self.latency
+        if hi > 0:
+            await asyncio.sleep(self.rng.uniform(lo, hi))
+        if self.rng.random() < self.fail_rate:
+            kind = self.rng.choice(self.kinds)
+            self.counts[kind] += 1
+            if kind == "429":
+                return web.Response(status=429, text="slow down", headers={"Retry-After": self.retry_after})
+            if kind in ("500", "503", "400"):
+                return web.Response(status=int(kind), text=f"injected {kind}")
+            if kind == "timeout":
+                await asyncio.sleep(self.hang_s)
+            elif kind == "drop":
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response()
+        self.counts["ok"] += 1
+        if self.upstream:
+            return await self._forward(request.path, body)
+        return web.json_response(self._reply(request.path, body))
+
+    async def _forward(self, path: str, body: dict[str, Any]) -> web.Response:
+        if self._client is None:
+            self._client = aiohttp.ClientSession()
+        url = self.upstream.rstrip("/") + path.removeprefix("/v1")  # type: ignore[union-attr]
+        async with self._client.post(url, json=body) as response:
+            payload = await response.read()
+            return web.Response(status=response.status, body=payload, content_type="application/json")
+
+    def _reply(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.answer is not None
+        if path.endswith("/chat/completions"):
+            prompts = [body["messages"][-1]["content"]]
+        else:
+            prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        self.prompts_served += len(prompts)
+        choices = []
+        for i, prompt in enumerate(prompts):
+            word = " " + self.answer(prompt)
+            other = " negative" if word != " negative" else " positive"
+            top = [{"token": word, "logprob": -0.1}, {"token": other, "logprob": -2.5}]
+            logprobs = {"content": [{"token": word, "logprob": -0.1, "top_logprobs": top}]}
+            if path.endswith("/chat/completions"):
+                choices.append({"index": i, "message": {"role": "assistant", "content": word}, "logprobs": logprobs})
+            else:
+                choices.append({"index": i, "text": word, "logprobs": logprobs})
+        choices.reverse()  # servers may answer out of order: clients must sort by index
+        n_tokens = len(prompts[0].split())
+        return {"choices": choices, "usage": {"prompt_tokens": n_tokens, "completion_tokens": 1}}

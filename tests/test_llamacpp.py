@@ -1,0 +1,118 @@
+import pytest
+
+from adapters.llamacpp import (
+    DEFAULT_LABELS,
+    LlamaServer,
+    LlamaServerError,
+    embedded_classifier,
+    find_binary,
+    find_model,
+)
+from adapters.openai_compat import OpenAICompatibleBackend
+from llm_anchors import UNPARSED, AnchorsExplainer, CompletionParams, LLMClassifier, RetryPolicy
+from llm_anchors.cli import main as cli_main
+from tests.fault_server import FaultServer
+
+pytestmark = pytest.mark.integration
+
+POSITIVE = "an exhilarating and beautifully acted film"
+NEGATIVE = "a tedious , clumsy and painfully unfunny comedy"
+
+
+def test_missing_binary_and_model_are_clear_errors(monkeypatch, tmp_path):
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(tmp_path / "nope"))
+    with pytest.raises(LlamaServerError, match="LLAMA_SERVER_BIN"):
+        find_binary()
+    monkeypatch.setenv("LLM_ANCHORS_MODEL", str(tmp_path / "none.gguf"))
+    with pytest.raises(LlamaServerError, match="LLM_ANCHORS_MODEL"):
+        find_model()
+
+
+def test_server_that_dies_at_start_reports_its_log(tmp_path):
+    bad_model = tmp_path / "broken.gguf"
+    bad_model.write_bytes(b"not a gguf file")
+    server = LlamaServer(bad_model, startup_timeout=30)
+    with pytest.raises(LlamaServerError, match="exited"):
+        server.start()
+    assert server.log_path is not None and server.log_path.exists()
+
+
+def test_start_health_and_clean_stop():
+    with LlamaServer() as server:
+        assert server.base_url.startswith("http://127.0.0.1:")
+        process = server._process
+        assert process is not None and process.poll() is None
+    assert process.poll() is not None
+
+
+async def test_real_model_labels_reviews(llama_url):
+    clf = embedded_classifier(llama_url)
+    batch = await clf.classify([POSITIVE, NEGATIVE, "a masterpiece", "a waste of time"])
+    await clf.aclose()
+    assert batch.labels == ["positive", "negative", "positive", "negative"]
+    assert batch.usage.prompt_tokens > 0
+
+
+async def test_real_explanation_holds_on_fresh_samples(llama_url):
+    async with AnchorsExplainer(embedded_classifier(llama_url), seed=0) as explainer:
+        exp = await explainer.explain(NEGATIVE)
+        assert exp.data.label == "negative"
+        assert exp.data.success and exp.data.anchor
+        assert set(exp.data.anchor) <= set(NEGATIVE.split())
+        fresh = await explainer.estimate_precision(NEGATIVE, exp.data.positions, n=1000, seed=99)
+    assert fresh >= 0.9
+    assert exp.meta.queries > 0 and exp.meta.cost.prompt_tokens > 0
+    print(exp, f"fresh precision {fresh:.3f}")
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "openai"])
+async def test_both_clients_read_llama_server(llama_url, client):
+    backend = OpenAICompatibleBackend(llama_url, "gemma", client=client, max_prompts_per_request=4)
+    result = await backend.complete(["Review: great\nSentiment:"] * 3, CompletionParams())
+    await backend.aclose()
+    assert len(result.items) == 3 and all(item.top_logprobs for item in result.items)
+
+
+async def test_faults_in_front_of_the_real_server_are_survived(llama_url):
+    # The exact equality of a retried run is tested against a deterministic server in
+    # test_openai_compat.py; a real LLM's log-probabilities move slightly with batch company,
+    # so here the retried run must agree with the fault-free one label for label on what both saw.
+    text = "a clever , funny and touching story"
+    async with AnchorsExplainer(embedded_classifier(llama_url), seed=1) as clean:
+        reference = await clean.explain(text)
+    policy = RetryPolicy(max_attempts=10, initial_wait=0.01, max_wait=0.05, jitter=0.01)
+    async with FaultServer(upstream=llama_url, fail_rate=0.2, seed=3, hang_s=4.0) as proxy:
+        backend = OpenAICompatibleBackend(proxy.base_url, "gemma", timeout=2.0, max_prompts_per_request=8)
+        clf = LLMClassifier(backend, embedded_classifier(llama_url).prompt, DEFAULT_LABELS)
+        async with AnchorsExplainer(clf, seed=1, retry=policy) as explainer:
+            exp = await explainer.explain(text)
+    faults = sum(v for k, v in proxy.counts.items() if k != "ok")
+    assert faults > 0 and exp.meta.retries == faults
+    assert exp.data.success and reference.data.success
+    seen = explainer.cache.labels(clf.identity)
+    ref = clean.cache.labels(clean.classifier.identity)
+    common = seen.keys() & ref.keys()
+    assert len(common) > 20
+    assert sum(seen[t] == ref[t] for t in common) / len(common) >= 0.97
+
+
+def test_cli_explains_against_a_running_server(llama_url, capsys):
+    assert cli_main(["explain", POSITIVE, "--base-url", llama_url, "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "[" in out and "precision" in out and "queries" in out
+    assert cli_main(["explain", "", "--base-url", llama_url]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_cli_json(llama_url, capsys):
+    from llm_anchors import Explanation
+
+    assert cli_main(["explain", POSITIVE, "--base-url", llama_url, "--json"]) == 0
+    exp = Explanation.from_json(capsys.readouterr().out)
+    assert exp.data.label in ("positive", "negative", UNPARSED)
+
+
+def test_cli_embedded_default(capsys):
+    # No --base-url: the CLI starts its own llama-server and stops it afterwards.
+    assert cli_main(["explain", "a masterpiece", "--seed", "0"]) == 0
+    assert "label       positive" in capsys.readouterr().out

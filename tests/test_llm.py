@@ -1,0 +1,115 @@
+import pytest
+
+from llm_anchors import (
+    UNPARSED,
+    AnchorsExplainer,
+    BadResponseError,
+    Completion,
+    Completions,
+    ConfigError,
+    LLMClassifier,
+    MockBackend,
+)
+
+PROMPT = "Review: {text}\nSentiment:"
+LABELS = ["negative", "positive"]
+
+
+def sentiment(prompt: str) -> str:
+    text = prompt.split("Review: ")[-1]
+    return "positive" if "good" in text.split() and "great" in text.split() else "negative"
+
+
+def clf_for(answer=sentiment, **kw) -> LLMClassifier:
+    return LLMClassifier(MockBackend(answer, **kw), PROMPT, LABELS)
+
+
+def read(clf, text, top=None):
+    return clf.read(Completion(text, top))
+
+
+def test_label_from_logprobs_of_first_tokens():
+    clf = clf_for()
+    assert read(clf, " positive", {" positive": -0.1, " negative": -2.0}) == "positive"
+    # The label with the highest log-probability wins even when it was not generated.
+    assert read(clf, " neutral", {" neutral": -0.1, " negative": -1.0, " positive": -3.0}) == "negative"
+    # A first token that is only the start of the label word still names it.
+    assert read(clf, " pos", {" pos": -0.2, " neg": -0.9}) == "positive"
+    assert read(clf, "Positive", {"Positive": -0.2, "NEG": -0.9}) == "positive"
+
+
+def test_text_is_parsed_without_logprobs():
+    clf = clf_for()
+    assert read(clf, " positive.") == "positive"
+    assert read(clf, "  Negative\n") == "negative"
+
+
+@pytest.mark.parametrize("text,top", [(" neutral", {" neutral": -0.1, " the": -1.0}), (" maybe", None), ("", None)])
+def test_answer_naming_no_label_is_unparsed(text, top):
+    assert read(clf_for(), text, top) == UNPARSED
+
+
+def test_short_tokens_do_not_name_labels():
+    assert read(clf_for(), " p", {" p": -0.1, " n": -0.2}) == UNPARSED
+    yes_no = LLMClassifier(MockBackend(lambda p: "no"), PROMPT, ["yes", "no"])
+    assert read(yes_no, " no", {" no": -0.1, " yes": -2.0}) == "no"
+
+
+async def test_classify_renders_prompts_and_reports_usage():
+    backend = MockBackend(sentiment, others=["negative"])
+    clf = LLMClassifier(backend, PROMPT, LABELS)
+    batch = await clf.classify(["good and great", "bad"])
+    assert batch.labels == ["positive", "negative"]
+    assert backend.calls == [["Review: good and great\nSentiment:", "Review: bad\nSentiment:"]]
+    assert batch.usage.prompt_tokens == 8 and batch.usage.completion_tokens == 2
+
+
+async def test_wrong_number_of_completions_is_a_bad_response():
+    class Short(MockBackend):
+        async def complete(self, prompts, params):
+            return Completions([Completion(" positive")])
+
+    with pytest.raises(BadResponseError, match="1 completions for 2 prompts"):
+        await LLMClassifier(Short(sentiment), PROMPT, LABELS).classify(["a", "b"])
+
+
+def test_identity_names_backend_prompt_and_labels():
+    a = clf_for()
+    b = LLMClassifier(MockBackend(sentiment), PROMPT + " ", LABELS)
+    assert a.identity.startswith("llm:mock:mock|prompt:")
+    assert a.identity != b.identity
+
+
+@pytest.mark.parametrize(
+    "prompt,labels",
+    [
+        ("no placeholder", LABELS),
+        (PROMPT, ["only"]),
+        (PROMPT, ["a", "A"]),
+        (PROMPT, ["x", ""]),
+        (PROMPT, [UNPARSED, "x"]),
+    ],
+)
+def test_bad_configuration(prompt, labels):
+    with pytest.raises(ConfigError):
+        LLMClassifier(MockBackend(sentiment), prompt, labels)
+
+
+def test_not_a_backend():
+    with pytest.raises(ConfigError):
+        LLMClassifier(object(), PROMPT, LABELS)  # type: ignore[arg-type]
+
+
+async def test_explanation_of_an_llm_counts_tokens_and_unparsed():
+    def answer(prompt):
+        words = prompt.split("Review: ")[-1].split()
+        if "good" not in words and "great" not in words:
+            return "dunno"
+        return sentiment(prompt)
+
+    clf = LLMClassifier(MockBackend(answer, logprobs=False), PROMPT, LABELS)
+    exp = await AnchorsExplainer(clf, seed=0).explain("this is a good and great movie with a fine plot")
+    assert exp.data.anchor == ("good", "great")
+    assert exp.data.label == "positive"
+    assert exp.meta.unparsed > 0
+    assert exp.meta.cost.prompt_tokens > 0 and exp.meta.cost.completion_tokens == exp.meta.queries
