@@ -28,6 +28,9 @@ from llm_anchors import (
     Completions,
     ConfigError,
     RateLimitError,
+    ServerTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
     Usage,
 )
 
@@ -95,6 +98,24 @@ class OpenAICompatibleBackend:
     @property
     def identity(self) -> str:
         return f"openai-compat:{self.model}:{self.endpoint}"
+
+    @property
+    def is_local(self) -> bool:
+        """Served from this machine: its tokens cost no dollars."""
+        return all(urlparse(u).hostname in ("127.0.0.1", "localhost", "::1") for u in self.base_urls)
+
+    @property
+    def is_openai(self) -> bool:
+        return any(urlparse(u).hostname == "api.openai.com" for u in self.base_urls)
+
+    def token_counter(self) -> TokenCounter | None:
+        """tiktoken for OpenAI; the server's /tokenize for completions elsewhere (vLLM,
+        llama.cpp); None (a marked estimate) for other chat servers."""
+        if self.is_openai:
+            return TiktokenCounter(self.model, per_message=7 if self.endpoint == "chat" else 0)
+        if self.endpoint == "completions":
+            return ServerTokenCounter(self.base_urls[0], model=self.model)
+        return None
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleBackend({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"

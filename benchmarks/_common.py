@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from llm_anchors import AnchorsExplainer
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -51,3 +53,43 @@ def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> P
     }
     path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
     return path
+
+
+ROW_METRICS = ("time_s", "samples", "queries", "cache_hits", "fresh_precision", "coverage", "length")
+
+
+async def explain_rows(
+    explainer: AnchorsExplainer, texts: Sequence[str], indices: Sequence[int], fresh_samples: int = 1000
+) -> list[dict[str, Any]]:
+    """Explain each text in turn; one row of measurements per explanation.
+
+    The anchor's precision is re-estimated on ``fresh_samples`` perturbations
+    drawn with another seed (their queries are not counted in the row).
+    """
+    rows = []
+    for i, (index, text) in enumerate(zip(indices, texts, strict=True)):
+        started = time.perf_counter()
+        exp = await explainer.explain(text)
+        elapsed = time.perf_counter() - started
+        fresh = await explainer.estimate_precision(text, exp.data.positions, n=fresh_samples)
+        row: dict[str, Any] = {
+            "index": int(index),
+            "text": text,
+            "words": len(exp.data.words),
+            "anchor": list(exp.data.anchor),
+            "success": exp.data.success,
+            "label": exp.data.label,
+            "time_s": elapsed,
+            "samples": exp.meta.samples,
+            "queries": exp.meta.queries,
+            "cache_hits": exp.meta.cache_hits,
+            "prompt_tokens": exp.meta.cost.prompt_tokens,
+            "unparsed": exp.meta.unparsed,
+            "precision": exp.data.precision,
+            "fresh_precision": fresh,
+            "coverage": exp.data.coverage,
+            "length": len(exp.data.anchor),
+        }
+        rows.append(row)
+        print(f"[{i + 1}/{len(texts)}] {elapsed:7.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
+    return rows

@@ -17,42 +17,15 @@ from typing import Any
 from llm_anchors import AnchorsExplainer, FunctionClassifier
 from llm_anchors.datasets import shuffled
 
-from ._common import summarize, table, write_json
+from ._common import ROW_METRICS, explain_rows, summarize, table, write_json
 from ._models import train_text_rf
-
-METRICS = ("time_s", "samples", "queries", "cache_hits", "fresh_precision", "coverage", "length")
 
 
 async def run(n: int, seed: int, shuffle_seed: int, data: str | None) -> list[dict[str, Any]]:
     model, texts, _ = train_text_rf(data=data)
-    clf = FunctionClassifier(model.predict, name="tfidf-rf-rt-polarity")
-    explainer = AnchorsExplainer(clf, seed=seed)
-    order = shuffled(len(texts), shuffle_seed)[:n]
-    rows = []
-    for i, index in enumerate(order):
-        text = texts[index]
-        started = time.perf_counter()
-        exp = await explainer.explain(text)
-        elapsed = time.perf_counter() - started
-        fresh = await explainer.estimate_precision(text, exp.data.positions, n=1000)
-        rows.append(
-            {
-                "index": int(index),
-                "text": text,
-                "anchor": list(exp.data.anchor),
-                "success": exp.data.success,
-                "time_s": elapsed,
-                "samples": exp.meta.samples,
-                "queries": exp.meta.queries,
-                "cache_hits": exp.meta.cache_hits,
-                "precision": exp.data.precision,
-                "fresh_precision": fresh,
-                "coverage": exp.data.coverage,
-                "length": len(exp.data.anchor),
-            }
-        )
-        print(f"[{i + 1}/{n}] {elapsed:6.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
-    return rows
+    explainer = AnchorsExplainer(FunctionClassifier(model.predict, name="tfidf-rf-rt-polarity"), seed=seed)
+    order = [int(i) for i in shuffled(len(texts), shuffle_seed)[:n]]
+    return await explain_rows(explainer, [texts[i] for i in order], order)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = asyncio.run(run(args.n, args.seed, args.shuffle_seed, args.data))
-    summary = summarize(rows, METRICS)
+    summary = summarize(rows, ROW_METRICS)
     summary["success_rate"] = {"mean": sum(r["success"] for r in rows) / len(rows), "ci95": float("nan")}
     print()
     print(table(summary, f"Anchors, TF-IDF + RF on RT-Polarity, N={len(rows)}"))

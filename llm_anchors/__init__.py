@@ -2,6 +2,7 @@
 
 from ._backend import Backend, Completion, CompletionParams, Completions, MockBackend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
+from ._budget import Budget, BudgetReport, Charge, Reservation
 from ._cache import QueryCache
 from ._classifier import UNPARSED, Batch, Classifier, FunctionClassifier, Label, Usage
 from ._engine import QueryEngine, QueryStats
@@ -19,10 +20,12 @@ from ._exceptions import (
 from ._explainer import AnchorsExplainer, Progress
 from ._explanation import AnchorData, Cost, Explanation, Meta
 from ._llm import LLMClassifier
+from ._pricing import FREE, PRICES, Price, load_prices, price_for
 from ._retry import RetryPolicy, is_retryable
 from ._rules import Rule, covers, make_rule
 from ._search import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
 from ._text import TextInstance, TextSampler
+from ._tokens import EstimateCounter, ServerTokenCounter, TiktokenCounter, TokenCount, TokenCounter
 from ._version import __version__
 
 __all__ = [
@@ -34,7 +37,10 @@ __all__ = [
     "BadResponseError",
     "Batch",
     "BeamSearch",
+    "Budget",
     "BudgetExceeded",
+    "BudgetReport",
+    "Charge",
     "Classifier",
     "ClassifierError",
     "Completion",
@@ -42,7 +48,9 @@ __all__ = [
     "Completions",
     "ConfigError",
     "Cost",
+    "EstimateCounter",
     "Explanation",
+    "FREE",
     "FunctionClassifier",
     "InvalidInputError",
     "LLMAnchorsError",
@@ -50,11 +58,14 @@ __all__ = [
     "Label",
     "Meta",
     "MockBackend",
+    "PRICES",
+    "Price",
     "Progress",
     "QueryCache",
     "QueryEngine",
     "QueryStats",
     "RateLimitError",
+    "Reservation",
     "RetryPolicy",
     "RoundTrace",
     "Rule",
@@ -63,8 +74,12 @@ __all__ = [
     "Samples",
     "SearchParams",
     "SearchResult",
+    "ServerTokenCounter",
     "TextInstance",
     "TextSampler",
+    "TiktokenCounter",
+    "TokenCount",
+    "TokenCounter",
     "UNPARSED",
     "Usage",
     "__version__",
@@ -74,6 +89,8 @@ __all__ = [
     "kl_bernoulli",
     "kl_lower_bound",
     "kl_upper_bound",
+    "load_prices",
     "lucb",
     "make_rule",
+    "price_for",
 ]

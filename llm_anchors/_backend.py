@@ -89,6 +89,8 @@ class MockBackend:
     def identity(self) -> str:
         return f"mock:{self.name}"
 
+    is_local = True
+
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
         self.calls.append(list(prompts))
         if self.latency:

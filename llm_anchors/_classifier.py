@@ -6,6 +6,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
 from ._exceptions import ClassifierError, LLMAnchorsError
@@ -33,10 +34,12 @@ class Usage:
 
 @dataclass(frozen=True)
 class Batch:
-    """A classifier's answer to a list of texts: one label each, and the usage."""
+    """A classifier's answer to a list of texts: one label each, the tokens
+    the call consumed and what they cost in USD."""
 
     labels: list[Label]
     usage: Usage = field(default_factory=Usage)
+    usd: Decimal = Decimal(0)
 
 
 @runtime_checkable

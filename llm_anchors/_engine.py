@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
+from ._budget import Budget, Charge, Reservation
 from ._cache import QueryCache
 from ._classifier import Batch, Classifier, Label
-from ._exceptions import ClassifierError, ConfigError
+from ._exceptions import BackendError, BackendTimeoutError, BadResponseError, ClassifierError, ConfigError
 from ._retry import RetryPolicy
 
 __all__ = ["QueryEngine", "QueryStats"]
@@ -25,6 +27,10 @@ class QueryStats:
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    tokens_estimated: bool = False
+    usd_reserved: Decimal = Decimal(0)
+    usd_settled: Decimal = Decimal(0)
+    label: str = ""
 
 
 class QueryEngine:
@@ -46,6 +52,7 @@ class QueryEngine:
         max_concurrency: int = 8,
         chunk_size: int = 100,
         retry: RetryPolicy | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if max_concurrency < 1 or chunk_size < 1:
             raise ConfigError("max_concurrency and chunk_size must be >= 1")
@@ -54,6 +61,7 @@ class QueryEngine:
         self.max_concurrency = max_concurrency
         self.chunk_size = chunk_size
         self.retry = retry or RetryPolicy()
+        self.budget = budget
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._inflight: dict[str, asyncio.Future[Label]] = {}
@@ -98,8 +106,6 @@ class QueryEngine:
             except BaseException as exc:
                 self._fail(chunk, exc)
                 raise
-        stats.prompt_tokens += batch.usage.prompt_tokens
-        stats.completion_tokens += batch.usage.completion_tokens
         labels = batch.labels
         if len(labels) != len(chunk):
             error = ClassifierError(
@@ -117,8 +123,43 @@ class QueryEngine:
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     stats.retries += 1
-                return await self.classifier.classify(chunk)
+                return await self._paid_call(chunk, stats)
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+    async def _paid_call(self, chunk: list[str], stats: QueryStats) -> Batch:
+        """Reserve the worst case, call, settle with what the call cost."""
+        worst = await self._quote(chunk, stats)
+        reservation = self.budget.reserve(worst, stats.label) if self.budget is not None else None
+        stats.usd_reserved += worst.usd
+        try:
+            batch = await self.classifier.classify(chunk)
+        except BaseException as exc:
+            # A refusal (429, 5xx, 4xx) is not billed; a timeout, a dropped
+            # connection or a garbled answer may have been: count the worst case.
+            billed = not isinstance(exc, BackendError) or isinstance(exc, (BackendTimeoutError, BadResponseError))
+            if billed:
+                self._settle(reservation, worst, stats)
+            elif reservation is not None and self.budget is not None:
+                self.budget.release(reservation)
+            raise
+        actual = Charge(len(chunk), batch.usage.prompt_tokens, batch.usage.completion_tokens, batch.usd)
+        self._settle(reservation, actual, stats)
+        return batch
+
+    async def _quote(self, chunk: list[str], stats: QueryStats) -> Charge:
+        quote = getattr(self.classifier, "quote", None)
+        if quote is None:
+            return Charge(queries=len(chunk))
+        charge, estimated = await quote(chunk)
+        stats.tokens_estimated |= bool(estimated)
+        return Charge(len(chunk), charge.prompt_tokens, charge.completion_tokens, charge.usd)
+
+    def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
+        if reservation is not None and self.budget is not None:
+            self.budget.settle(reservation, actual)
+        stats.prompt_tokens += actual.prompt_tokens
+        stats.completion_tokens += actual.completion_tokens
+        stats.usd_settled += actual.usd
 
     def _fail(self, chunk: list[str], exc: BaseException) -> None:
         if not isinstance(exc, Exception):

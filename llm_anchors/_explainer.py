@@ -7,14 +7,15 @@ import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 import numpy as np
 
+from ._budget import Budget
 from ._cache import QueryCache
 from ._classifier import UNPARSED, Classifier, Label
 from ._engine import QueryEngine, QueryStats
-from ._exceptions import ConfigError
+from ._exceptions import BudgetExceeded, ConfigError
 from ._explanation import AnchorData, Cost, Explanation, Meta
 from ._retry import RetryPolicy
 from ._rules import Rule, make_rule
@@ -51,6 +52,7 @@ class _Run:
     target: Label = None
     samples: int = 0
     unparsed: int = 0
+    budget_exhausted: bool = False
     progress: Callable[[Progress], None] | None = None
     texts: list[str] = field(default_factory=list)
     hits: list[bool] = field(default_factory=list)
@@ -66,7 +68,11 @@ class AnchorsExplainer:
     ``max_concurrency`` bounds model calls in flight; ``chunk_size`` is the
     most texts per call (default: ``batch_size``). ``cache`` may be shared
     between explainers of the same classifier; ``retry`` says how failed
-    calls are retried (`RetryPolicy`).
+    calls are retried (`RetryPolicy`). ``budget`` caps dollars, tokens and
+    queries (`Budget`, which may be shared); when it runs out the
+    explanation raises `BudgetExceeded`, or with ``on_budget="return"``
+    returns the best rule found so far, with ``meta.budget_exhausted`` set
+    and the precision bounds of the samples it has.
 
     >>> explainer = AnchorsExplainer(clf, seed=0)
     >>> exp = await explainer.explain("a good and great movie")
@@ -94,6 +100,8 @@ class AnchorsExplainer:
         chunk_size: int | None = None,
         cache: QueryCache | None = None,
         retry: RetryPolicy | None = None,
+        budget: Budget | None = None,
+        on_budget: Literal["raise", "return"] = "raise",
         n_examples: int = 5,
     ) -> None:
         if not isinstance(classifier, Classifier):
@@ -120,7 +128,11 @@ class AnchorsExplainer:
             max_concurrency=max_concurrency,
             chunk_size=chunk_size or batch_size,
             retry=retry,
+            budget=budget,
         )
+        if on_budget not in ("raise", "return"):
+            raise ConfigError(f"on_budget must be 'raise' or 'return', got {on_budget!r}")
+        self.on_budget = on_budget
         self.n_examples = n_examples
 
     async def aclose(self) -> None:
@@ -139,10 +151,17 @@ class AnchorsExplainer:
     def cache(self) -> QueryCache:
         return self.engine.cache
 
+    @property
+    def budget(self) -> Budget | None:
+        return self.engine.budget
+
     def settings(self) -> dict[str, Any]:
         """Every parameter that shapes an explanation, for its meta."""
+        budget = self.engine.budget
         return {
             **asdict(self.params),
+            "budget": repr(budget) if budget is not None else None,
+            "on_budget": self.on_budget,
             "sampler": self.sampler.settings(),
             "max_concurrency": self.engine.max_concurrency,
             "chunk_size": self.engine.chunk_size,
@@ -193,31 +212,49 @@ class AnchorsExplainer:
     async def _search(self, run: _Run, start: Rule | None) -> SearchResult:
         pool = self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
         search = BeamSearch(len(run.instance.words), pool, self.params, start)
+        try:
+            return await drive(search.run(), lambda requests: self._answer(run, requests))
+        except BudgetExceeded:
+            if self.on_budget == "raise":
+                raise
+            run.budget_exhausted = True
+            return search.best_so_far()
 
-        async def answer(requests: list[SampleRequest]) -> list[Samples]:
-            drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
-            batch = [t for batch_texts, _ in drawn for t in batch_texts]
-            labels = await self.engine.classify(batch, run.stats)
-            hits = np.array([label == run.target for label in labels], dtype=bool)
-            run.texts.extend(batch)
-            run.hits.extend(hits.tolist())
-            run.samples += len(batch)
-            run.unparsed += sum(1 for label in labels if label == UNPARSED)
-            if run.progress is not None:
-                run.progress(self._progress(run))
-            out, offset = [], 0
-            for batch_texts, present in drawn:
-                out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
-                offset += len(batch_texts)
-            return out
-
-        return await drive(search.run(), answer)
+    async def _answer(self, run: _Run, requests: list[SampleRequest]) -> list[Samples]:
+        """Draw, label and return the samples one round of the search asked for."""
+        drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
+        batch = [t for batch_texts, _ in drawn for t in batch_texts]
+        labels = await self.engine.classify(batch, run.stats)
+        hits = np.array([label == run.target for label in labels], dtype=bool)
+        run.texts.extend(batch)
+        run.hits.extend(hits.tolist())
+        run.samples += len(batch)
+        run.unparsed += sum(1 for label in labels if label == UNPARSED)
+        if run.progress is not None:
+            run.progress(self._progress(run))
+        out, offset = [], 0
+        for batch_texts, present in drawn:
+            out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
+            offset += len(batch_texts)
+        return out
 
     @staticmethod
     def _progress(run: _Run) -> Progress:
         s = run.stats
         elapsed = time.perf_counter() - run.started
         return Progress(run.samples, s.queries, s.cache_hits, s.prompt_tokens, s.completion_tokens, elapsed)
+
+    @staticmethod
+    def _cost(stats: QueryStats) -> Cost:
+        return Cost(
+            queries=stats.queries,
+            cache_hits=stats.cache_hits,
+            prompt_tokens=stats.prompt_tokens,
+            completion_tokens=stats.completion_tokens,
+            tokens_estimated=stats.tokens_estimated,
+            usd_reserved=str(stats.usd_reserved),
+            usd_settled=str(stats.usd_settled),
+        )
 
     def _explanation(self, run: _Run, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
@@ -253,8 +290,9 @@ class AnchorsExplainer:
             cache_hits=run.stats.cache_hits,
             retries=run.stats.retries,
             unparsed=run.unparsed + int(run.target == UNPARSED),
+            budget_exhausted=run.budget_exhausted,
             wall_time_s=time.perf_counter() - run.started,
-            cost=Cost(prompt_tokens=run.stats.prompt_tokens, completion_tokens=run.stats.completion_tokens),
+            cost=self._cost(run.stats),
             **extra,
         )
         return Explanation(meta, data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import asdict, dataclass, field, fields
+from decimal import Decimal
 from typing import Any
 
 from ._classifier import Label
@@ -16,11 +17,25 @@ __all__ = ["AnchorData", "Cost", "Explanation", "Meta"]
 
 @dataclass(frozen=True)
 class Cost:
-    """Tokens and dollars one explanation spent (zero for local functions)."""
+    """What one explanation cost: queries sent, cache hits, tokens, dollars.
 
+    Dollars are exact decimal strings: ``usd_reserved`` sums the worst
+    cases held before each call, ``usd_settled`` what the calls cost.
+    ``tokens_estimated`` is True when a token count is an estimate, not
+    the model tokenizer's.
+    """
+
+    queries: int = 0
+    cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    usd: str = "0"
+    tokens_estimated: bool = False
+    usd_reserved: str = "0"
+    usd_settled: str = "0"
+
+    @property
+    def usd(self) -> Decimal:
+        return Decimal(self.usd_settled)
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,7 @@ class Meta:
     wall_time_s: float
     retries: int = 0
     unparsed: int = 0
+    budget_exhausted: bool = False
     cost: Cost = field(default_factory=Cost)
 
 
@@ -87,7 +103,7 @@ class Explanation:
     def from_json(cls, text: str) -> Explanation:
         raw = json.loads(text)
         meta = dict(raw["meta"])
-        meta["cost"] = Cost(**meta["cost"])
+        meta["cost"] = Cost(**_known(Cost, meta["cost"]))
         data = dict(raw["data"])
         for name in _TUPLES:
             data[name] = tuple(data[name])
@@ -101,9 +117,11 @@ class Explanation:
         d, m = self.data, self.meta
         anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
         flag = "" if d.success else " [no rule reached the threshold]"
+        if m.budget_exhausted:
+            flag += " [budget exhausted: best rule so far]"
         return (
             f"{anchor} -> {d.label!r} | precision {d.precision:.2f} | coverage {d.coverage:.2f} | "
-            f"{m.samples} samples, {m.queries} queries, {m.wall_time_s:.2f}s{flag}"
+            f"{m.samples} samples, {m.queries} queries, ${m.cost.usd_settled}, {m.wall_time_s:.2f}s{flag}"
         )
 
     def _repr_html_(self) -> str:

@@ -6,8 +6,11 @@ import hashlib
 from collections.abc import Sequence
 
 from ._backend import Backend, Completion, CompletionParams
-from ._classifier import UNPARSED, Batch, Label
+from ._budget import Charge
+from ._classifier import UNPARSED, Batch, Label, Usage
 from ._exceptions import BadResponseError, ConfigError
+from ._pricing import FREE, Price, price_for
+from ._tokens import EstimateCounter, TokenCounter
 
 __all__ = ["LLMClassifier"]
 
@@ -25,6 +28,10 @@ class LLMClassifier:
     An answer that names no label is the label `UNPARSED`, a class of its
     own.
 
+    Cost: ``price`` (default: $0 for a model on this machine, else the
+    built-in price of the backend's model, an error when it has none);
+    ``token_counter`` (default: the backend's, else a marked estimate).
+
     >>> clf = LLMClassifier(backend, "Review: {text}\\nSentiment:", ["negative", "positive"])
     """
 
@@ -35,6 +42,9 @@ class LLMClassifier:
         labels: Sequence[str],
         *,
         params: CompletionParams | None = None,
+        price: Price | None = None,
+        prices: dict[str, Price] | None = None,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         if not isinstance(backend, Backend):
             raise ConfigError(f"{backend!r} is not a Backend (it needs .identity, async .complete and .aclose)")
@@ -49,6 +59,20 @@ class LLMClassifier:
         self.prompt = prompt
         self.labels = clean
         self.params = params or CompletionParams()
+        self.price = price or self._default_price(prices)
+        self.token_counter = token_counter or self._default_counter()
+
+    def _default_price(self, prices: dict[str, Price] | None) -> Price:
+        model = getattr(self.backend, "model", None)
+        local = bool(getattr(self.backend, "is_local", True))
+        if model is None:
+            return FREE
+        return price_for(str(model), local=local, prices=prices)
+
+    def _default_counter(self) -> TokenCounter:
+        make = getattr(self.backend, "token_counter", None)
+        counter = make() if callable(make) else None
+        return counter if counter is not None else EstimateCounter()
 
     @property
     def identity(self) -> str:
@@ -70,9 +94,18 @@ class LLMClassifier:
 
     async def aclose(self) -> None:
         await self.backend.aclose()
+        close = getattr(self.token_counter, "aclose", None)
+        if close is not None:
+            await close()
 
     def render(self, text: str) -> str:
         return self.prompt.replace("{text}", text)
+
+    async def quote(self, texts: Sequence[str]) -> tuple[Charge, bool]:
+        """Worst-case cost of classifying ``texts``, and whether its tokens are estimated."""
+        count = await self.token_counter.count([self.render(t) for t in texts])
+        completion = len(texts) * self.params.max_tokens
+        return Charge(len(texts), count.total, completion, self.price.cost(count.total, completion)), count.estimated
 
     async def classify(self, texts: Sequence[str]) -> Batch:
         prompts = [self.render(t) for t in texts]
@@ -81,7 +114,13 @@ class LLMClassifier:
             raise BadResponseError(
                 f"{len(result.items)} completions for {len(prompts)} prompts", classifier=self.identity
             )
-        return Batch([self.read(c) for c in result.items], result.usage)
+        usage = result.usage
+        if result.usage_prompts != len(prompts):
+            # The server's usage covers only part of the list (llama-server): count instead.
+            counted, _ = await self.quote(texts)
+            usage = Usage(counted.prompt_tokens, counted.completion_tokens)
+        usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens)
+        return Batch([self.read(c) for c in result.items], usage, usd)
 
     def read(self, completion: Completion) -> Label:
         """The label a completion names, or `UNPARSED`."""

@@ -243,6 +243,7 @@ class BeamSearch:
         self._cands: dict[Rule, _Candidate] = {}
         self._rounds: list[RoundTrace] = []
         self._samples_used = 0
+        self._best: _Candidate | None = None
         p = params
         self._max_size = min(p.max_anchor_size or n_features, n_features)
         # Union bound over the beam, as in the reference implementation.
@@ -264,7 +265,7 @@ class BeamSearch:
             yield from self._verify([first])
             self._trace(len(self.start), 1, [first])
             if self._valid(first):
-                best = first
+                best = self._best = first
             beam = [first]
         by_size = {len(beam[0].rule): beam}
         best_coverage = best.coverage if best else -1.0
@@ -280,6 +281,7 @@ class BeamSearch:
             for c in chosen:
                 if self._valid(c) and c.coverage > best_coverage:
                     best, best_coverage = c, c.coverage
+                    self._best = best
             size += 1
         if best is not None:
             return self._result(best, success=True)
@@ -287,6 +289,23 @@ class BeamSearch:
         pool = [c for k, beam in sorted(by_size.items()) if k > 0 for c in beam]
         (pick,) = yield from self._lucb(pool, 1)
         return self._result(pick, success=False)
+
+    def best_so_far(self) -> SearchResult:
+        """The answer if the search had to stop now (its budget ran out).
+
+        The valid anchor of highest coverage found so far, if any; else the
+        non-empty rule whose precision has the highest lower bound (the
+        empty rule before any other was sampled). ``success`` says whether
+        it reached the threshold; its bounds are those of its samples.
+        """
+        if self._best is not None:
+            return self._result(self._best, success=True)
+        sampled = [c for c in self._cands.values() if c.n > 0 and c.rule]
+        if not sampled:
+            root = self._cands.get(frozenset()) or self._candidate(frozenset(), ())
+            return self._result(root, success=False)
+        pick = max(sampled, key=lambda c: (self._bounds(c)[0], c.coverage))
+        return self._result(pick, success=self._valid(pick))
 
     # -- steps ------------------------------------------------------------
 
@@ -364,6 +383,8 @@ class BeamSearch:
         return [made[r] for r in sorted(made, key=lambda r: sorted(r))]
 
     def _bounds(self, c: _Candidate) -> tuple[float, float]:
+        if c.n == 0:
+            return 0.0, 1.0
         level = self._verify_beta / c.n
         return kl_lower_bound(c.mean, level), kl_upper_bound(c.mean, level)
 

@@ -52,6 +52,7 @@ class FaultServer:
         app = web.Application()
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/tokenize", self._tokenize)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -96,10 +97,18 @@ class FaultServer:
             return await self._forward(request.path, body)
         return web.json_response(self._reply(request.path, body))
 
-    async def _forward(self, path: str, body: dict[str, Any]) -> web.Response:
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """Never faulted: llama-server's shape, one token per whitespace-separated word (+ BOS)."""
+        body = await request.json()
+        if self.upstream:
+            return await self._forward("/tokenize", body, root=True)
+        return web.json_response({"tokens": list(range(len(body["content"].split()) + 1))})
+
+    async def _forward(self, path: str, body: dict[str, Any], root: bool = False) -> web.Response:
         if self._client is None:
             self._client = aiohttp.ClientSession()
-        url = self.upstream.rstrip("/") + path.removeprefix("/v1")  # type: ignore[union-attr]
+        base = self.upstream.rstrip("/")  # type: ignore[union-attr]
+        url = (base.removesuffix("/v1") if root else base) + path.removeprefix("/v1")
         async with self._client.post(url, json=body) as response:
             payload = await response.read()
             return web.Response(status=response.status, body=payload, content_type="application/json")
@@ -122,5 +131,6 @@ class FaultServer:
             else:
                 choices.append({"index": i, "text": word, "logprobs": logprobs})
         choices.reverse()  # servers may answer out of order: clients must sort by index
-        n_tokens = len(prompts[0].split())
+        # Like llama-server: for a list of prompts the usage covers the first one only.
+        n_tokens = len(prompts[0].split()) + 1
         return {"choices": choices, "usage": {"prompt_tokens": n_tokens, "completion_tokens": 1}}

@@ -193,7 +193,7 @@ async def test_classify_through_http(client, endpoint):
         clf = LLMClassifier(backend, PROMPT, LABELS)
         texts = ["good and great", "bad", "great", "a good , great day"] * 5
         batch = await clf.classify(texts)
-        await backend.aclose()
+        await clf.aclose()
     assert batch.labels == [sentiment(clf.render(t)) for t in texts]
 
 

@@ -1,0 +1,186 @@
+"""Hard spend caps that hold with many requests in flight.
+
+A batch's worst-case cost is *reserved* before it is sent; a batch whose
+reservation would pass a cap is not sent (`BudgetExceeded`). When the
+answer arrives the reservation is *settled* with what the call really
+cost. Reserving and checking happen in one synchronous step under a lock,
+so concurrent explanations sharing a `Budget` cannot race past the cap
+(a check before the call and a charge after it, as popular tools do, can).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ._exceptions import BudgetExceeded, ConfigError
+
+__all__ = ["Budget", "BudgetReport", "Charge", "Reservation"]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """Queries, tokens and dollars of one call (worst case, or as settled)."""
+
+    queries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: Decimal = Decimal(0)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Charge) -> Charge:
+        return Charge(
+            self.queries + other.queries,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.usd + other.usd,
+        )
+
+
+@dataclass(frozen=True)
+class Reservation:
+    id: int
+    charge: Charge
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """Totals of a budget: settled spend, what is still reserved, and the caps."""
+
+    caps: dict[str, str | int | None]
+    settled: Charge
+    reserved: Charge
+    calls: int
+    refused: int
+    over_reservation: int
+    per_label: dict[str, Charge] = field(default_factory=dict)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(asdict(self), default=str, **kwargs)
+
+    def table(self) -> str:
+        lines = ["| | queries | prompt tokens | completion tokens | USD |", "| --- | ---: | ---: | ---: | ---: |"]
+        rows = [*self.per_label.items(), ("**settled**", self.settled), ("reserved now", self.reserved)]
+        for name, c in rows:
+            lines.append(f"| {name} | {c.queries:,} | {c.prompt_tokens:,} | {c.completion_tokens:,} | {c.usd:.6f} |")
+        caps = ", ".join(f"{k} {v}" for k, v in self.caps.items() if v is not None) or "none"
+        lines.append(f"\ncaps: {caps}; calls settled {self.calls}, refused {self.refused}")
+        return "\n".join(lines)
+
+
+def _decimal(value: float | int | str | Decimal | None, name: str) -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        result = Decimal(str(value))
+    except ArithmeticError as exc:
+        raise ConfigError(f"{name} must be a number, got {value!r}") from exc
+    if not result.is_finite() or result < 0:
+        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+    return result
+
+
+class Budget:
+    """Caps on dollars, tokens (prompt + completion) and queries; any may be None.
+
+    One budget may be given to one explainer or shared by many, across
+    concurrent explanations (and threads).
+
+    >>> budget = Budget(max_usd=0.50)
+    >>> explainer = AnchorsExplainer(clf, budget=budget)
+    """
+
+    def __init__(
+        self,
+        max_usd: float | int | str | Decimal | None = None,
+        max_tokens: int | None = None,
+        max_queries: int | None = None,
+    ) -> None:
+        self.max_usd = _decimal(max_usd, "max_usd")
+        for name, value in (("max_tokens", max_tokens), ("max_queries", max_queries)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ConfigError(f"{name} must be an int >= 0, got {value!r}")
+        self.max_tokens = max_tokens
+        self.max_queries = max_queries
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._open: dict[int, Reservation] = {}
+        self._settled = Charge()
+        self._per_label: dict[str, Charge] = {}
+        self._calls = 0
+        self._refused = 0
+        self._over = 0
+
+    def __repr__(self) -> str:
+        return f"Budget(max_usd={self.max_usd}, max_tokens={self.max_tokens}, max_queries={self.max_queries})"
+
+    @property
+    def settled(self) -> Charge:
+        return self._settled
+
+    @property
+    def reserved(self) -> Charge:
+        with self._lock:
+            return sum((r.charge for r in self._open.values()), Charge())
+
+    def reserve(self, charge: Charge, label: str = "") -> Reservation:
+        """Hold ``charge`` against the caps, or raise `BudgetExceeded` and hold nothing."""
+        with self._lock:
+            committed = self._settled + sum((r.charge for r in self._open.values()), Charge()) + charge
+            over = self._over_cap(committed)
+            if over:
+                self._refused += 1
+                raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
+            reservation = Reservation(next(self._ids), charge, label)
+            self._open[reservation.id] = reservation
+            return reservation
+
+    def settle(self, reservation: Reservation, actual: Charge) -> None:
+        """Replace a reservation by what the call really cost."""
+        with self._lock:
+            if self._open.pop(reservation.id, None) is None:
+                raise ConfigError(f"reservation {reservation.id} was already settled or released")
+            if actual.usd > reservation.charge.usd or actual.tokens > reservation.charge.tokens:
+                self._over += 1
+            self._settled = self._settled + actual
+            label = reservation.label
+            self._per_label[label] = self._per_label.get(label, Charge()) + actual
+            self._calls += 1
+
+    def release(self, reservation: Reservation) -> None:
+        """Drop a reservation whose call was not billed (refused before any work)."""
+        with self._lock:
+            self._open.pop(reservation.id, None)
+
+    def _over_cap(self, c: Charge) -> str:
+        if self.max_usd is not None and c.usd > self.max_usd:
+            return f"${c.usd:.6f} > max_usd ${self.max_usd}"
+        if self.max_tokens is not None and c.tokens > self.max_tokens:
+            return f"{c.tokens:,} tokens > max_tokens {self.max_tokens:,}"
+        if self.max_queries is not None and c.queries > self.max_queries:
+            return f"{c.queries:,} queries > max_queries {self.max_queries:,}"
+        return ""
+
+    def report(self) -> BudgetReport:
+        with self._lock:
+            return BudgetReport(
+                caps={
+                    "max_usd": str(self.max_usd) if self.max_usd is not None else None,
+                    "max_tokens": self.max_tokens,
+                    "max_queries": self.max_queries,
+                },
+                settled=self._settled,
+                reserved=sum((r.charge for r in self._open.values()), Charge()),
+                calls=self._calls,
+                refused=self._refused,
+                over_reservation=self._over,
+                per_label=dict(self._per_label),
+            )
