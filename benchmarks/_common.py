@@ -59,12 +59,18 @@ ROW_METRICS = ("time_s", "samples", "queries", "cache_hits", "fresh_precision", 
 
 
 async def explain_rows(
-    explainer: AnchorsExplainer, texts: Sequence[str], indices: Sequence[int], fresh_samples: int = 1000
+    explainer: AnchorsExplainer,
+    texts: Sequence[str],
+    indices: Sequence[int],
+    fresh_samples: int = 1000,
+    checkpoint: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Explain each text in turn; one row of measurements per explanation.
 
     The anchor's precision is re-estimated on ``fresh_samples`` perturbations
     drawn with another seed (their queries are not counted in the row).
+    With ``checkpoint`` the rows so far are rewritten there after each one,
+    so a long run that is stopped still leaves its measurements.
     """
     rows = []
     for i, (index, text) in enumerate(zip(indices, texts, strict=True)):
@@ -91,5 +97,8 @@ async def explain_rows(
             "length": len(exp.data.anchor),
         }
         rows.append(row)
+        if checkpoint is not None:
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            checkpoint.write_text(json.dumps(rows, indent=1, default=str) + "\n")
         print(f"[{i + 1}/{len(texts)}] {elapsed:7.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
     return rows

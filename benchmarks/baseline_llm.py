@@ -26,7 +26,7 @@ from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import AnchorsExplainer, LLMClassifier
 from llm_anchors.datasets import load_rt_polarity, shuffled
 
-from ._common import ROW_METRICS, explain_rows, summarize, table, write_json
+from ._common import RESULTS, ROW_METRICS, explain_rows, summarize, table, write_json
 
 
 async def raw_load(base_url: str, model: str, prompts: Sequence[str], per_request: int, concurrency: int) -> float:
@@ -61,7 +61,8 @@ async def run(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     backend = OpenAICompatibleBackend(base_url, args.model, max_prompts_per_request=args.per_request)
     clf = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
     async with AnchorsExplainer(clf, seed=args.seed, max_concurrency=args.concurrency) as explainer:
-        rows = await explain_rows(explainer, [texts[i] for i in order], order, args.fresh_samples)
+        partial = RESULTS / "baseline_llm.partial.json"
+        rows = await explain_rows(explainer, [texts[i] for i in order], order, args.fresh_samples, partial)
         # The engine's own throughput: queries sent during the explanations over their wall time.
         engine_rate = sum(r["queries"] for r in rows) / sum(r["time_s"] for r in rows)
         sent = list(explainer.cache.labels(clf.identity))[: args.raw_prompts]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ._classifier import Usage
+from ._exceptions import ConfigError
 
 __all__ = ["Backend", "Completion", "CompletionParams", "Completions", "MockBackend"]
 
@@ -64,21 +65,30 @@ class Backend(Protocol):
 class MockBackend:
     """Answers each prompt with ``answer(prompt)`` after ``latency`` seconds.
 
-    With ``logprobs`` the answer comes as the first token's alternatives
-    (the answer at -0.05, then ``others`` at lower log-probabilities), the
-    way a server with logprobs replies. Usage counts whitespace tokens.
+    ``answer_batch`` (list of prompts -> list of answers) replaces
+    ``answer`` when the answers are cheaper to compute together. With
+    ``logprobs`` the answer comes as the first token's alternatives (the
+    answer at -0.05, then ``others`` lower), the way a server with logprobs
+    replies. Usage counts whitespace tokens; with ``report_usage=False``
+    none is reported and the classifier counts tokens itself.
     """
 
     def __init__(
         self,
-        answer: Callable[[str], str],
+        answer: Callable[[str], str] | None = None,
         *,
+        answer_batch: Callable[[list[str]], list[str]] | None = None,
         latency: float = 0.0,
         logprobs: bool = True,
         others: Sequence[str] = (),
+        report_usage: bool = True,
         name: str = "mock",
     ) -> None:
+        if (answer is None) == (answer_batch is None):
+            raise ConfigError("MockBackend needs exactly one of answer and answer_batch")
         self.answer = answer
+        self.answer_batch = answer_batch
+        self.report_usage = report_usage
         self.latency = latency
         self.logprobs = logprobs
         self.others = list(others)
@@ -95,16 +105,25 @@ class MockBackend:
         self.calls.append(list(prompts))
         if self.latency:
             await asyncio.sleep(self.latency)
+        answers = self._answers(list(prompts))
         items = []
-        for prompt in prompts:
-            text = " " + self.answer(prompt)
+        for answer in answers:
+            text = " " + answer
             top = None
             if self.logprobs:
                 top = {text: -0.05}
                 top.update({" " + o: -3.0 - i for i, o in enumerate(self.others) if " " + o != text})
             items.append(Completion(text, top))
+        if not self.report_usage:
+            return Completions(items)
         usage = Usage(sum(len(p.split()) for p in prompts), len(prompts) * params.max_tokens)
         return Completions(items, usage, len(prompts))
+
+    def _answers(self, prompts: list[str]) -> list[str]:
+        if self.answer_batch is not None:
+            return self.answer_batch(prompts)
+        assert self.answer is not None
+        return [self.answer(p) for p in prompts]
 
     async def aclose(self) -> None:
         return None

@@ -1,8 +1,17 @@
-"""The query cache: a text is classified once per classifier."""
+"""The query cache: a text is classified once per classifier, and optionally
+never again across runs (SQLite)."""
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
 from ._classifier import Label
+from ._exceptions import ConfigError
 
 __all__ = ["QueryCache"]
 
@@ -11,11 +20,38 @@ class QueryCache:
     """Labels already obtained, keyed by (classifier identity, text).
 
     One cache may be shared by several explainers: a perturbation that
-    another explanation already paid for is never paid twice.
+    another explanation already paid for is never paid twice. With
+    ``path`` the labels also go to a SQLite file, so a later run (another
+    process) pays nothing for what an earlier one asked. Labels must be
+    JSON values (str, int, float, bool, None) to be persisted.
+    ``enabled=False`` makes a cache that remembers nothing: every sample
+    is a query (the baseline for measuring what the cache saves).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, enabled: bool = True) -> None:
+        if path is not None and not enabled:
+            raise ConfigError("a disabled cache cannot be persisted")
+        self.enabled = enabled
         self._labels: dict[tuple[str, str], Label] = {}
+        self.path = Path(path) if path is not None else None
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        if self.path is not None:
+            self._open(self.path)
+
+    def _open(self, path: Path) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS labels"
+                " (classifier TEXT, text TEXT, label TEXT, PRIMARY KEY (classifier, text))"
+            )
+            for classifier, text, label in self._db.execute("SELECT classifier, text, label FROM labels"):
+                self._labels[(classifier, text)] = json.loads(label)
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            raise ConfigError(f"cannot use {path} as a query cache: {exc}") from exc
 
     def __len__(self) -> int:
         return len(self._labels)
@@ -31,4 +67,20 @@ class QueryCache:
         return {text: label for (who, text), label in self._labels.items() if who == classifier}
 
     def put(self, classifier: str, text: str, label: Label) -> None:
-        self._labels[(classifier, text)] = label
+        self.put_many(classifier, [(text, label)])
+
+    def put_many(self, classifier: str, items: Iterable[tuple[str, Label]]) -> None:
+        rows = list(items)
+        for text, label in rows:
+            self._labels[(classifier, text)] = label
+        if self._db is not None and rows:
+            encoded = [(classifier, text, json.dumps(label)) for text, label in rows]
+            with self._lock:
+                self._db.execute("BEGIN")
+                self._db.executemany("INSERT OR REPLACE INTO labels VALUES (?, ?, ?)", encoded)
+                self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

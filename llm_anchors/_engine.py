@@ -69,6 +69,8 @@ class QueryEngine:
     async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """The label of every text, in order."""
         self._bind_loop()
+        if not self.cache.enabled:
+            return await self._uncached(texts, stats)
         key = self.classifier.identity
         pending: dict[str, asyncio.Future[Label]] = {}
         to_send: list[str] = []
@@ -91,6 +93,17 @@ class QueryEngine:
                 raise outcome
         return [self.cache.get(key, text)[1] for text in texts]
 
+    async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+        """Every text sent, duplicates included: what a run without a cache pays."""
+        step = self.request_size
+        chunks = [list(texts[i : i + step]) for i in range(0, len(texts), step)]
+
+        async def send(chunk: list[str]) -> list[Label]:
+            async with self._semaphore:
+                return (await self._call(chunk, stats)).labels
+
+        return [label for labels in await asyncio.gather(*(send(c) for c in chunks)) for label in labels]
+
     @property
     def request_size(self) -> int:
         """Texts per call: ``chunk_size``, or less when one request of the
@@ -100,7 +113,6 @@ class QueryEngine:
 
     async def _send(self, chunk: list[str], stats: QueryStats) -> None:
         async with self._semaphore:
-            stats.queries += len(chunk)
             try:
                 batch = await self._call(chunk, stats)
             except BaseException as exc:
@@ -113,24 +125,30 @@ class QueryEngine:
             )
             self._fail(chunk, error)
             raise error
+        self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True))
         for text, label in zip(chunk, labels, strict=True):
-            self.cache.put(self.classifier.identity, text, label)
             self._inflight.pop(text).set_result(label)
 
     async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
         """One call, retried on 429, 5xx, timeouts and dropped connections."""
         async for attempt in self.retry.retrying():
             with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    stats.retries += 1
-                return await self._paid_call(chunk, stats)
+                retry = attempt.retry_state.attempt_number > 1
+                return await self._paid_call(chunk, stats, retry)
         raise AssertionError("unreachable: tenacity reraises the last error")
 
-    async def _paid_call(self, chunk: list[str], stats: QueryStats) -> Batch:
-        """Reserve the worst case, call, settle with what the call cost."""
+    async def _paid_call(self, chunk: list[str], stats: QueryStats, retry: bool) -> Batch:
+        """Reserve the worst case, call, settle with what the call cost.
+
+        ``queries`` counts a text once when first sent; a resend is a retry.
+        """
         worst = await self._quote(chunk, stats)
         reservation = self.budget.reserve(worst, stats.label) if self.budget is not None else None
         stats.usd_reserved += worst.usd
+        if retry:
+            stats.retries += 1
+        else:
+            stats.queries += len(chunk)
         try:
             batch = await self.classifier.classify(chunk)
         except BaseException as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hashlib
+import importlib.util
 import math
 import os
 from collections.abc import Sequence
@@ -61,18 +62,17 @@ _ENCODING_URLS = {
 
 def install_offline_encodings(cache: Path | None = None) -> Path:
     """Unpack bpe-openai's encodings where tiktoken looks, and point tiktoken there."""
-    try:
-        from importlib.resources import files
-
-        data = files("bpe_openai").joinpath("data")
-    except ModuleNotFoundError as exc:
-        raise ConfigError("counting OpenAI tokens offline needs bpe-openai: pip install 'llm-anchors[openai]'") from exc
+    # Found without importing bpe_openai: its import warns (a deprecated importlib API).
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("counting OpenAI tokens offline needs bpe-openai: pip install 'llm-anchors[openai]'")
+    data = Path(list(spec.submodule_search_locations)[0]) / "data"
     cache = cache or Path(os.environ.get("TIKTOKEN_CACHE_DIR") or Path.home() / ".cache" / "llm-anchors" / "tiktoken")
     cache.mkdir(parents=True, exist_ok=True)
     for name, url in _ENCODING_URLS.items():
         target = cache / hashlib.sha1(url.encode()).hexdigest()
         if not target.exists():
-            blob = gzip.decompress(data.joinpath(f"{name}.tiktoken.gz").read_bytes())
+            blob = gzip.decompress((data / f"{name}.tiktoken.gz").read_bytes())
             partial = target.with_suffix(".partial")
             partial.write_bytes(blob)
             partial.replace(target)

@@ -11,10 +11,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ._budget import Budget
 from ._exceptions import LLMAnchorsError
 from ._explainer import AnchorsExplainer, Progress
 from ._explanation import Explanation
 from ._llm import LLMClassifier
+from ._pricing import load_prices
 
 __all__ = ["main"]
 
@@ -37,6 +39,15 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--seed", type=int, default=0)
     explain.add_argument("--threshold", type=float, default=0.95, help="precision an anchor must reach (τ)")
     explain.add_argument("--max-concurrency", type=int, default=8, help="requests in flight")
+    explain.add_argument("--max-usd", default=None, help="spend cap in USD")
+    explain.add_argument("--max-queries", type=int, default=None, help="cap on model queries")
+    explain.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
+    explain.add_argument(
+        "--on-budget",
+        choices=["raise", "return"],
+        default="return",
+        help="when a cap is reached: fail, or print the best rule so far (default)",
+    )
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
     return parser
 
@@ -62,9 +73,18 @@ async def _explain(args: argparse.Namespace) -> int:
         from adapters.openai_compat import OpenAICompatibleBackend
 
         backend = OpenAICompatibleBackend(base_urls, model, endpoint=args.endpoint, max_prompts_per_request=8)
-        clf = LLMClassifier(backend, prompt, labels)
+        prices = load_prices(args.price_file) if args.price_file else None
+        clf = LLMClassifier(backend, prompt, labels, prices=prices)
+        budget = None
+        if args.max_usd is not None or args.max_queries is not None:
+            budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
         async with AnchorsExplainer(
-            clf, seed=args.seed, threshold=args.threshold, max_concurrency=args.max_concurrency
+            clf,
+            seed=args.seed,
+            threshold=args.threshold,
+            max_concurrency=args.max_concurrency,
+            budget=budget,
+            on_budget=args.on_budget,
         ) as explainer:
             with _ProgressLine(sys.stderr) as progress:
                 exp = await explainer.explain(args.text, progress=progress)
@@ -128,6 +148,9 @@ def render(exp: Explanation, *, color: bool = False) -> str:
     parts.append(d.text[last:])
     anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
     status = "" if d.success else "  (no rule reached the threshold: best found)"
+    if m.budget_exhausted:
+        status += "  (budget exhausted: best rule so far)"
+    estimated = " (estimated)" if m.cost.tokens_estimated else ""
     lines = [
         "".join(parts),
         "",
@@ -137,7 +160,8 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         f"coverage    {d.coverage:.3f}",
         f"samples     {m.samples:,}",
         f"queries     {m.queries:,}  ({m.cache_hits:,} cache hits, {m.retries} retries)",
-        f"tokens      {m.cost.prompt_tokens:,} prompt + {m.cost.completion_tokens:,} completion",
+        f"tokens      {m.cost.prompt_tokens:,} prompt + {m.cost.completion_tokens:,} completion{estimated}",
+        f"cost        ${m.cost.usd_settled} (reserved ${m.cost.usd_reserved})",
         f"time        {m.wall_time_s:.1f}s",
     ]
     if m.unparsed:

@@ -96,3 +96,20 @@ def test_engine_works_across_event_loops():
     engine = QueryEngine(FunctionClassifier(Recorder(delay=0.001)))
     assert asyncio.run(engine.classify(["a"], QueryStats())) == ["A"]
     assert asyncio.run(engine.classify(["b"], QueryStats())) == ["B"]
+
+
+async def test_disabled_cache_sends_every_text():
+    rec = Recorder()
+    engine = QueryEngine(FunctionClassifier(rec), cache=QueryCache(enabled=False), chunk_size=3)
+    stats = QueryStats()
+    assert await engine.classify(["a", "a", "b", "a"], stats) == ["A", "A", "B", "A"]
+    assert await engine.classify(["a"], stats) == ["A"]
+    assert sum(len(c) for c in rec.calls) == 5
+    assert stats.queries == 5 and stats.cache_hits == 0
+
+
+def test_disabled_cache_cannot_be_persisted(tmp_path):
+    from llm_anchors import ConfigError
+
+    with pytest.raises(ConfigError):
+        QueryCache(tmp_path / "x.db", enabled=False)

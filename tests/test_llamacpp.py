@@ -116,3 +116,38 @@ def test_cli_embedded_default(capsys):
     # No --base-url: the CLI starts its own llama-server and stops it afterwards.
     assert cli_main(["explain", "a masterpiece", "--seed", "0"]) == 0
     assert "label       positive" in capsys.readouterr().out
+
+
+async def test_counted_prompt_tokens_match_the_servers_usage(llama_url):
+    from llm_anchors import ServerTokenCounter
+    from llm_anchors.datasets import load_rt_polarity
+
+    texts, _ = load_rt_polarity()
+    clf = embedded_classifier(llama_url)
+    prompts = [clf.render(t) for t in texts[:10] + texts[-10:]]
+    counter = ServerTokenCounter(llama_url)
+    counted = await counter.count(prompts)
+    await counter.aclose()
+    reported = []
+    for prompt in prompts:  # one prompt per request: the server's usage covers it
+        result = await clf.backend.complete([prompt], CompletionParams())
+        reported.append(result.usage.prompt_tokens)
+    await clf.aclose()
+    for c, r in zip(counted.tokens, reported, strict=True):
+        assert abs(c - r) <= 0.01 * r
+    assert not counted.estimated
+
+
+def test_cli_budget_flags(llama_url, capsys, tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"priced-model": {"input": "1.0", "output": "2.0", "as_of": "test"}}')
+    code = cli_main(
+        ["explain", NEGATIVE, "--base-url", llama_url, "--model", "priced-model",
+         "--price-file", str(prices), "--max-queries", "40", "--json"]
+    )  # fmt: skip
+    assert code == 0
+    from llm_anchors import Explanation
+
+    exp = Explanation.from_json(capsys.readouterr().out)
+    assert exp.meta.budget_exhausted and exp.meta.queries <= 40
+    assert exp.meta.cost.usd > 0

@@ -1,0 +1,194 @@
+import asyncio
+import random
+import threading
+from decimal import Decimal
+
+import pytest
+
+from adapters.openai_compat import OpenAICompatibleBackend
+from llm_anchors import (
+    AnchorsExplainer,
+    Budget,
+    BudgetExceeded,
+    Charge,
+    ConfigError,
+    FunctionClassifier,
+    LLMClassifier,
+    Price,
+    RetryPolicy,
+)
+from tests.conftest import needs_all
+from tests.fault_server import FaultServer
+
+PROMPT = "Review: {text}\nSentiment:"
+LABELS = ["negative", "positive"]
+PRICE = Price(Decimal("0.15"), Decimal("0.60"), Decimal("0.075"))  # a hosted model's, per 1M tokens
+SENTENCES = ["a good and great film", "good , great and bold", "not good not great", "great acting , good plot ."]
+
+
+def sentiment(prompt: str) -> str:
+    words = prompt.split("Review: ")[-1].split()
+    return "positive" if "good" in words and "great" in words else "negative"
+
+
+def test_reserve_refuses_what_would_pass_a_cap():
+    budget = Budget(max_usd="1.00", max_queries=10, max_tokens=1000)
+    first = budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
+    second = budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
+    with pytest.raises(BudgetExceeded, match="max_usd"):
+        budget.reserve(Charge(1, 10, 1, Decimal("0.30")))
+    budget.settle(first, Charge(4, 90, 4, Decimal("0.35")))
+    budget.release(second)
+    assert budget.settled == Charge(4, 90, 4, Decimal("0.35"))
+    assert budget.reserved == Charge()
+    with pytest.raises(BudgetExceeded, match="max_queries"):
+        budget.reserve(Charge(7, 0, 0, Decimal(0)))
+    with pytest.raises(ConfigError):
+        budget.settle(first, Charge())
+    report = budget.report()
+    assert report.refused == 2 and report.calls == 1
+    assert "0.350000" in report.table() and '"queries": 4' in report.to_json()
+
+
+@pytest.mark.parametrize("kwargs", [{"max_usd": -1}, {"max_usd": "abc"}, {"max_queries": 1.5}, {"max_tokens": -2}])
+def test_bad_caps(kwargs):
+    with pytest.raises(ConfigError):
+        Budget(**kwargs)
+
+
+def test_reserve_is_atomic_across_threads():
+    budget = Budget(max_queries=1000)
+    granted = []
+
+    def worker():
+        for _ in range(500):
+            try:
+                granted.append(budget.reserve(Charge(queries=1)))
+            except BudgetExceeded:
+                pass
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(granted) == 1000
+
+
+def priced(url, **kw):
+    backend = OpenAICompatibleBackend(url, "hosted-model", timeout=0.5, max_prompts_per_request=4)
+    return LLMClassifier(backend, PROMPT, LABELS, price=PRICE, **kw)
+
+
+async def test_no_overshoot_in_200_randomised_concurrent_runs():
+    """Several explanations share one budget; latencies and failures are random."""
+    retry = RetryPolicy(max_attempts=8, initial_wait=0.001, max_wait=0.005, jitter=0.002)
+    async with FaultServer(answer=sentiment, fail_rate=0.1, latency=(0.0, 0.004), hang_s=0.7) as server:
+        exhausted = 0
+        for seed in range(200):
+            rng = random.Random(seed)
+            server.rng = random.Random(seed)
+            budget = Budget(
+                max_usd=Decimal(rng.randint(5, 60)) / Decimal(10**6),
+                max_queries=rng.randint(20, 200),
+                max_tokens=rng.randint(300, 3000),
+            )
+            explainers = [
+                AnchorsExplainer(
+                    priced(server.base_url),
+                    seed=seed + i,
+                    budget=budget,
+                    on_budget="return",
+                    retry=retry,
+                    max_concurrency=rng.randint(1, 8),
+                    batch_size=rng.choice([10, 25, 50]),
+                )
+                for i in range(3)
+            ]
+            results = await asyncio.gather(
+                *(e.explain(rng.choice(SENTENCES)) for e in explainers), return_exceptions=True
+            )
+            for e in explainers:
+                await e.aclose()
+            spent = budget.settled
+            assert spent.usd <= budget.max_usd, seed
+            assert spent.queries <= budget.max_queries, seed
+            assert spent.tokens <= budget.max_tokens, seed
+            assert budget.reserved == Charge(), seed
+            assert budget.report().over_reservation == 0, seed
+            for r in results:
+                assert not isinstance(r, Exception) or isinstance(r, BudgetExceeded), r
+            exhausted += sum(1 for r in results if isinstance(r, BudgetExceeded) or r.meta.budget_exhausted)
+        assert exhausted > 50  # the caps really bound
+
+
+async def test_dollar_sums_are_exact():
+    async with FaultServer(answer=sentiment) as server:
+        budget = Budget(max_usd=1)
+        explainers = [AnchorsExplainer(priced(server.base_url), seed=i, budget=budget) for i in range(3)]
+        exps = [await e.explain(s) for e, s in zip(explainers, SENTENCES, strict=False)]
+        for e in explainers:
+            await e.aclose()
+    total = sum((Decimal(x.meta.cost.usd_settled) for x in exps), Decimal(0))
+    assert budget.settled.usd == total
+    tokens = sum(x.meta.cost.prompt_tokens for x in exps), sum(x.meta.cost.completion_tokens for x in exps)
+    assert total == PRICE.cost(*tokens)  # exact: no float anywhere
+    assert total > 0
+    assert all(Decimal(x.meta.cost.usd_reserved) >= Decimal(x.meta.cost.usd_settled) for x in exps)
+
+
+async def test_cache_hits_cost_nothing():
+    async with FaultServer(answer=sentiment) as server:
+        async with AnchorsExplainer(priced(server.base_url), seed=0) as e:
+            first = await e.explain(SENTENCES[0])
+            again = await e.explain(SENTENCES[0])
+    assert Decimal(first.meta.cost.usd_settled) > 0
+    assert again.meta.queries == 0 and Decimal(again.meta.cost.usd_settled) == 0
+
+
+async def test_exhaustion_raises_or_returns_best_rule_so_far():
+    clf = FunctionClassifier(needs_all("good", "great"))
+    text = "this is a good and great movie with a fine plot overall"
+    with pytest.raises(BudgetExceeded):
+        await AnchorsExplainer(clf, seed=0, budget=Budget(max_queries=150)).explain(text)
+    exp = await AnchorsExplainer(clf, seed=0, budget=Budget(max_queries=150), on_budget="return").explain(text)
+    assert exp.meta.budget_exhausted
+    assert exp.meta.queries <= 150
+    lo, hi = exp.data.precision_bounds
+    assert 0.0 <= lo <= exp.data.precision <= hi <= 1.0
+    assert "budget exhausted" in str(exp)
+    # With room to finish, the same explanation is found and not flagged.
+    full = await AnchorsExplainer(clf, seed=0, budget=Budget(max_queries=100_000), on_budget="return").explain(text)
+    assert not full.meta.budget_exhausted and full.data.anchor == ("good", "great")
+
+
+async def test_unknown_hosted_model_needs_a_price():
+    backend = OpenAICompatibleBackend("https://llm.example.com/v1", "mystery-model")
+    with pytest.raises(ConfigError, match="no price"):
+        LLMClassifier(backend, PROMPT, LABELS)
+    local = OpenAICompatibleBackend("http://127.0.0.1:9/v1", "mystery-model")
+    assert LLMClassifier(local, PROMPT, LABELS).price.input == 0
+
+
+async def test_persisted_cache_makes_a_second_run_free(tmp_path):
+    from llm_anchors import QueryCache
+
+    async with FaultServer(answer=sentiment) as server:
+        async with AnchorsExplainer(priced(server.base_url), seed=0, cache=QueryCache(tmp_path / "q.db")) as e:
+            first = await e.explain(SENTENCES[0])
+        e.cache.close()
+        # Another explainer, another cache object, the same file: as a later process would.
+        async with AnchorsExplainer(priced(server.base_url), seed=0, cache=QueryCache(tmp_path / "q.db")) as e:
+            second = await e.explain(SENTENCES[0])
+    assert first.meta.queries > 0
+    assert second.meta.queries == 0 and Decimal(second.meta.cost.usd_settled) == 0
+    assert second.data == first.data
+
+
+def test_bad_cache_file(tmp_path):
+    from llm_anchors import QueryCache
+
+    bad = tmp_path / "not-a-db"
+    bad.write_text("garbage " * 100)
+    with pytest.raises(ConfigError):
+        QueryCache(bad)

@@ -1,0 +1,46 @@
+from decimal import Decimal
+
+import pytest
+
+from llm_anchors import FREE, PRICES, ConfigError, Price, load_prices, price_for
+
+
+def test_cost_is_exact_decimal():
+    price = Price(Decimal("0.15"), Decimal("0.60"), Decimal("0.075"))
+    assert price.cost(1_000_000, 0) == Decimal("0.15")
+    assert price.cost(3, 1) == Decimal("0.00000105")
+    assert price.cost(1000, 10, cached_tokens=400) == Decimal("0.000126")
+    assert sum(price.cost(7, 1) for _ in range(10)) == price.cost(70, 10)
+
+
+def test_builtin_prices_are_dated():
+    assert all(p.as_of and p.source for p in PRICES.values())
+    assert price_for("gpt-4o-mini").input == Decimal("0.15")
+    assert price_for("gpt-4o-mini-2024-07-18") == PRICES["gpt-4o-mini"]
+
+
+def test_unknown_hosted_model_is_an_error_local_is_free():
+    with pytest.raises(ConfigError, match="no price"):
+        price_for("mystery-model")
+    assert price_for("mystery-model", local=True) is FREE
+
+
+def test_price_file_overrides(tmp_path):
+    path = tmp_path / "prices.json"
+    path.write_text(
+        '{"gpt-4o-mini": {"input": "0.2", "output": "0.8", "as_of": "2026-11-01"}, "mine": {"input": 1, "output": 2}}'
+    )
+    prices = load_prices(path)
+    assert price_for("gpt-4o-mini", prices=prices).input == Decimal("0.2")
+    assert price_for("mine", prices=prices).output == Decimal("2")
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", '{"m": {"input": "x", "output": 1}}', '{"m": {"output": 1}}', '{"m": {"input": -1, "output": 1}}'],
+)
+def test_bad_price_files(tmp_path, content):
+    path = tmp_path / "prices.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError):
+        load_prices(path)

@@ -1,0 +1,31 @@
+import os
+
+import pytest
+
+from llm_anchors import EstimateCounter, TiktokenCounter
+
+
+async def test_tiktoken_works_offline_with_packaged_encodings(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    counter = TiktokenCounter("gpt-4o-mini", per_message=0)
+    count = await counter.count(["hello world", "Review: a great movie\nSentiment:"])
+    assert count.tokens == [2, 9]
+    assert not count.estimated
+    assert any(tmp_path.iterdir())  # the encodings were unpacked here, not downloaded
+    assert counter.encoding.name == "o200k_base"
+    assert TiktokenCounter("gpt-4").encoding.name == "cl100k_base"
+    assert os.environ["TIKTOKEN_CACHE_DIR"] == str(tmp_path)
+
+
+async def test_chat_overhead_is_added_per_prompt():
+    plain = await TiktokenCounter("gpt-4o", per_message=0).count(["a b c"])
+    chat = await TiktokenCounter("gpt-4o", per_message=7).count(["a b c"])
+    assert chat.total == plain.total + 7
+
+
+@pytest.mark.parametrize("text", ["hello", "Ça marche très bien — vraiment !", "x" * 1000])
+async def test_estimate_is_conservative_and_marked(text):
+    estimate = await EstimateCounter().count([text])
+    exact = await TiktokenCounter("gpt-4o", per_message=0).count([text])
+    assert estimate.estimated
+    assert estimate.total >= exact.total
