@@ -138,3 +138,24 @@ def test_search_rejects_wrongly_shaped_answers():
     requests = next(gen)
     with pytest.raises(ValueError):
         gen.send([Samples(np.ones((requests[0].n + 1, F), dtype=bool), np.ones(requests[0].n + 1, dtype=bool))])
+
+
+def test_best_so_far_before_and_during_the_search():
+    s = search()
+    early = s.best_so_far()
+    assert early.rule == frozenset() and not early.success
+    gen = s.run()
+    rng = np.random.default_rng(0)
+    requests = next(gen)
+    from llm_anchors import Samples
+
+    for _ in range(6):  # a few rounds, then stop as if the budget ran out
+        answers = []
+        for r in requests:
+            present = rng.random((r.n, F)) >= 0.5
+            present[:, sorted(r.rule)] = True
+            answers.append(Samples(present, present[:, [3, 7]].all(axis=1)))
+        requests = gen.send(answers)
+    partial = s.best_so_far()
+    assert partial.rule and partial.stats.n_samples > 0
+    assert 0.0 <= partial.lower <= partial.stats.precision <= partial.upper <= 1.0
