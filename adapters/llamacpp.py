@@ -155,6 +155,16 @@ def build(force: bool = False) -> Path:
     return binary
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when its parent dies,
+    so a killed Python process never leaves a llama-server behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def _free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -220,7 +230,9 @@ class LlamaServer:
         fd, log = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
         self.log_path = Path(log)
         with os.fdopen(fd, "wb") as sink:
-            self._process = subprocess.Popen(self.command(), stdout=sink, stderr=subprocess.STDOUT)
+            self._process = subprocess.Popen(
+                self.command(), stdout=sink, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
         try:
             self._wait_healthy()
         except BaseException:

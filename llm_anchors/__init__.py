@@ -5,6 +5,7 @@ from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound,
 from ._budget import Budget, BudgetReport, Charge, Reservation
 from ._cache import QueryCache
 from ._classifier import UNPARSED, Batch, Classifier, FunctionClassifier, Label, Usage
+from ._embeddings import SentenceEmbedder
 from ._engine import QueryEngine, QueryStats
 from ._exceptions import (
     BackendError,
@@ -20,6 +21,8 @@ from ._exceptions import (
 from ._explainer import AnchorsExplainer, Progress
 from ._explanation import AnchorData, Cost, Explanation, Meta
 from ._llm import LLMClassifier
+from ._manchors import MAnchorsExplainer
+from ._memory import MemoryEntry, RuleMemory
 from ._pricing import FREE, PRICES, Price, load_prices, price_for
 from ._retry import RetryPolicy, is_retryable
 from ._rules import Rule, covers, make_rule
@@ -56,6 +59,8 @@ __all__ = [
     "LLMAnchorsError",
     "LLMClassifier",
     "Label",
+    "MAnchorsExplainer",
+    "MemoryEntry",
     "Meta",
     "MockBackend",
     "PRICES",
@@ -69,11 +74,13 @@ __all__ = [
     "RetryPolicy",
     "RoundTrace",
     "Rule",
+    "RuleMemory",
     "RuleStats",
     "SampleRequest",
     "Samples",
     "SearchParams",
     "SearchResult",
+    "SentenceEmbedder",
     "ServerTokenCounter",
     "TextInstance",
     "TextSampler",

@@ -46,7 +46,10 @@ class Meta:
     included; ``queries``: texts actually sent to the model (the
     unperturbed input included); ``cache_hits``: texts answered without a
     query; ``retries``: failed calls sent again; ``unparsed``: answers
-    that named no label (the class `UNPARSED`).
+    that named no label (the class `UNPARSED`). MAnchors adds
+    ``memory_hit`` (None for plain Anchors), the similarity and text of the
+    nearest remembered input, the rule HT mapped onto this input and the
+    words pruned from it.
     """
 
     explainer: str
@@ -62,6 +65,11 @@ class Meta:
     unparsed: int = 0
     budget_exhausted: bool = False
     cost: Cost = field(default_factory=Cost)
+    memory_hit: bool | None = None
+    memory_similarity: float | None = None
+    memory_source: str | None = None
+    ht_rule: tuple[str, ...] = ()
+    ht_pruned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,8 @@ class Explanation:
         raw = json.loads(text)
         meta = dict(raw["meta"])
         meta["cost"] = Cost(**_known(Cost, meta["cost"]))
+        for name in ("ht_rule", "ht_pruned"):
+            meta[name] = tuple(meta.get(name, ()))
         data = dict(raw["data"])
         for name in _TUPLES:
             data[name] = tuple(data[name])

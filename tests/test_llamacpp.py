@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from adapters.llamacpp import (
@@ -154,3 +156,29 @@ def test_cli_budget_flags(llama_url, capsys, tmp_path):
     exp = Explanation.from_json(capsys.readouterr().out)
     assert exp.meta.budget_exhausted and exp.meta.queries <= 40
     assert exp.meta.cost.usd > 0
+
+
+def test_server_dies_with_a_killed_parent(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "from adapters.llamacpp import LlamaServer; import time, sys\n"
+        "s = LlamaServer(); s.start(); print(s._process.pid, flush=True); time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)  # no cleanup code runs in the parent
+    parent.wait()
+    parent.stdout.close()
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("llama-server outlived its parent")

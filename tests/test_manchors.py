@@ -1,0 +1,117 @@
+import pytest
+
+from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer, SentenceEmbedder
+from llm_anchors._text import TextInstance
+from tests.conftest import needs_all
+
+STREAM = [
+    "this is a good and great movie with a fine plot overall",
+    "this is a good and great film with a fine cast overall",
+    "the movie was good and the acting was great , truly",
+    "the film was good and the music was great , honestly",
+    "this is a good and great show with a fine script overall",
+    "the story was good and the ending was great , truly",
+    "this is a good and great drama with a fine score overall",
+    "the plot was good and the cast was great , really",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return SentenceEmbedder()
+
+
+def clf():
+    return FunctionClassifier(needs_all("good", "great"), name="good-and-great")
+
+
+def manchors(embedder, **kw):
+    return MAnchorsExplainer(clf(), seed=0, embedder=embedder, **kw)
+
+
+def test_ht_maps_rule_words_onto_the_same_words(embedder):
+    m = manchors(embedder)
+    instance = TextInstance.parse("the plot was good and the acting great")
+    assert [instance.words[p] for p in m.horizontal(["good", "great"], instance)] == ["good", "great"]
+
+
+def test_ht_maps_onto_the_most_similar_unused_word(embedder):
+    m = manchors(embedder)
+    instance = TextInstance.parse("a horrible and dull film")
+    assert [instance.words[p] for p in m.horizontal(["terrible", "boring"], instance)] == ["horrible", "dull"]
+    # Each word of the new input is used once.
+    instance = TextInstance.parse("a horrible film")
+    assert len(set(m.horizontal(["terrible", "awful"], instance))) == 2
+
+
+async def test_miss_then_hit(embedder):
+    m = manchors(embedder)
+    first = await m.explain(STREAM[0])
+    assert first.meta.memory_hit is False and len(m.memory) == 1
+    entry = m.memory.entries[0]
+    assert set(entry.rule_words) <= {"good", "great"} and entry.rule_positions
+    second = await m.explain(STREAM[1])
+    assert second.meta.memory_hit is True
+    assert second.meta.memory_similarity >= 0.6
+    assert second.meta.memory_source == STREAM[0]
+    assert set(second.meta.ht_rule) <= {"good", "great"}
+    assert second.data.anchor == ("good", "great")
+    assert len(m.memory) == 1  # hits are not stored (Algorithm 1)
+    assert AnchorsExplainer.name != second.meta.explainer
+
+
+async def test_stream_costs_at_most_half_the_samples_and_keeps_precision(embedder):
+    plain = AnchorsExplainer(clf(), seed=0)
+    m = manchors(embedder)
+    a = [await plain.explain(t) for t in STREAM]
+    b = await m.explain_many(STREAM)
+    assert [x.data.text for x in b] == STREAM
+    samples_a = sum(x.meta.samples for x in a)
+    samples_b = sum(x.meta.samples for x in b)
+    assert samples_b <= samples_a / 2, (samples_a, samples_b)
+    assert sum(x.meta.memory_hit for x in b) >= len(STREAM) // 2
+
+    async def holds(explainer, exps):
+        fresh = [await explainer.estimate_precision(x.data.text, x.data.positions, n=1000, seed=5) for x in exps]
+        return sum(p >= 0.95 for p in fresh)
+
+    assert await holds(m, b) >= await holds(plain, a)
+
+
+async def test_save_load_round_trip_gives_identical_later_explanations(embedder, tmp_path):
+    m = manchors(embedder)
+    await m.explain_many(STREAM[:3])
+    m.save(tmp_path / "memory")
+    again = manchors(embedder)
+    again.load(tmp_path / "memory")
+    assert again.memory.entries == m.memory.entries
+    for text in STREAM[3:5]:
+        x, y = await m.explain(text), await again.explain(text)
+        assert x.data == y.data and x.meta.samples == y.meta.samples and x.meta.memory_hit == y.meta.memory_hit
+
+
+async def test_memory_of_another_classifier_is_refused(embedder, tmp_path):
+    m = manchors(embedder)
+    await m.explain(STREAM[0])
+    m.save(tmp_path / "memory")
+    other = MAnchorsExplainer(FunctionClassifier(needs_all("good"), name="other"), embedder=embedder)
+    with pytest.raises(ConfigError, match="another model"):
+        other.load(tmp_path / "memory")
+
+
+async def test_explain_many_with_concurrency_and_progress(embedder):
+    m = manchors(embedder)
+    seen = []
+    out = await m.explain_many(STREAM[:5], max_concurrency=3, progress=lambda done, total: seen.append((done, total)))
+    assert [x.data.text for x in out] == STREAM[:5]
+    assert seen[-1] == (5, 5) and len(seen) == 5
+    assert all(x.data.anchor == ("good", "great") or x.data.anchor == ("great", "good") for x in out)
+    with pytest.raises(ConfigError):
+        await m.explain_many(STREAM, max_concurrency=0)
+
+
+def test_bad_thresholds(embedder):
+    with pytest.raises(ConfigError):
+        manchors(embedder, tau_mid=0)
+    with pytest.raises(ConfigError):
+        manchors(embedder, tau_sim=2)
