@@ -95,6 +95,8 @@ async def explain_rows(
             "fresh_precision": fresh,
             "coverage": exp.data.coverage,
             "length": len(exp.data.anchor),
+            "memory_hit": exp.meta.memory_hit,
+            "memory_similarity": exp.meta.memory_similarity,
         }
         rows.append(row)
         if checkpoint is not None:

@@ -16,7 +16,7 @@ import asyncio
 import time
 from typing import Any
 
-from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer
+from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SentenceEmbedder
 from llm_anchors.datasets import shuffled
 
 from ._common import ROW_METRICS, explain_rows, summarize, write_json
@@ -33,7 +33,10 @@ async def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     for name, cls in (("anchors", AnchorsExplainer), ("manchors", MAnchorsExplainer)):
         # A classifier of its own for each, so neither profits from the other's query cache.
         clf = FunctionClassifier(model.predict, name=f"tfidf-rf-{name}")
-        kwargs: dict[str, Any] = {"tau_sim": args.tau_sim, "tau_mid": args.tau_mid} if name == "manchors" else {}
+        kwargs: dict[str, Any] = {}
+        if name == "manchors":
+            embedder = SentenceEmbedder(pooling=args.pooling)
+            kwargs = {"tau_sim": args.tau_sim, "tau_mid": args.tau_mid, "embedder": embedder}
         explainer = cls(clf, seed=args.seed, **kwargs)
         if isinstance(explainer, MAnchorsExplainer):
             explainer.embedder.embed(["warm up"])  # model load is a one-off, not a per-input cost
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tau-sim", type=float, default=0.6)
     parser.add_argument("--tau-mid", type=float, default=0.8)
     parser.add_argument("--fresh-samples", type=int, default=1000)
+    parser.add_argument("--pooling", choices=["sentence", "words"], default="words", help="memory embedding")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nspeedup {speedup:.2f}× (paper, text RF: 1.69×); sampling reduction {reduction:.0%} (paper: 32%)")
     print(f"memory hits: {sum(bool(r.get('memory_hit')) for r in m)} of {len(m)}")
     path = write_json(
-        "stream_text_rf",
+        f"stream_text_rf_{args.pooling}",
         {
             "params": vars(args),
             "total_time_s": time.perf_counter() - started,

@@ -115,3 +115,17 @@ def test_bad_thresholds(embedder):
         manchors(embedder, tau_mid=0)
     with pytest.raises(ConfigError):
         manchors(embedder, tau_sim=2)
+
+
+async def test_sentence_pooling_and_its_memory_are_distinct(embedder, tmp_path):
+    sentence = SentenceEmbedder(pooling="sentence")
+    vectors = sentence.embed(STREAM[:2])
+    assert vectors.shape == (2, 384) and abs(float(vectors[0] @ vectors[0]) - 1) < 1e-5
+    assert sentence.identity != embedder.identity
+    m = manchors(sentence)
+    await m.explain(STREAM[0])
+    m.save(tmp_path / "memory")
+    with pytest.raises(ConfigError, match="built with"):
+        manchors(embedder).load(tmp_path / "memory")
+    with pytest.raises(ConfigError):
+        SentenceEmbedder(pooling="max")
