@@ -57,7 +57,8 @@ def server_url(base_url: str | None) -> Iterator[str]:
 
 async def run(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     texts, _ = load_rt_polarity(args.data)
-    order = [int(i) for i in shuffled(len(texts), args.shuffle_seed)[: args.n]]
+    order = [int(i) for i in shuffled(len(texts), args.shuffle_seed) if len(texts[i].split()) <= args.max_words]
+    order = order[: args.n]
     backend = OpenAICompatibleBackend(base_url, args.model, max_prompts_per_request=args.per_request)
     clf = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
     async with AnchorsExplainer(clf, seed=args.seed, max_concurrency=args.concurrency) as explainer:
@@ -81,6 +82,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-request", type=int, default=8, help="prompts per request")
     parser.add_argument("--fresh-samples", type=int, default=1000)
     parser.add_argument("--raw-prompts", type=int, default=2000, help="prompts the bare load generator sends")
+    parser.add_argument(
+        "--max-words",
+        type=int,
+        default=10_000,
+        help="only sentences of at most this many tokens (a CPU-only run of long sentences takes hours)",
+    )
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -90,7 +97,8 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarize(rows, (*ROW_METRICS, "prompt_tokens", "unparsed"))
     ratio = result["engine_prompts_per_s"] / result["raw_prompts_per_s"]
     print()
-    print(table(summary, f"Anchors, local LLM ({args.model}) on RT-Polarity, N={len(rows)}"))
+    subset = f", sentences of <= {args.max_words} tokens" if args.max_words < 10_000 else ""
+    print(table(summary, f"Anchors, local LLM ({args.model}) on RT-Polarity, N={len(rows)}{subset}"))
     print(
         f"\nthroughput: engine {result['engine_prompts_per_s']:.1f} prompts/s, bare load generator "
         f"{result['raw_prompts_per_s']:.1f} prompts/s at the same concurrency: ratio {ratio:.2f}"

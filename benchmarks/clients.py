@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         mean, half = mean_ci(values)
         summary[client] = {"mean": mean, "ci95": half, "rounds": values}
         print(f"| {client} | {mean:.1f} ± {half:.1f} |")
-    print(f"wrote {write_json('clients', {'params': vars(args), 'summary': summary})}")
+    print(f"wrote {write_json(f'clients_per_request_{args.per_request}', {'params': vars(args), 'summary': summary})}")
 
 
 if __name__ == "__main__":
