@@ -191,10 +191,8 @@ class AnchorsExplainer:
         """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``."""
         run = self._start(text, seed)
         await self._label_target(run)
-        rule = make_rule(positions)
-        texts, _ = self.sampler.sample(run.instance, rule, n, run.rng)
-        labels = await self.engine.classify(texts, run.stats)
-        return float(np.mean([label == run.target for label in labels]))
+        texts, _ = self.sampler.sample(run.instance, make_rule(positions), n, run.rng)
+        return float((await self._label(run, texts)).mean())
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
@@ -224,19 +222,23 @@ class AnchorsExplainer:
         """Draw, label and return the samples one round of the search asked for."""
         drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
         batch = [t for batch_texts, _ in drawn for t in batch_texts]
-        labels = await self.engine.classify(batch, run.stats)
-        hits = np.array([label == run.target for label in labels], dtype=bool)
+        hits = await self._label(run, batch)
         run.texts.extend(batch)
         run.hits.extend(hits.tolist())
-        run.samples += len(batch)
-        run.unparsed += sum(1 for label in labels if label == UNPARSED)
-        if run.progress is not None:
-            run.progress(self._progress(run))
         out, offset = [], 0
         for batch_texts, present in drawn:
             out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
             offset += len(batch_texts)
         return out
+
+    async def _label(self, run: _Run, texts: list[str]) -> np.ndarray:
+        """Label perturbations (counted as samples): does each keep the input's label?"""
+        labels = await self.engine.classify(texts, run.stats)
+        run.samples += len(labels)
+        run.unparsed += sum(1 for label in labels if label == UNPARSED)
+        if run.progress is not None:
+            run.progress(self._progress(run))
+        return np.array([label == run.target for label in labels], dtype=bool)
 
     @staticmethod
     def _progress(run: _Run) -> Progress:

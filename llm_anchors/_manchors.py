@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._classifier import UNPARSED, Classifier
+from ._classifier import Classifier
 from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
 from ._explainer import AnchorsExplainer, Progress, _Run
@@ -186,11 +186,8 @@ class MAnchorsExplainer(AnchorsExplainer):
     async def _precisions(self, run: _Run, rules: list[Rule], n: int) -> list[float]:
         """Precision of each rule on ``n`` fresh perturbations (counted as samples)."""
         drawn = [self.sampler.sample(run.instance, rule, n, run.rng)[0] for rule in rules]
-        labels = await self.engine.classify([t for texts in drawn for t in texts], run.stats)
-        run.samples += len(labels)
-        run.unparsed += sum(1 for label in labels if label == UNPARSED)
-        hits = np.array([label == run.target for label in labels], dtype=float).reshape(len(rules), n)
-        return [float(x) for x in hits.mean(axis=1)]
+        hits = await self._label(run, [t for texts in drawn for t in texts])
+        return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
 
     def _remember(self, run: _Run, mid: RuleStats, vector: np.ndarray) -> None:
         if not mid.rule:
