@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import resource
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import AnchorsExplainer
+from llm_anchors import AnchorsExplainer, MAnchorsExplainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -97,6 +98,10 @@ async def explain_rows(
             "length": len(exp.data.anchor),
             "memory_hit": exp.meta.memory_hit,
             "memory_similarity": exp.meta.memory_similarity,
+            "memory_lookup_s": exp.meta.memory_lookup_s,
+            "memory_size": len(explainer.memory) if isinstance(explainer, MAnchorsExplainer) else None,
+            "completion_tokens": exp.meta.cost.completion_tokens,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
         rows.append(row)
         if checkpoint is not None:

@@ -1,87 +1,268 @@
 """Anchors vs MAnchors on the same stream, same classifier, same seed, one run.
 
-    python -m benchmarks.stream --n 200
+    python -m benchmarks.stream --n 1000                      # TF-IDF + random forest
+    python -m benchmarks.stream --classifier llm --n 40       # the embedded local LLM
+    python -m benchmarks.stream --classifier llm --base-url URL --model M   # any OpenAI-compatible server
+    python -m benchmarks.stream --n 200 --sweep               # τ_sim × τ_mid heat-maps
 
-RT-Polarity held-out sentences in a seeded order (seed 42), explained by
-the TF-IDF + random forest (the paper's "text RF"). Metrics as the paper
+RT-Polarity sentences in a seeded order (seed 42). Metrics as the paper
 defines them: speedup = Σ time Anchors / Σ time MAnchors; sampling
-reduction = 1 − Σ samples MAnchors / Σ samples Anchors; fidelity:
-precision re-estimated on 1,000 fresh samples per anchor, coverage, length.
+reduction = 1 − Σ samples MAnchors / Σ samples Anchors. Also paid queries
+(cache hits excluded), tokens, dollars at a hosted model's price
+(``--price-model``), and fidelity: precision on 1,000 fresh samples per
+anchor, coverage (10,000-sample pool), anchor length, with 95% CIs. Writes
+a markdown table, JSON with every row, and PNG plots.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SentenceEmbedder
-from llm_anchors.datasets import shuffled
+import numpy as np
 
-from ._common import ROW_METRICS, explain_rows, summarize, write_json
+from llm_anchors import (
+    PRICES,
+    AnchorsExplainer,
+    Classifier,
+    FunctionClassifier,
+    LLMClassifier,
+    MAnchorsExplainer,
+    SentenceEmbedder,
+)
+from llm_anchors.datasets import load_rt_polarity, shuffled
+
+from ._common import RESULTS, explain_rows, mean_ci, write_json
 from ._models import train_text_rf
 
-PAPER = {"text RF": {"speedup": 1.69, "sampling_reduction": 0.32}}
+PAPER: dict[str, dict[str, Any]] = {
+    "rf": {"speedup": 1.69, "sampling_reduction": 0.32},
+    "llm": {"speedup": 8.74, "sampling_reduction": 0.87, "coverage": (0.10, 0.09), "length": (4.34, 5.39)},
+}
+FIDELITY = ("fresh_precision", "coverage", "length")
+SWEEP_SIM = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+SWEEP_MID = (0.6, 0.7, 0.8, 0.9)
+
+MakeClassifier = Callable[[str], Classifier]
 
 
-async def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
-    model, texts, _ = train_text_rf(data=args.data)
-    order = [int(i) for i in shuffled(len(texts), args.shuffle_seed)[: args.n]]
-    stream = [texts[i] for i in order]
-    out = {}
-    for name, cls in (("anchors", AnchorsExplainer), ("manchors", MAnchorsExplainer)):
-        # A classifier of its own for each, so neither profits from the other's query cache.
-        clf = FunctionClassifier(model.predict, name=f"tfidf-rf-{name}")
-        kwargs: dict[str, Any] = {}
-        if name == "manchors":
-            embedder = SentenceEmbedder(pooling=args.pooling)
-            kwargs = {"tau_sim": args.tau_sim, "tau_mid": args.tau_mid, "embedder": embedder}
-        explainer = cls(clf, seed=args.seed, **kwargs)
-        if isinstance(explainer, MAnchorsExplainer):
-            explainer.embedder.embed(["warm up"])  # model load is a one-off, not a per-input cost
-        print(f"--- {name}", flush=True)
-        out[name] = await explain_rows(explainer, stream, order, args.fresh_samples)
+@contextlib.contextmanager
+def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list[str], list[int]]]:
+    """A factory of classifiers (one per explainer: no shared cache), the texts and the stream's order."""
+    if args.classifier == "rf":
+        model, texts, _ = train_text_rf(data=args.data)
+        order = [int(i) for i in shuffled(len(texts), args.shuffle_seed)[: args.n]]
+        yield (lambda name: FunctionClassifier(model.predict, name=f"tfidf-rf-{name}")), texts, order
+        return
+    from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
+    from adapters.openai_compat import OpenAICompatibleBackend
+
+    texts, _ = load_rt_polarity(args.data)
+    order = [int(i) for i in shuffled(len(texts), args.shuffle_seed) if len(texts[i].split()) <= args.max_words]
+    order = order[: args.n]
+    with contextlib.ExitStack() as stack:
+        url = args.base_url or stack.enter_context(LlamaServer()).base_url
+
+        def make(name: str) -> Classifier:
+            backend = OpenAICompatibleBackend(url, args.model, max_prompts_per_request=8)
+            return LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
+
+        yield make, texts, order
+
+
+async def run_manchors(
+    make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace, tau_sim: float, tau_mid: float
+) -> list[dict[str, Any]]:
+    embedder = SentenceEmbedder(pooling=args.pooling)
+    embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
+    name = f"manchors-{tau_sim}-{tau_mid}"
+    async with MAnchorsExplainer(make(name), seed=args.seed, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder) as m:
+        return await explain_rows(m, stream, order, args.fresh_samples)
+
+
+def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) -> dict[str, Any]:
+    """Paper metrics, cost and fidelity of one Anchors/MAnchors pair of runs."""
+    price = PRICES[price_model]
+
+    def dollars(rows: list[dict[str, Any]]) -> str:
+        prompt = sum(r["prompt_tokens"] for r in rows)
+        completion = sum(r["completion_tokens"] for r in rows)
+        return str(price.cost(prompt, completion).quantize(Decimal("0.000001")))
+
+    out: dict[str, Any] = {
+        "speedup": sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m),
+        "sampling_reduction": 1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a),
+        "memory_hits": sum(bool(r["memory_hit"]) for r in m),
+    }
+    for name, rows in (("anchors", a), ("manchors", m)):
+        out[name] = {
+            "time_s": sum(r["time_s"] for r in rows),
+            "samples": sum(r["samples"] for r in rows),
+            "paid_queries": sum(r["queries"] for r in rows),
+            "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            f"usd_at_{price_model}": dollars(rows),
+            **{k: dict(zip(("mean", "ci95"), mean_ci([r[k] for r in rows]), strict=True)) for k in FIDELITY},
+        }
     return out
+
+
+def markdown(result: dict[str, Any], args: argparse.Namespace, n: int) -> str:
+    a, m = result["anchors"], result["manchors"]
+    paper = PAPER[args.classifier]
+    usd = f"usd_at_{args.price_model}"
+    lines = [
+        f"### Anchors vs MAnchors, {args.classifier.upper()} on RT-Polarity, N={n} (τ_sim {args.tau_sim}, "
+        f"τ_mid {args.tau_mid}, embedding: {args.pooling})",
+        "",
+        "| | Anchors | MAnchors | paper |",
+        "| --- | ---: | ---: | ---: |",
+        f"| speedup (Σ time) | | {result['speedup']:.2f}× | {paper['speedup']}× |",
+        f"| sampling reduction | | {result['sampling_reduction']:.0%} | {paper['sampling_reduction']:.0%} |",
+        f"| memory hits | | {result['memory_hits']} / {n} | |",
+        f"| Σ time (s) | {a['time_s']:.1f} | {m['time_s']:.1f} | |",
+        f"| Σ samples | {a['samples']:,} | {m['samples']:,} | |",
+        f"| Σ paid queries | {a['paid_queries']:,} | {m['paid_queries']:,} | |",
+        f"| Σ prompt tokens | {a['prompt_tokens']:,} | {m['prompt_tokens']:,} | |",
+        f"| $ at {args.price_model} prices | {a[usd]} | {m[usd]} | |",
+    ]
+    for key in FIDELITY:
+        ref = paper.get(key)
+        ref_text = f"{ref[0]} → {ref[1]}" if isinstance(ref, tuple) else ""
+        lines.append(
+            f"| {key} | {a[key]['mean']:.3f} ± {a[key]['ci95']:.3f} | {m[key]['mean']:.3f} ± {m[key]['ci95']:.3f} "
+            f"| {ref_text} |"
+        )
+    return "\n".join(lines)
+
+
+def plots(a: list[dict[str, Any]], m: list[dict[str, Any]], stem: str) -> list[Path]:
+    """Cumulative mean time and samples per input (the paper's appendix figures), and distributions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.arange(1, len(a) + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, title in ((axes[0], "time_s", "time per input (s)"), (axes[1], "samples", "samples per input")):
+        for rows, label in ((a, "Anchors"), (m, "MAnchors")):
+            values = np.array([r[key] for r in rows], dtype=float)
+            ax.plot(x, np.cumsum(values) / x, label=label)
+        ax.set_xlabel("inputs explained")
+        ax.set_ylabel(f"cumulative mean {title}")
+        ax.legend()
+    fig.tight_layout()
+    first = RESULTS / f"{stem}_cumulative.png"
+    fig.savefig(first, dpi=110)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, bins in ((axes[0], "coverage", np.linspace(0, 1, 21)), (axes[1], "length", None)):
+        data = [[r[key] for r in rows] for rows in (a, m)]
+        if bins is None:
+            bins = np.arange(-0.5, max(max(d) for d in data) + 1.5)
+        ax.hist(data, bins=bins, label=["Anchors", "MAnchors"])
+        ax.set_xlabel(f"anchor {key}")
+        ax.set_ylabel("inputs")
+        ax.legend()
+    fig.tight_layout()
+    second = RESULTS / f"{stem}_distributions.png"
+    fig.savefig(second, dpi=110)
+    plt.close(fig)
+    return [first, second]
+
+
+def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sims = sorted({k[0] for k in grid})
+    mids = sorted({k[1] for k in grid})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels: list[tuple[Callable[[dict[str, Any]], float], str]] = [
+        (lambda r: float(r["speedup"]), "speedup (×)"),
+        (lambda r: float(r["manchors"]["coverage"]["mean"] - r["anchors"]["coverage"]["mean"]), "Δ coverage"),
+    ]
+    for ax, (value, title) in zip(axes, panels, strict=True):
+        table = np.array([[value(grid[(s, mm)]) for s in sims] for mm in mids])
+        image = ax.imshow(table, origin="lower", cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(sims)), [str(s) for s in sims])
+        ax.set_yticks(range(len(mids)), [str(mm) for mm in mids])
+        ax.set_xlabel("τ_sim")
+        ax.set_ylabel("τ_mid")
+        ax.set_title(title)
+        for i in range(len(mids)):
+            for j in range(len(sims)):
+                ax.text(j, i, f"{table[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
+        fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    path = RESULTS / f"{stem}_sweep.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with classifiers(args) as (make, texts, order):
+        stream = [texts[i] for i in order]
+        print("--- anchors", flush=True)
+        async with AnchorsExplainer(make("anchors"), seed=args.seed) as plain:
+            a = await explain_rows(plain, stream, order, args.fresh_samples)
+        settings = [(s, mm) for s in SWEEP_SIM for mm in SWEEP_MID] if args.sweep else [(args.tau_sim, args.tau_mid)]
+        runs = {}
+        for tau_sim, tau_mid in settings:
+            print(f"--- manchors τ_sim={tau_sim} τ_mid={tau_mid}", flush=True)
+            runs[(tau_sim, tau_mid)] = await run_manchors(make, stream, order, args, tau_sim, tau_mid)
+    return {"anchors": a, "manchors": runs}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--classifier", choices=["rf", "llm"], default="rf")
+    parser.add_argument("--base-url", default=None, help="with --classifier llm: an OpenAI-compatible server")
+    parser.add_argument("--model", default="gemma-3-270m-q4_k_m")
     parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--max-words", type=int, default=10_000, help="with llm: only sentences this short")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shuffle-seed", type=int, default=42)
     parser.add_argument("--tau-sim", type=float, default=0.6)
     parser.add_argument("--tau-mid", type=float, default=0.8)
-    parser.add_argument("--fresh-samples", type=int, default=1000)
     parser.add_argument("--pooling", choices=["sentence", "words"], default="words", help="memory embedding")
+    parser.add_argument("--price-model", default="gpt-4o-mini", choices=sorted(PRICES))
+    parser.add_argument("--fresh-samples", type=int, default=1000)
+    parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = asyncio.run(run(args))
-    a, m = rows["anchors"], rows["manchors"]
-    speedup = sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m)
-    reduction = 1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a)
-    summaries = {name: summarize(r, ROW_METRICS) for name, r in rows.items()}
-    print(f"\n### Anchors vs MAnchors, TF-IDF + RF on RT-Polarity, N={len(a)}\n")
-    print("| metric | Anchors | MAnchors |\n| --- | ---: | ---: |")
-    for key in ROW_METRICS:
-        sa, sm = summaries["anchors"][key], summaries["manchors"][key]
-        print(f"| {key} | {sa['mean']:.4g} ± {sa['ci95']:.2g} | {sm['mean']:.4g} ± {sm['ci95']:.2g} |")
-    print(f"\nspeedup {speedup:.2f}× (paper, text RF: 1.69×); sampling reduction {reduction:.0%} (paper: 32%)")
-    print(f"memory hits: {sum(bool(r.get('memory_hit')) for r in m)} of {len(m)}")
+    a = rows["anchors"]
+    stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}"
+    results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
+    main_key = (args.tau_sim, args.tau_mid) if (args.tau_sim, args.tau_mid) in results else next(iter(results))
+    print()
+    print(markdown(results[main_key], args, len(a)))
+    pngs = plots(a, rows["manchors"][main_key], stem)
+    if args.sweep:
+        pngs.append(heatmaps(results, stem))
     path = write_json(
-        f"stream_text_rf_{args.pooling}",
+        stem,
         {
             "params": vars(args),
             "total_time_s": time.perf_counter() - started,
-            "speedup": speedup,
-            "sampling_reduction": reduction,
-            "paper": PAPER,
-            "summary": summaries,
-            "rows": rows,
+            "paper": PAPER[args.classifier],
+            "results": [{"tau_sim": k[0], "tau_mid": k[1], **v} for k, v in results.items()],
+            "rows": {"anchors": a, "manchors": [{"tau_sim": k[0], "tau_mid": k[1], "rows": v}
+                                                 for k, v in rows["manchors"].items()]},
         },
-    )
-    print(f"wrote {path}")
+    )  # fmt: skip
+    print("\nwrote " + ", ".join(str(p) for p in [path, *pngs]))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ class Meta:
     query; ``retries``: failed calls sent again; ``unparsed``: answers
     that named no label (the class `UNPARSED`). MAnchors adds
     ``memory_hit`` (None for plain Anchors), the similarity and text of the
-    nearest remembered input, the rule HT mapped onto this input and the
+    nearest remembered input, the time to embed and look it up, the rule HT mapped onto this input and the
     words pruned from it.
     """
 
@@ -67,6 +67,7 @@ class Meta:
     cost: Cost = field(default_factory=Cost)
     memory_hit: bool | None = None
     memory_similarity: float | None = None
+    memory_lookup_s: float | None = None
     memory_source: str | None = None
     ht_rule: tuple[str, ...] = ()
     ht_pruned: tuple[str, ...] = ()

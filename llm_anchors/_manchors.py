@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -94,14 +95,17 @@ class MAnchorsExplainer(AnchorsExplainer):
         run = self._start(text, seed)
         run.progress = progress
         await self._label_target(run)
+        started = time.perf_counter()
         vector = (await asyncio.to_thread(self.embedder.embed, [run.instance.text]))[0]
         found = self.memory.nearest(vector, label=run.target)
+        lookup = time.perf_counter() - started
         if found is not None and found[1] >= self.tau_sim:
-            return await self._hit(run, *found)
+            return await self._hit(run, *found, lookup=lookup)
         result = await self._search(run, None)
         if not run.budget_exhausted:
             self._remember(run, result.intermediate(self.tau_mid), vector)
-        return self._explanation(run, result, memory_hit=False, memory_similarity=found[1] if found else None)
+        similarity = found[1] if found else None
+        return self._explanation(run, result, memory_hit=False, memory_similarity=similarity, memory_lookup_s=lookup)
 
     async def explain_many(
         self,
@@ -139,7 +143,7 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     # -- memory hit: HT, pruning, VT ---------------------------------------
 
-    async def _hit(self, run: _Run, entry: MemoryEntry, similarity: float) -> Explanation:
+    async def _hit(self, run: _Run, entry: MemoryEntry, similarity: float, *, lookup: float) -> Explanation:
         mapped = await asyncio.to_thread(self.horizontal, entry.rule_words, run.instance)
         kept = await self._prune(run, mapped)
         start = frozenset(kept) if kept else None
@@ -150,6 +154,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             result,
             memory_hit=True,
             memory_similarity=similarity,
+            memory_lookup_s=lookup,
             memory_source=entry.text,
             ht_rule=tuple(words[p] for p in mapped),
             ht_pruned=tuple(words[p] for p in mapped if p not in kept),
