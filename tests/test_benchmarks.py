@@ -1,0 +1,55 @@
+"""The benchmarks' own arithmetic and outputs, on small synthetic rows."""
+
+import argparse
+import random
+
+import pytest
+
+from benchmarks import stream
+from benchmarks._common import mean_ci, summarize, table
+
+
+def rows(n, seed, hits=False):
+    rng = random.Random(seed)
+    return [
+        {
+            "time_s": rng.uniform(0.1, 1),
+            "samples": rng.randint(100, 5000),
+            "queries": rng.randint(50, 4000),
+            "prompt_tokens": rng.randint(1000, 9000),
+            "completion_tokens": 10,
+            "fresh_precision": rng.uniform(0.9, 1),
+            "coverage": rng.uniform(0, 1),
+            "length": rng.randint(0, 5),
+            "memory_hit": hits and i % 2 == 1,
+        }
+        for i in range(n)
+    ]
+
+
+def test_mean_ci():
+    mean, half = mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(1.96 * 1.0 / 3**0.5)
+    assert "| x | 2 |" in table(summarize([{"x": 1}, {"x": 3}], ["x"]), "t")
+
+
+def test_compare_uses_the_papers_definitions():
+    a, m = rows(30, 1), rows(30, 2, hits=True)
+    out = stream.compare(a, m, "gpt-4o-mini")
+    assert out["speedup"] == pytest.approx(sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m))
+    assert out["sampling_reduction"] == pytest.approx(1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a))
+    assert out["memory_hits"] == 15
+    assert out["anchors"]["usd_at_gpt-4o-mini"].startswith("0.")
+    args = argparse.Namespace(classifier="rf", tau_sim=0.6, tau_mid=0.8, pooling="words", price_model="gpt-4o-mini")
+    text = stream.markdown(out, args, 30)
+    assert "1.69×" in text and "32%" in text  # the paper's numbers beside ours
+
+
+def test_plots_and_heatmaps_are_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(stream, "RESULTS", tmp_path)
+    a, m = rows(12, 3), rows(12, 4, hits=True)
+    paths = stream.plots(a, m, "t")
+    grid = {(s, mm): stream.compare(a, m, "gpt-4o-mini") for s in (0.5, 0.6) for mm in (0.7, 0.8)}
+    paths.append(stream.heatmaps(grid, "t"))
+    for path in paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
