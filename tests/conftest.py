@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import pytest
 
 
 def needs_all(*words: str):
@@ -41,11 +44,6 @@ def run_search(search, label_of_present, seed=0):
 
 def pool(n_features, n=10_000, seed=123):
     return np.random.default_rng(seed).random((n, n_features)) >= 0.5
-
-
-import os  # noqa: E402
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
