@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -140,11 +141,15 @@ class QueryEngine:
     async def _paid_call(self, chunk: list[str], stats: QueryStats, retry: bool) -> Batch:
         """Reserve the worst case, call, settle with what the call cost.
 
-        ``queries`` counts a text once when first sent; a resend is a retry.
+        Without a budget nothing is reserved, so counting tokens stays off the
+        critical path. ``queries`` counts a text once when first sent; a
+        resend is a retry.
         """
-        worst = await self._quote(chunk, stats)
-        reservation = self.budget.reserve(worst, stats.label) if self.budget is not None else None
-        stats.usd_reserved += worst.usd
+        worst = reservation = None
+        if self.budget is not None:
+            worst = await self._quote(chunk, stats)
+            reservation = self.budget.reserve(worst, stats.label)
+            stats.usd_reserved += worst.usd
         if retry:
             stats.retries += 1
         else:
@@ -156,7 +161,10 @@ class QueryEngine:
             # connection or a garbled answer may have been: count the worst case.
             billed = not isinstance(exc, BackendError) or isinstance(exc, (BackendTimeoutError, BadResponseError))
             if billed:
-                self._settle(reservation, worst, stats)
+                if worst is None and isinstance(exc, Exception):
+                    with contextlib.suppress(Exception):
+                        worst = await self._quote(chunk, stats)
+                self._settle(reservation, worst or Charge(queries=len(chunk)), stats)
             elif reservation is not None and self.budget is not None:
                 self.budget.release(reservation)
             raise

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 from ._backend import Backend, Completion, CompletionParams
 from ._budget import Charge
@@ -61,6 +63,7 @@ class LLMClassifier:
         self.params = params or CompletionParams()
         self.price = price or self._default_price(prices)
         self.token_counter = token_counter or self._default_counter()
+        self._usage_partial = False
 
     def _default_price(self, prices: dict[str, Price] | None) -> Price:
         model = getattr(self.backend, "model", None)
@@ -109,16 +112,26 @@ class LLMClassifier:
 
     async def classify(self, texts: Sequence[str]) -> Batch:
         prompts = [self.render(t) for t in texts]
-        result = await self.backend.complete(prompts, self.params)
+        # Where the server's usage did not cover a list last time (llama-server),
+        # count the tokens while the model answers, not after.
+        counting = asyncio.ensure_future(self.quote(texts)) if self._usage_partial else None
+        try:
+            result = await self.backend.complete(prompts, self.params)
+        except BaseException:
+            _discard(counting)
+            raise
         if len(result.items) != len(prompts):
+            _discard(counting)
             raise BadResponseError(
                 f"{len(result.items)} completions for {len(prompts)} prompts", classifier=self.identity
             )
         usage = result.usage
-        if result.usage_prompts != len(prompts):
-            # The server's usage covers only part of the list (llama-server): count instead.
-            counted, _ = await self.quote(texts)
+        self._usage_partial = result.usage_prompts != len(prompts)
+        if self._usage_partial:
+            counted, _ = await (counting or self.quote(texts))
             usage = Usage(counted.prompt_tokens, counted.completion_tokens)
+        else:
+            _discard(counting)
         usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens)
         return Batch([self.read(c) for c in result.items], usage, usd)
 
@@ -147,3 +160,14 @@ class LLMClassifier:
             for label in self.labels
             if label.lower().startswith(t) and (len(t) >= _MIN_PREFIX or t == label.lower())
         ]
+
+
+def _discard(task: asyncio.Future[Any] | None) -> None:
+    """Drop a task whose result is not needed, without leaving its error unread."""
+    if task is None:
+        return
+    if task.done():
+        if not task.cancelled():
+            task.exception()
+    else:
+        task.cancel()
