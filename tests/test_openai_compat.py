@@ -228,8 +228,8 @@ async def test_each_fault_maps_to_a_typed_error(kind, error):
         assert info.value.retry_after == 0.05
 
 
-def explainer_for(url, **kw):
-    backend = OpenAICompatibleBackend(url, "fake", timeout=0.3, max_prompts_per_request=8)
+def explainer_for(url, timeout=0.3, **kw):
+    backend = OpenAICompatibleBackend(url, "fake", timeout=timeout, max_prompts_per_request=8)
     return AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), seed=3, chunk_size=20, retry=FAST_RETRY, **kw)
 
 
@@ -237,8 +237,9 @@ async def test_faults_are_retried_and_results_equal_the_fault_free_run():
     async with FaultServer(answer=sentiment) as clean, explainer_for(clean.base_url) as explainer:
         reference = await explainer.explain(SENTENCE)
     async with (
-        FaultServer(answer=sentiment, fail_rate=0.25, seed=1, latency=(0, 0.01), hang_s=1.0) as flaky,
-        explainer_for(flaky.base_url, max_concurrency=16) as explainer,
+        # A client timeout well above the server's latency, so only injected hangs time out.
+        FaultServer(answer=sentiment, fail_rate=0.25, seed=1, latency=(0, 0.01), hang_s=2.0) as flaky,
+        explainer_for(flaky.base_url, timeout=1.2, max_concurrency=16) as explainer,
     ):
         exp = await explainer.explain(SENTENCE)
     assert set(flaky.counts) >= {"429", "500", "503", "timeout", "drop"}
