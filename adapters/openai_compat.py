@@ -1,8 +1,9 @@
 """One backend for every OpenAI-compatible server: OpenAI, vLLM, llama.cpp.
 
-Two transports: raw ``aiohttp`` (the default: fastest for batched traffic,
-see benchmarks/README.md) and the async ``openai`` client (``client="openai"``,
-extra ``llm-anchors[openai]``). Two endpoints: ``/completions`` with a list
+Two transports: raw ``aiohttp`` (the default: as fast as the openai client
+against llama-server, measured in benchmarks/README.md, with no extra
+dependency) and the async ``openai`` client (``client="openai"``, extra
+``llm-anchors[openai]``). Two endpoints: ``/completions`` with a list
 of prompts per request (vLLM and llama-server take one), and
 ``/chat/completions``, one prompt per request (hosted chat models).
 """
