@@ -185,9 +185,10 @@ def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str) -> Path
 
     sims = sorted({k[0] for k in grid})
     mids = sorted({k[1] for k in grid})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
     panels: list[tuple[Callable[[dict[str, Any]], float], str]] = [
         (lambda r: float(r["speedup"]), "speedup (×)"),
+        (lambda r: float(r["sampling_reduction"]), "sampling reduction"),
         (lambda r: float(r["manchors"]["coverage"]["mean"] - r["anchors"]["coverage"]["mean"]), "Δ coverage"),
     ]
     for ax, (value, title) in zip(axes, panels, strict=True):
