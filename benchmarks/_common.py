@@ -6,6 +6,7 @@ import json
 import math
 import platform
 import resource
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,45 @@ def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> P
     return path
 
 
+def rss_mb() -> float:
+    """This process's resident set size now (Linux), in MB; NaN where it cannot be read."""
+    try:
+        fields = Path("/proc/self/statm").read_text().split()
+    except OSError:
+        return math.nan
+    return int(fields[1]) * resource.getpagesize() / 2**20
+
+
+class ProgressBar:
+    """A one-line progress bar with rate and ETA on stderr (a line per 5% when not a terminal)."""
+
+    def __init__(self, total: int, label: str = "") -> None:
+        self.total, self.label = total, label
+        self.started = time.perf_counter()
+        self._last_step = -1
+
+    def update(self, done: int, note: str = "") -> None:
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / done * (self.total - done) if done else math.nan
+        width = 30
+        filled = width * done // max(self.total, 1)
+        line = (
+            f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
+            f"{elapsed:6.0f}s elapsed, ETA {eta:5.0f}s {note}"
+        )
+        if sys.stderr.isatty():
+            sys.stderr.write("\r" + line[:160].ljust(160))
+            if done == self.total:
+                sys.stderr.write("\n")
+        else:
+            step = 20 * done // max(self.total, 1)
+            if step == self._last_step and done != self.total:
+                return
+            self._last_step = step
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
 ROW_METRICS = ("time_s", "samples", "queries", "cache_hits", "fresh_precision", "coverage", "length")
 
 
@@ -65,15 +105,20 @@ async def explain_rows(
     indices: Sequence[int],
     fresh_samples: int = 1000,
     checkpoint: Path | None = None,
+    *,
+    label: str = "",
+    verbose: bool = False,
 ) -> list[dict[str, Any]]:
     """Explain each text in turn; one row of measurements per explanation.
 
     The anchor's precision is re-estimated on ``fresh_samples`` perturbations
     drawn with another seed (their queries are not counted in the row).
     With ``checkpoint`` the rows so far are rewritten there after each one,
-    so a long run that is stopped still leaves its measurements.
+    so a long run that is stopped still leaves its measurements. A progress
+    bar goes to stderr; ``verbose`` also prints one line per explanation.
     """
     rows = []
+    bar = ProgressBar(len(texts), label)
     for i, (index, text) in enumerate(zip(indices, texts, strict=True)):
         started = time.perf_counter()
         exp = await explainer.explain(text)
@@ -102,10 +147,14 @@ async def explain_rows(
             "memory_size": len(explainer.memory) if isinstance(explainer, MAnchorsExplainer) else None,
             "completion_tokens": exp.meta.cost.completion_tokens,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_mb": rss_mb(),
         }
         rows.append(row)
         if checkpoint is not None:
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
             checkpoint.write_text(json.dumps(rows, indent=1, default=str) + "\n")
-        print(f"[{i + 1}/{len(texts)}] {elapsed:7.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
+        size = row["memory_size"]
+        bar.update(i + 1, f"memory {size}" if size is not None else "")
+        if verbose:
+            print(f"[{i + 1}/{len(texts)}] {elapsed:7.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
     return rows

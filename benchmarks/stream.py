@@ -4,6 +4,7 @@
     python -m benchmarks.stream --classifier llm --n 40       # the embedded local LLM
     python -m benchmarks.stream --classifier llm --base-url URL --model M   # any OpenAI-compatible server
     python -m benchmarks.stream --n 200 --sweep               # τ_sim × τ_mid heat-maps
+    python -m benchmarks.stream --n 2000 --report-at 1000     # a long stream: tables at 1,000 and 2,000
 
 RT-Polarity sentences in a seeded order (seed 42). Metrics as the paper
 defines them: speedup = Σ time Anchors / Σ time MAnchors; sampling
@@ -11,7 +12,8 @@ reduction = 1 − Σ samples MAnchors / Σ samples Anchors. Also paid queries
 (cache hits excluded), tokens, dollars at a hosted model's price
 (``--price-model``), and fidelity: precision on 1,000 fresh samples per
 anchor, coverage (10,000-sample pool), anchor length, with 95% CIs. Writes
-a markdown table, JSON with every row, and PNG plots.
+a markdown table, JSON with every row, and PNG plots; for MAnchors also how
+memory size, lookup time, per-input time and RSS grow along the stream.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ async def run_manchors(
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
     name = f"manchors-{tau_sim}-{tau_mid}"
     async with MAnchorsExplainer(make(name), seed=args.seed, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder) as m:
-        return await explain_rows(m, stream, order, args.fresh_samples)
+        label = f"MAnchors τ_sim {tau_sim} τ_mid {tau_mid}"
+        return await explain_rows(m, stream, order, args.fresh_samples, label=label, verbose=args.verbose)
 
 
 def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) -> dict[str, Any]:
@@ -177,6 +180,63 @@ def plots(a: list[dict[str, Any]], m: list[dict[str, Any]], stem: str) -> list[P
     return [first, second]
 
 
+def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
+    """MAnchors along the stream, per window of ``every`` inputs: memory size, lookup time, time, RSS."""
+    out, start = [], 0
+    for end in sorted({*range(every, len(rows) + 1, every), len(rows)}):
+        window, start = rows[start:end], end
+        lookups = np.array([r["memory_lookup_s"] or 0.0 for r in window]) * 1000
+        out.append(
+            {
+                "inputs": end,
+                "memory_size": window[-1]["memory_size"],
+                "hit_rate": float(np.mean([bool(r["memory_hit"]) for r in window])),
+                "lookup_ms_mean": float(lookups.mean()),
+                "lookup_ms_p95": float(np.percentile(lookups, 95)),
+                "time_s_mean": float(np.mean([r["time_s"] for r in window])),
+                "samples_mean": float(np.mean([r["samples"] for r in window])),
+                "rss_mb": window[-1]["rss_mb"],
+            }
+        )
+    return out
+
+
+def growth_markdown(table: list[dict[str, Any]]) -> str:
+    lines = [
+        "| inputs | memory entries | hit rate | lookup ms (mean / p95) | time per input (s) | samples per input "
+        "| RSS (MB) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for g in table:
+        lines.append(
+            f"| {g['inputs']:,} | {g['memory_size']:,} | {g['hit_rate']:.0%} | {g['lookup_ms_mean']:.2f} / "
+            f"{g['lookup_ms_p95']:.2f} | {g['time_s_mean']:.3f} | {g['samples_mean']:,.0f} | {g['rss_mb']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def growth_plot(table: list[dict[str, Any]], stem: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [g["memory_size"] for g in table]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    panels = (("lookup_ms_mean", "lookup time (ms, window mean)"), ("time_s_mean", "time per input (s)"),
+              ("rss_mb", "process RSS (MB)"))  # fmt: skip
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        ax.plot(x, [g[key] for g in table], marker="o")
+        ax.set_xlabel("memory entries")
+        ax.set_ylabel(title)
+        ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    path = RESULTS / f"{stem}_growth.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str) -> Path:
     import matplotlib
 
@@ -215,7 +275,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         stream = [texts[i] for i in order]
         print("--- anchors", flush=True)
         async with AnchorsExplainer(make("anchors"), seed=args.seed) as plain:
-            a = await explain_rows(plain, stream, order, args.fresh_samples)
+            a = await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors", verbose=args.verbose)
         settings = [(s, mm) for s in SWEEP_SIM for mm in SWEEP_MID] if args.sweep else [(args.tau_sim, args.tau_mid)]
         runs = {}
         for tau_sim, tau_mid in settings:
@@ -239,6 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--price-model", default="gpt-4o-mini", choices=sorted(PRICES))
     parser.add_argument("--fresh-samples", type=int, default=1000)
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")
+    parser.add_argument("--report-at", default="", help="also tables for these stream prefixes, e.g. 1000")
+    parser.add_argument("--growth-every", type=int, default=0, help="growth table window (default N/10)")
+    parser.add_argument("--verbose", action="store_true", help="a line per explanation")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -247,9 +310,18 @@ def main(argv: list[str] | None = None) -> None:
     stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}"
     results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
     main_key = (args.tau_sim, args.tau_mid) if (args.tau_sim, args.tau_mid) in results else next(iter(results))
+    m = rows["manchors"][main_key]
+    prefixes = sorted({int(k) for k in args.report_at.split(",") if k.strip() and int(k) < len(a)})
+    at = {k: compare(a[:k], m[:k], args.price_model) for k in prefixes}
+    for k, result in at.items():
+        print()
+        print(markdown(result, args, k))
     print()
     print(markdown(results[main_key], args, len(a)))
-    pngs = plots(a, rows["manchors"][main_key], stem)
+    grown = growth(m, args.growth_every or max(1, len(m) // 10))
+    print("\nMAnchors as the memory grows\n")
+    print(growth_markdown(grown))
+    pngs = [*plots(a, m, stem), growth_plot(grown, stem)]
     if args.sweep:
         pngs.append(heatmaps(results, stem))
     path = write_json(
@@ -259,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
             "total_time_s": time.perf_counter() - started,
             "paper": PAPER[args.classifier],
             "results": [{"tau_sim": k[0], "tau_mid": k[1], **v} for k, v in results.items()],
+            "prefixes": [{"n": k, **v} for k, v in at.items()],
+            "growth": grown,
             "rows": {"anchors": a, "manchors": [{"tau_sim": k[0], "tau_mid": k[1], "rows": v}
                                                  for k, v in rows["manchors"].items()]},
         },

@@ -20,13 +20,16 @@ from ._exceptions import (
 )
 from ._explainer import AnchorsExplainer, Progress
 from ._explanation import AnchorData, Cost, Explanation, Meta
+from ._image import ImageExplainer, ImageInstance, ImageSampler
 from ._llm import LLMClassifier
-from ._manchors import MAnchorsExplainer
+from ._manchors import MAnchorsExplainer, MemoryFeatures, TextMemoryFeatures
 from ._memory import MemoryEntry, RuleMemory
 from ._pricing import FREE, PRICES, Price, load_prices, price_for
 from ._retry import RetryPolicy, is_retryable
 from ._rules import Rule, covers, make_rule
+from ._sampler import Instance, Sampler
 from ._search import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
+from ._tabular import TabularExplainer, TabularInstance, TabularSampler
 from ._text import TextInstance, TextSampler
 from ._tokens import EstimateCounter, ServerTokenCounter, TiktokenCounter, TokenCount, TokenCounter
 from ._version import __version__
@@ -55,12 +58,17 @@ __all__ = [
     "Explanation",
     "FREE",
     "FunctionClassifier",
+    "ImageExplainer",
+    "ImageInstance",
+    "ImageSampler",
+    "Instance",
     "InvalidInputError",
     "LLMAnchorsError",
     "LLMClassifier",
     "Label",
     "MAnchorsExplainer",
     "MemoryEntry",
+    "MemoryFeatures",
     "Meta",
     "MockBackend",
     "PRICES",
@@ -77,12 +85,17 @@ __all__ = [
     "RuleMemory",
     "RuleStats",
     "SampleRequest",
+    "Sampler",
     "Samples",
     "SearchParams",
     "SearchResult",
     "SentenceEmbedder",
     "ServerTokenCounter",
+    "TabularExplainer",
+    "TabularInstance",
+    "TabularSampler",
     "TextInstance",
+    "TextMemoryFeatures",
     "TextSampler",
     "TiktokenCounter",
     "TokenCount",

@@ -19,8 +19,9 @@ from ._exceptions import BudgetExceeded, ConfigError
 from ._explanation import AnchorData, Cost, Explanation, Meta
 from ._retry import RetryPolicy
 from ._rules import Rule, make_rule
+from ._sampler import Instance, Sampler
 from ._search import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
-from ._text import TextInstance, TextSampler
+from ._text import TextSampler
 from ._version import __version__
 
 __all__ = ["AnchorsExplainer", "Progress"]
@@ -44,7 +45,7 @@ class Progress:
 class _Run:
     """One explanation in progress."""
 
-    instance: TextInstance
+    instance: Instance
     seed: int
     rng: np.random.Generator
     stats: QueryStats
@@ -94,7 +95,7 @@ class AnchorsExplainer:
         max_anchor_size: int | None = None,
         coverage_samples: int = 10_000,
         seed: int | None = None,
-        sampler: TextSampler | None = None,
+        sampler: Sampler | None = None,
         max_words: int = 256,
         max_concurrency: int = 8,
         chunk_size: int | None = None,
@@ -121,7 +122,9 @@ class AnchorsExplainer:
             coverage_samples=coverage_samples,
         )
         self.seed = seed
-        self.sampler = sampler or TextSampler(max_words=max_words)
+        if sampler is not None and not isinstance(sampler, Sampler):
+            raise ConfigError(f"{sampler!r} is not a Sampler (it needs features, sample, sample_present, settings)")
+        self.sampler: Sampler = sampler or TextSampler(max_words=max_words)
         self.engine = QueryEngine(
             classifier,
             cache=cache,
@@ -169,10 +172,12 @@ class AnchorsExplainer:
         }
 
     async def explain(
-        self, text: str, *, seed: int | None = None, progress: Callable[[Progress], None] | None = None
+        self, text: Any, *, seed: int | None = None, progress: Callable[[Progress], None] | None = None
     ) -> Explanation:
         """Find the anchor of ``text``: the words that keep its label.
 
+        ``text`` is whatever the sampler takes: a str (the default
+        `TextSampler`), a row (`TabularSampler`), an image (`ImageSampler`).
         ``progress``, if given, is called after every batch of queries.
         """
         run = self._start(text, seed)
@@ -181,12 +186,12 @@ class AnchorsExplainer:
         result = await self._search(run, None)
         return self._explanation(run, result)
 
-    def explain_sync(self, text: str, *, seed: int | None = None) -> Explanation:
+    def explain_sync(self, text: Any, *, seed: int | None = None) -> Explanation:
         """`explain` for code without an event loop (or inside Jupyter's)."""
         return _run_sync(self.explain(text, seed=seed))
 
     async def estimate_precision(
-        self, text: str, positions: tuple[int, ...] | list[int], *, n: int = 1000, seed: int = 2**31 - 1
+        self, text: Any, positions: tuple[int, ...] | list[int], *, n: int = 1000, seed: int = 2**31 - 1
     ) -> float:
         """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``."""
         run = self._start(text, seed)

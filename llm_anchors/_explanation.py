@@ -137,7 +137,11 @@ class Explanation:
 
     def _repr_html_(self) -> str:
         d = self.data
-        sentence = TextInstance.parse(d.text).mark(d.positions, lambda w: f"<mark><b>{w}</b></mark>", html.escape)
+        parsed = TextInstance.parse(d.text)
+        if parsed.words == d.words:  # text: the sentence, anchor words marked
+            sentence = parsed.mark(d.positions, lambda w: f"<mark><b>{w}</b></mark>", html.escape)
+        else:  # tabular or image features: the rule
+            sentence = " AND ".join(f"<mark><b>{html.escape(w)}</b></mark>" for w in d.anchor) or "(empty rule)"
         return (
             f"<div><p>{sentence}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
             f"precision {d.precision:.2f} · coverage {d.coverage:.2f}</p></div>"

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,17 +32,86 @@ from ._rules import Rule
 from ._search import RuleStats
 from ._text import TextInstance
 
-__all__ = ["MAnchorsExplainer"]
+__all__ = ["MAnchorsExplainer", "MemoryFeatures", "TextMemoryFeatures"]
+
+
+@runtime_checkable
+class MemoryFeatures(Protocol):
+    """What MAnchors needs of a kind of input: a memory key and an HT.
+
+    ``embed`` gives unit vectors (compared by cosine); ``describe`` what an
+    entry keeps of its rule's features for HT; ``horizontal`` maps a
+    remembered rule onto the positions of a new input's features. The
+    tabular and image samplers implement it; text uses `TextMemoryFeatures`.
+    """
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, instances: Sequence[Any]) -> np.ndarray: ...
+
+    def describe(self, instance: Any, positions: Sequence[int]) -> tuple[tuple[float, ...], ...]: ...
+
+    def horizontal(self, entry: MemoryEntry, instance: Any) -> list[int]: ...
+
+
+class TextMemoryFeatures:
+    """Text: sentence vectors as the key, HT by WordPiece cosine of words."""
+
+    def __init__(self, embedder: SentenceEmbedder) -> None:
+        self.embedder = embedder
+
+    @property
+    def identity(self) -> str:
+        return self.embedder.identity
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    def embed(self, instances: Sequence[TextInstance]) -> np.ndarray:
+        return self.embedder.embed([i.text for i in instances])
+
+    def describe(self, instance: TextInstance, positions: Sequence[int]) -> tuple[tuple[float, ...], ...]:
+        return ()  # the words themselves are remembered
+
+    def horizontal(self, entry: MemoryEntry, instance: TextInstance) -> list[int]:
+        return self.map_words(entry.rule_words, instance)
+
+    def map_words(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
+        """Each rule word → the position of the most similar unused word of ``instance``.
+
+        Similarity is the cosine of WordPiece vectors; an identical word
+        (case aside) always wins; ties go to the earlier position.
+        """
+        if not rule_words:
+            return []
+        words = list(instance.words)
+        sims = self.embedder.word_vectors(list(rule_words)) @ self.embedder.word_vectors(words).T
+        lower = [w.lower() for w in words]
+        used: list[int] = []
+        for i, word in enumerate(rule_words):
+            free = [j for j in range(len(words)) if j not in used]
+            if not free:
+                break
+            exact = [j for j in free if lower[j] == word.lower()]
+            used.append(exact[0] if exact else max(free, key=lambda j: (sims[i, j], -j)))
+        return used
 
 
 class MAnchorsExplainer(AnchorsExplainer):
     """`AnchorsExplainer` that remembers, and reuses, intermediate rules.
 
-    tau_sim: cosine similarity of sentence embeddings above which a
+    tau_sim: cosine similarity of the inputs' memory vectors above which a
         remembered input is reused (0.6).
     tau_mid: precision of the intermediate rule remembered on a miss (0.8).
     prune_samples: perturbations per rule when pruning the HT rule.
-    embedder: `SentenceEmbedder` (default: packaged all-MiniLM-L6-v2).
+    embedder: for text, the `SentenceEmbedder` (default: packaged
+        all-MiniLM-L6-v2). A sampler that implements `MemoryFeatures`
+        (`TabularSampler`, `ImageSampler`) brings its own key and HT.
     Other arguments as `AnchorsExplainer`. The memory lives in the
     explainer: each explanation can reuse the earlier ones; `save` and
     `load` keep it across runs.
@@ -66,18 +135,27 @@ class MAnchorsExplainer(AnchorsExplainer):
         if prune_samples < 0:
             raise ConfigError(f"prune_samples must be >= 0, got {prune_samples}")
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
-        self.embedder = embedder or SentenceEmbedder()
+        self.features: MemoryFeatures
+        if isinstance(self.sampler, MemoryFeatures):
+            self.features = self.sampler
+        else:
+            self.features = TextMemoryFeatures(embedder or SentenceEmbedder())
         self._memory: RuleMemory | None = None
+
+    @property
+    def embedder(self) -> SentenceEmbedder | None:
+        """The text embedder (None for other kinds of input)."""
+        return self.features.embedder if isinstance(self.features, TextMemoryFeatures) else None
 
     @property
     def memory(self) -> RuleMemory:
         if self._memory is None:
-            self._memory = RuleMemory(self.embedder.dim, self.embedder.identity, self.classifier.identity)
+            self._memory = RuleMemory(self.features.dim, self.features.identity, self.classifier.identity)
         return self._memory
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "tau_sim": self.tau_sim, "tau_mid": self.tau_mid,
-                "prune_samples": self.prune_samples, "embedder": self.embedder.identity}  # fmt: skip
+                "prune_samples": self.prune_samples, "embedder": self.features.identity}  # fmt: skip
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Save the memory (atomically: a crash leaves the previous save loadable)."""
@@ -86,17 +164,17 @@ class MAnchorsExplainer(AnchorsExplainer):
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Replace the memory by one saved for this classifier and embedder."""
         self._memory = RuleMemory.load(
-            directory, embedder_id=self.embedder.identity, dim=self.embedder.dim, scope=self.classifier.identity
+            directory, embedder_id=self.features.identity, dim=self.features.dim, scope=self.classifier.identity
         )
 
     async def explain(
-        self, text: str, *, seed: int | None = None, progress: Callable[[Progress], None] | None = None
+        self, text: Any, *, seed: int | None = None, progress: Callable[[Progress], None] | None = None
     ) -> Explanation:
         run = self._start(text, seed)
         run.progress = progress
         await self._label_target(run)
         started = time.perf_counter()
-        vector = (await asyncio.to_thread(self.embedder.embed, [run.instance.text]))[0]
+        vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
         found = self.memory.nearest(vector, label=run.target)
         lookup = time.perf_counter() - started
         if found is not None and found[1] >= self.tau_sim:
@@ -109,7 +187,7 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     async def explain_many(
         self,
-        texts: Sequence[str],
+        texts: Sequence[Any],
         *,
         max_concurrency: int = 1,
         progress: bool | Callable[[int, int], None] = False,
@@ -127,7 +205,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         done = 0
         report = progress if callable(progress) else (_bar if progress else None)
 
-        async def one(text: str) -> Explanation:
+        async def one(text: Any) -> Explanation:
             nonlocal done
             async with semaphore:
                 exp = await self.explain(text)
@@ -144,7 +222,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     # -- memory hit: HT, pruning, VT ---------------------------------------
 
     async def _hit(self, run: _Run, entry: MemoryEntry, similarity: float, *, lookup: float) -> Explanation:
-        mapped = await asyncio.to_thread(self.horizontal, entry.rule_words, run.instance)
+        mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
         kept = await self._prune(run, mapped)
         start = frozenset(kept) if kept else None
         result = await self._search(run, start)
@@ -161,24 +239,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         )
 
     def horizontal(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
-        """HT: each rule word → the position of the most similar unused word of ``instance``.
-
-        Similarity is the cosine of WordPiece vectors; an identical word
-        (case aside) always wins; ties go to the earlier position.
-        """
-        if not rule_words:
-            return []
-        words = list(instance.words)
-        sims = self.embedder.word_vectors(list(rule_words)) @ self.embedder.word_vectors(words).T
-        lower = [w.lower() for w in words]
-        used: list[int] = []
-        for i, word in enumerate(rule_words):
-            free = [j for j in range(len(words)) if j not in used]
-            if not free:
-                break
-            exact = [j for j in free if lower[j] == word.lower()]
-            used.append(exact[0] if exact else max(free, key=lambda j: (sims[i, j], -j)))
-        return used
+        """Text HT: each rule word → the position of the most similar unused word of ``instance``."""
+        if not isinstance(self.features, TextMemoryFeatures):
+            raise ConfigError("horizontal(rule_words, ...) maps words: it is for text inputs")
+        return self.features.map_words(rule_words, instance)
 
     async def _prune(self, run: _Run, positions: list[int]) -> list[int]:
         """Drop words whose removal does not lower the rule's precision on a light sample."""
@@ -204,6 +268,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             label=run.target,
             rule_positions=mid.rule,
             rule_words=tuple(words[p] for p in mid.rule),
+            rule_vectors=self.features.describe(run.instance, mid.rule),
             precision=mid.precision,
             coverage=mid.coverage,
         )

@@ -34,7 +34,8 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class MemoryEntry:
-    """One remembered input and its intermediate rule (words and positions)."""
+    """One remembered input and its intermediate rule (words and positions;
+    for tabular and image inputs also a descriptor of each rule feature)."""
 
     text: str
     words: tuple[str, ...]
@@ -43,6 +44,7 @@ class MemoryEntry:
     rule_words: tuple[str, ...]
     precision: float
     coverage: float
+    rule_vectors: tuple[tuple[float, ...], ...] = ()
 
 
 class RuleMemory:
@@ -180,4 +182,5 @@ def _entry(raw: dict[str, Any]) -> MemoryEntry:
         rule_words=tuple(raw["rule_words"]),
         precision=float(raw["precision"]),
         coverage=float(raw["coverage"]),
+        rule_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("rule_vectors", ())),
     )

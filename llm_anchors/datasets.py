@@ -6,14 +6,16 @@ Nothing is downloaded: the files are looked up in ``path``, else in
 
 from __future__ import annotations
 
+import csv
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ._exceptions import ConfigError
 
-__all__ = ["data_dir", "load_rt_polarity", "shuffled"]
+__all__ = ["Adult", "data_dir", "load_adult", "load_rt_polarity", "shuffled"]
 
 _RT_HINT = (
     "RT-Polarity (sentence polarity dataset v1.0, Pang & Lee 2005) is needed: put rt-polarity.pos and "
@@ -54,3 +56,62 @@ def load_rt_polarity(path: str | os.PathLike[str] | None = None) -> tuple[list[s
 def shuffled(n: int, seed: int = 42) -> np.ndarray:
     """A seeded permutation of range(n): the benchmarks' input order."""
     return np.random.default_rng(seed).permutation(n)
+
+
+_ADULT_HINT = (
+    "UCI Adult (census income) is needed: put adult.data and adult.test (CSV with a header row) in {where} "
+    "(from https://archive.ics.uci.edu/dataset/2/adult), or pass path= / set LLM_ANCHORS_DATA."
+)
+# The columns Anchors explains (Ribeiro et al. 2018): fnlwgt (a sampling
+# weight) and education-num (a copy of education) are left out.
+ADULT_FEATURES = (
+    "age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
+    "capital-gain", "capital-loss", "hours-per-week", "native-country",
+)  # fmt: skip
+_ADULT_NUMERIC = {"age", "capital-gain", "capital-loss", "hours-per-week"}
+
+
+@dataclass(frozen=True)
+class Adult:
+    """UCI Adult as numbers: categorical columns hold codes into ``categorical_names``.
+
+    Labels: 1 = income > 50K. ``?`` (missing) is a category of its own.
+    """
+
+    train: np.ndarray
+    train_labels: np.ndarray
+    test: np.ndarray
+    test_labels: np.ndarray
+    feature_names: tuple[str, ...]
+    categorical_names: dict[int, tuple[str, ...]]
+
+
+def load_adult(path: str | os.PathLike[str] | None = None) -> Adult:
+    """Read ``adult.data`` (train) and ``adult.test`` (test); categories coded in sorted order."""
+    folder = data_dir(path)
+    if (folder / "adult").is_dir():
+        folder = folder / "adult"
+    files = folder / "adult.data", folder / "adult.test"
+    if not all(f.is_file() for f in files):
+        raise ConfigError(_ADULT_HINT.format(where=folder))
+    tables = [_adult_rows(f) for f in files]
+    categorical = {
+        i: tuple(sorted({row[name] for rows in tables for row in rows}))
+        for i, name in enumerate(ADULT_FEATURES)
+        if name not in _ADULT_NUMERIC
+    }
+    codes = {i: {v: c for c, v in enumerate(names)} for i, names in categorical.items()}
+    (train, train_labels), (test, test_labels) = (_adult_matrix(rows, codes) for rows in tables)
+    return Adult(train, train_labels, test, test_labels, ADULT_FEATURES, categorical)
+
+
+def _adult_matrix(rows: list[dict[str, str]], codes: dict[int, dict[str, int]]) -> tuple[np.ndarray, np.ndarray]:
+    matrix = [[codes[i][r[n]] if i in codes else float(r[n]) for i, n in enumerate(ADULT_FEATURES)] for r in rows]
+    labels = [1 if r["class"].rstrip(".") == ">50K" else 0 for r in rows]
+    return np.array(matrix, dtype=float), np.array(labels)
+
+
+def _adult_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        rows = [{k.strip(): v.strip() for k, v in row.items()} for row in csv.DictReader(handle)]
+    return [r for r in rows if r.get("class")]

@@ -22,6 +22,9 @@ def rows(n, seed, hits=False):
             "coverage": rng.uniform(0, 1),
             "length": rng.randint(0, 5),
             "memory_hit": hits and i % 2 == 1,
+            "memory_size": i // 2,
+            "memory_lookup_s": rng.uniform(0, 0.002),
+            "rss_mb": 500.0 + i,
         }
         for i in range(n)
     ]
@@ -53,3 +56,21 @@ def test_plots_and_heatmaps_are_written(tmp_path, monkeypatch):
     paths.append(stream.heatmaps(grid, "t"))
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_growth_windows_cover_the_stream():
+    m = rows(25, 5, hits=True)
+    table = stream.growth(m, every=10)
+    assert [g["inputs"] for g in table] == [10, 20, 25]
+    assert [g["memory_size"] for g in table] == [4, 9, 12]
+    last = m[20:]
+    assert table[-1]["lookup_ms_mean"] == pytest.approx(1000 * sum(r["memory_lookup_s"] for r in last) / 5)
+    assert table[-1]["hit_rate"] == pytest.approx(sum(r["memory_hit"] for r in last) / 5)
+    assert table[-1]["rss_mb"] == 524.0
+    assert stream.growth_markdown(table).count("\n") == 4
+
+
+def test_growth_plot_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(stream, "RESULTS", tmp_path)
+    path = stream.growth_plot(stream.growth(rows(12, 6, hits=True), every=4), "t")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

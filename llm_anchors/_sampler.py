@@ -1,0 +1,49 @@
+"""What the explainer needs of a kind of input: `Sampler` and its `Instance`."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ._rules import Rule
+
+__all__ = ["Instance", "Sampler"]
+
+
+class Instance(Protocol):
+    """One input to explain, split into features.
+
+    ``text`` is the query string the classifier is asked about; ``words``
+    names each feature as it appears in an anchor (a word, a predicate
+    such as "age > 47.00", a superpixel).
+    """
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def words(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """Splits inputs into features and draws perturbations that keep a rule.
+
+    `TextSampler`, `TabularSampler` and `ImageSampler` implement it. All
+    randomness comes from the generator passed in.
+    """
+
+    def settings(self) -> dict[str, object]: ...
+
+    def features(self, x: object) -> Any:
+        """The `Instance` of an input; `InvalidInputError` when it cannot be explained."""
+        ...
+
+    def sample(self, instance: Any, rule: Rule, n: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
+        """``n`` perturbations (query strings) keeping ``rule``, and their (n × features) kept matrix."""
+        ...
+
+    def sample_present(self, instance: Any, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The kept matrix alone (for coverage: nothing is sent to the model)."""
+        ...
