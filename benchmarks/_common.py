@@ -9,14 +9,16 @@ import resource
 import sys
 import time
 from collections.abc import Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llm_anchors import AnchorsExplainer, MAnchorsExplainer
+from llm_anchors import PRICES, AnchorsExplainer, MAnchorsExplainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
+FIDELITY = ("fresh_precision", "coverage", "length")
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
@@ -101,7 +103,7 @@ ROW_METRICS = ("time_s", "samples", "queries", "cache_hits", "fresh_precision", 
 
 async def explain_rows(
     explainer: AnchorsExplainer,
-    texts: Sequence[str],
+    texts: Sequence[Any],
     indices: Sequence[int],
     fresh_samples: int = 1000,
     checkpoint: Path | None = None,
@@ -126,7 +128,7 @@ async def explain_rows(
         fresh = await explainer.estimate_precision(text, exp.data.positions, n=fresh_samples)
         row: dict[str, Any] = {
             "index": int(index),
-            "text": text,
+            "text": exp.data.text,
             "words": len(exp.data.words),
             "anchor": list(exp.data.anchor),
             "success": exp.data.success,
@@ -158,3 +160,65 @@ async def explain_rows(
         if verbose:
             print(f"[{i + 1}/{len(texts)}] {elapsed:7.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
     return rows
+
+
+def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) -> dict[str, Any]:
+    """Paper metrics, cost and fidelity of one Anchors/MAnchors pair of runs."""
+    price = PRICES[price_model]
+
+    def dollars(rows: list[dict[str, Any]]) -> str:
+        prompt = sum(r["prompt_tokens"] for r in rows)
+        completion = sum(r["completion_tokens"] for r in rows)
+        return str(price.cost(prompt, completion).quantize(Decimal("0.000001")))
+
+    out: dict[str, Any] = {
+        "speedup": sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m),
+        "sampling_reduction": 1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a),
+        "memory_hits": sum(bool(r["memory_hit"]) for r in m),
+    }
+    for name, rows in (("anchors", a), ("manchors", m)):
+        out[name] = {
+            "time_s": sum(r["time_s"] for r in rows),
+            "samples": sum(r["samples"] for r in rows),
+            "paid_queries": sum(r["queries"] for r in rows),
+            "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            f"usd_at_{price_model}": dollars(rows),
+            **{k: dict(zip(("mean", "ci95"), mean_ci([r[k] for r in rows]), strict=True)) for k in FIDELITY},
+        }
+    return out
+
+
+def plots(a: list[dict[str, Any]], m: list[dict[str, Any]], stem: str, out: Path | None = None) -> list[Path]:
+    """Cumulative mean time and samples per input (the paper's appendix figures), and distributions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.arange(1, len(a) + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, title in ((axes[0], "time_s", "time per input (s)"), (axes[1], "samples", "samples per input")):
+        for rows, label in ((a, "Anchors"), (m, "MAnchors")):
+            values = np.array([r[key] for r in rows], dtype=float)
+            ax.plot(x, np.cumsum(values) / x, label=label)
+        ax.set_xlabel("inputs explained")
+        ax.set_ylabel(f"cumulative mean {title}")
+        ax.legend()
+    fig.tight_layout()
+    first = (out or RESULTS) / f"{stem}_cumulative.png"
+    fig.savefig(first, dpi=110)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, bins in ((axes[0], "coverage", np.linspace(0, 1, 21)), (axes[1], "length", None)):
+        data = [[r[key] for r in rows] for rows in (a, m)]
+        if bins is None:
+            bins = np.arange(-0.5, max(max(d) for d in data) + 1.5)
+        ax.hist(data, bins=bins, label=["Anchors", "MAnchors"])
+        ax.set_xlabel(f"anchor {key}")
+        ax.set_ylabel("inputs")
+        ax.legend()
+    fig.tight_layout()
+    second = (out or RESULTS) / f"{stem}_distributions.png"
+    fig.savefig(second, dpi=110)
+    plt.close(fig)
+    return [first, second]

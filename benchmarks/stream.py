@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +39,13 @@ from llm_anchors import (
 )
 from llm_anchors.datasets import load_rt_polarity, shuffled
 
-from ._common import RESULTS, explain_rows, mean_ci, write_json
+from ._common import FIDELITY, RESULTS, compare, explain_rows, plots, write_json
 from ._models import train_text_rf
 
 PAPER: dict[str, dict[str, Any]] = {
     "rf": {"speedup": 1.69, "sampling_reduction": 0.32},
     "llm": {"speedup": 8.74, "sampling_reduction": 0.87, "coverage": (0.10, 0.09), "length": (4.34, 5.39)},
 }
-FIDELITY = ("fresh_precision", "coverage", "length")
 SWEEP_SIM = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 SWEEP_MID = (0.6, 0.7, 0.8, 0.9)
 
@@ -89,32 +87,6 @@ async def run_manchors(
         return await explain_rows(m, stream, order, args.fresh_samples, label=label, verbose=args.verbose)
 
 
-def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) -> dict[str, Any]:
-    """Paper metrics, cost and fidelity of one Anchors/MAnchors pair of runs."""
-    price = PRICES[price_model]
-
-    def dollars(rows: list[dict[str, Any]]) -> str:
-        prompt = sum(r["prompt_tokens"] for r in rows)
-        completion = sum(r["completion_tokens"] for r in rows)
-        return str(price.cost(prompt, completion).quantize(Decimal("0.000001")))
-
-    out: dict[str, Any] = {
-        "speedup": sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m),
-        "sampling_reduction": 1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a),
-        "memory_hits": sum(bool(r["memory_hit"]) for r in m),
-    }
-    for name, rows in (("anchors", a), ("manchors", m)):
-        out[name] = {
-            "time_s": sum(r["time_s"] for r in rows),
-            "samples": sum(r["samples"] for r in rows),
-            "paid_queries": sum(r["queries"] for r in rows),
-            "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-            f"usd_at_{price_model}": dollars(rows),
-            **{k: dict(zip(("mean", "ci95"), mean_ci([r[k] for r in rows]), strict=True)) for k in FIDELITY},
-        }
-    return out
-
-
 def markdown(result: dict[str, Any], args: argparse.Namespace, n: int) -> str:
     a, m = result["anchors"], result["manchors"]
     paper = PAPER[args.classifier]
@@ -142,42 +114,6 @@ def markdown(result: dict[str, Any], args: argparse.Namespace, n: int) -> str:
             f"| {ref_text} |"
         )
     return "\n".join(lines)
-
-
-def plots(a: list[dict[str, Any]], m: list[dict[str, Any]], stem: str) -> list[Path]:
-    """Cumulative mean time and samples per input (the paper's appendix figures), and distributions."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    x = np.arange(1, len(a) + 1)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key, title in ((axes[0], "time_s", "time per input (s)"), (axes[1], "samples", "samples per input")):
-        for rows, label in ((a, "Anchors"), (m, "MAnchors")):
-            values = np.array([r[key] for r in rows], dtype=float)
-            ax.plot(x, np.cumsum(values) / x, label=label)
-        ax.set_xlabel("inputs explained")
-        ax.set_ylabel(f"cumulative mean {title}")
-        ax.legend()
-    fig.tight_layout()
-    first = RESULTS / f"{stem}_cumulative.png"
-    fig.savefig(first, dpi=110)
-    plt.close(fig)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key, bins in ((axes[0], "coverage", np.linspace(0, 1, 21)), (axes[1], "length", None)):
-        data = [[r[key] for r in rows] for rows in (a, m)]
-        if bins is None:
-            bins = np.arange(-0.5, max(max(d) for d in data) + 1.5)
-        ax.hist(data, bins=bins, label=["Anchors", "MAnchors"])
-        ax.set_xlabel(f"anchor {key}")
-        ax.set_ylabel("inputs")
-        ax.legend()
-    fig.tight_layout()
-    second = RESULTS / f"{stem}_distributions.png"
-    fig.savefig(second, dpi=110)
-    plt.close(fig)
-    return [first, second]
 
 
 def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
@@ -215,7 +151,7 @@ def growth_markdown(table: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def growth_plot(table: list[dict[str, Any]], stem: str) -> Path:
+def growth_plot(table: list[dict[str, Any]], stem: str, out: Path | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -231,13 +167,13 @@ def growth_plot(table: list[dict[str, Any]], stem: str) -> Path:
         ax.set_ylabel(title)
         ax.set_ylim(bottom=0)
     fig.tight_layout()
-    path = RESULTS / f"{stem}_growth.png"
+    path = (out or RESULTS) / f"{stem}_growth.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str) -> Path:
+def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str, out: Path | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -264,7 +200,7 @@ def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str) -> Path
                 ax.text(j, i, f"{table[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
         fig.colorbar(image, ax=ax)
     fig.tight_layout()
-    path = RESULTS / f"{stem}_sweep.png"
+    path = (out or RESULTS) / f"{stem}_sweep.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -169,8 +169,8 @@ class ImageSampler:
         low, high = float(instance.image.min()), float(instance.image.max())
         scaled = (instance.image - low) / (high - low or 1.0)
         out = np.where(mask[..., None], scaled, 0.25 * scaled + 0.75 * 0.5)
-        outline = np.where(mask, instance.segments, -1)
-        edges = self._segmentation.find_boundaries(outline, mode="inner") & mask  # type: ignore[no-untyped-call]
+        outline = np.where(mask, instance.segments + 1, 0)  # 0: background, never outlined
+        edges = self._segmentation.find_boundaries(outline, mode="inner", background=0)  # type: ignore[no-untyped-call]
         out[edges] = (1.0, 0.85, 0.0)
         return out
 

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from benchmarks import stream
-from benchmarks._common import mean_ci, summarize, table
+from benchmarks._common import compare, mean_ci, plots, summarize, table
 
 
 def rows(n, seed, hits=False):
@@ -38,7 +38,7 @@ def test_mean_ci():
 
 def test_compare_uses_the_papers_definitions():
     a, m = rows(30, 1), rows(30, 2, hits=True)
-    out = stream.compare(a, m, "gpt-4o-mini")
+    out = compare(a, m, "gpt-4o-mini")
     assert out["speedup"] == pytest.approx(sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m))
     assert out["sampling_reduction"] == pytest.approx(1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a))
     assert out["memory_hits"] == 15
@@ -48,12 +48,11 @@ def test_compare_uses_the_papers_definitions():
     assert "1.69×" in text and "32%" in text  # the paper's numbers beside ours
 
 
-def test_plots_and_heatmaps_are_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(stream, "RESULTS", tmp_path)
+def test_plots_and_heatmaps_are_written(tmp_path):
     a, m = rows(12, 3), rows(12, 4, hits=True)
-    paths = stream.plots(a, m, "t")
-    grid = {(s, mm): stream.compare(a, m, "gpt-4o-mini") for s in (0.5, 0.6) for mm in (0.7, 0.8)}
-    paths.append(stream.heatmaps(grid, "t"))
+    paths = plots(a, m, "t", out=tmp_path)
+    grid = {(s, mm): compare(a, m, "gpt-4o-mini") for s in (0.5, 0.6) for mm in (0.7, 0.8)}
+    paths.append(stream.heatmaps(grid, "t", out=tmp_path))
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -70,7 +69,6 @@ def test_growth_windows_cover_the_stream():
     assert stream.growth_markdown(table).count("\n") == 4
 
 
-def test_growth_plot_is_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(stream, "RESULTS", tmp_path)
-    path = stream.growth_plot(stream.growth(rows(12, 6, hits=True), every=4), "t")
+def test_growth_plot_is_written(tmp_path):
+    path = stream.growth_plot(stream.growth(rows(12, 6, hits=True), every=4), "t", out=tmp_path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
