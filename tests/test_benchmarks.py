@@ -72,3 +72,18 @@ def test_growth_windows_cover_the_stream():
 def test_growth_plot_is_written(tmp_path):
     path = stream.growth_plot(stream.growth(rows(12, 6, hits=True), every=4), "t", out=tmp_path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tabular_and_image_benchmarks_run_end_to_end(tmp_path, monkeypatch, capsys):
+    from benchmarks import _common, image, tabular
+
+    monkeypatch.setattr(_common, "RESULTS", tmp_path)
+    monkeypatch.setattr(image, "RESULTS", tmp_path)
+    tabular.main(["--models", "rf", "--n", "3", "--fresh-samples", "100"])
+    image.main(["--n", "3", "--fresh-samples", "100"])
+    out = capsys.readouterr().out
+    assert "| random forest (50 trees) |" in out and "(2.11×)" in out and "(54%)" in out
+    assert "not the paper's YOLOv8/ImageNet" in out and "1.92×" in out
+    written = {p.name for p in tmp_path.iterdir()}
+    assert {"tabular_adult_n3.json", "image_digits_n3.json", "image_digits_n3_anchors.png"} <= written
+    assert "tabular_adult_rf_n3_cumulative.png" in written

@@ -94,3 +94,28 @@ async def test_manchors_maps_superpixels_onto_the_shifted_square(sampler):
     red = (moved.image[..., 0] > 0.8) & (moved.image[..., 1] < 0.2)
     assert all(red[moved.segments == p].any() for p in mapped)  # HT landed on the red square
     assert await m.estimate_precision(picture(shift=2), second.data.positions) >= 0.95
+
+
+def test_quickshift_and_a_fixed_fill():
+    images = ImageSampler(segmentation="quickshift", kernel_size=3, max_dist=6, fill=0.25)
+    instance = images.features(picture())
+    assert len(instance.words) >= 3
+    hidden = images.render([f"{instance.digest}:{'0' * len(instance.words)}"])[0]
+    assert (hidden == 0.25).all()
+
+
+def test_a_model_embedding_keys_the_memory():
+    calls = []
+
+    def features(image):
+        calls.append(image.shape)
+        return np.array([image[..., 0].mean(), image[..., 2].mean()])
+
+    images = ImageSampler(n_segments=16, fill=0.0, embed=features, embed_dim=2)
+    vectors = images.embed([images.features(picture())])
+    assert calls == [(32, 32, 3)] and vectors.shape == (1, 2)
+    assert np.linalg.norm(vectors[0]) == pytest.approx(1.0)
+    assert images.identity.startswith("image-embed:") and images.identity.endswith(".features")
+    wrong = ImageSampler(embed=features, embed_dim=3)
+    with pytest.raises(ConfigError, match="embed_dim"):
+        wrong.embed([wrong.features(picture())])
