@@ -150,6 +150,7 @@ async def explain_rows(
             "completion_tokens": exp.meta.cost.completion_tokens,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_mb": rss_mb(),
+            "cache_entries": len(explainer.cache),
         }
         rows.append(row)
         if checkpoint is not None:

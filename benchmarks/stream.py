@@ -76,6 +76,14 @@ def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list
         yield make, texts, order
 
 
+async def run_anchors(
+    make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Plain Anchors over the stream (its cache is released before MAnchors runs)."""
+    async with AnchorsExplainer(make("anchors"), seed=args.seed) as plain:
+        return await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors", verbose=args.verbose)
+
+
 async def run_manchors(
     make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace, tau_sim: float, tau_mid: float
 ) -> list[dict[str, Any]]:
@@ -132,6 +140,7 @@ def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
                 "time_s_mean": float(np.mean([r["time_s"] for r in window])),
                 "samples_mean": float(np.mean([r["samples"] for r in window])),
                 "rss_mb": window[-1]["rss_mb"],
+                "cache_entries": window[-1].get("cache_entries"),
             }
         )
     return out
@@ -140,13 +149,14 @@ def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
 def growth_markdown(table: list[dict[str, Any]]) -> str:
     lines = [
         "| inputs | memory entries | hit rate | lookup ms (mean / p95) | time per input (s) | samples per input "
-        "| RSS (MB) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| query cache entries | RSS (MB) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for g in table:
         lines.append(
             f"| {g['inputs']:,} | {g['memory_size']:,} | {g['hit_rate']:.0%} | {g['lookup_ms_mean']:.2f} / "
-            f"{g['lookup_ms_p95']:.2f} | {g['time_s_mean']:.3f} | {g['samples_mean']:,.0f} | {g['rss_mb']:.0f} |"
+            f"{g['lookup_ms_p95']:.2f} | {g['time_s_mean']:.3f} | {g['samples_mean']:,.0f} "
+            f"| {g['cache_entries'] or 0:,} | {g['rss_mb']:.0f} |"
         )
     return "\n".join(lines)
 
@@ -209,9 +219,7 @@ def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str, out: Pa
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with classifiers(args) as (make, texts, order):
         stream = [texts[i] for i in order]
-        print("--- anchors", flush=True)
-        async with AnchorsExplainer(make("anchors"), seed=args.seed) as plain:
-            a = await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors", verbose=args.verbose)
+        a = await run_anchors(make, stream, order, args)
         settings = [(s, mm) for s in SWEEP_SIM for mm in SWEEP_MID] if args.sweep else [(args.tau_sim, args.tau_mid)]
         runs = {}
         for tau_sim, tau_mid in settings:

@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,13 +27,22 @@ class QueryCache:
     JSON values (str, int, float, bool, None) to be persisted.
     ``enabled=False`` makes a cache that remembers nothing: every sample
     is a query (the baseline for measuring what the cache saves).
+    ``max_entries`` bounds what is held in memory (least recently used
+    dropped first; a persisted label is then read back from SQLite): a
+    long stream of explanations sends millions of distinct perturbations,
+    ~300 bytes each. None: unbounded.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, enabled: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, enabled: bool = True, max_entries: int | None = 1_000_000
+    ) -> None:
         if path is not None and not enabled:
             raise ConfigError("a disabled cache cannot be persisted")
+        if max_entries is not None and max_entries < 1:
+            raise ConfigError(f"max_entries must be >= 1 or None, got {max_entries}")
         self.enabled = enabled
-        self._labels: dict[tuple[str, str], Label] = {}
+        self.max_entries = max_entries
+        self._labels: OrderedDict[tuple[str, str], Label] = OrderedDict()
         self.path = Path(path) if path is not None else None
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
@@ -48,23 +58,43 @@ class QueryCache:
                 "CREATE TABLE IF NOT EXISTS labels"
                 " (classifier TEXT, text TEXT, label TEXT, PRIMARY KEY (classifier, text))"
             )
-            for classifier, text, label in self._db.execute("SELECT classifier, text, label FROM labels"):
+            rows = self._db.execute("SELECT classifier, text, label FROM labels ORDER BY rowid DESC LIMIT ?",
+                                    (self.max_entries or -1,))  # fmt: skip
+            for classifier, text, label in reversed(list(rows)):
                 self._labels[(classifier, text)] = json.loads(label)
         except (sqlite3.Error, OSError, ValueError) as exc:
             raise ConfigError(f"cannot use {path} as a query cache: {exc}") from exc
 
     def __len__(self) -> int:
+        """Labels held in memory."""
         return len(self._labels)
 
     def get(self, classifier: str, text: str) -> tuple[bool, Label]:
         key = (classifier, text)
         if key in self._labels:
+            self._labels.move_to_end(key)
             return True, self._labels[key]
+        if self._db is not None and self.max_entries is not None:  # dropped from memory, maybe on disk
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT label FROM labels WHERE classifier = ? AND text = ?", (classifier, text)
+                ).fetchone()
+            if row is not None:
+                label = json.loads(row[0])
+                self._remember(key, label)
+                return True, label
         return False, None
 
     def labels(self, classifier: str) -> dict[str, Label]:
-        """Every text labelled so far by ``classifier``, with its label."""
+        """Every text labelled by ``classifier`` still held in memory, with its label."""
         return {text: label for (who, text), label in self._labels.items() if who == classifier}
+
+    def _remember(self, key: tuple[str, str], label: Label) -> None:
+        self._labels[key] = label
+        self._labels.move_to_end(key)
+        if self.max_entries is not None:
+            while len(self._labels) > self.max_entries:
+                self._labels.popitem(last=False)
 
     def put(self, classifier: str, text: str, label: Label) -> None:
         self.put_many(classifier, [(text, label)])
@@ -72,7 +102,7 @@ class QueryCache:
     def put_many(self, classifier: str, items: Iterable[tuple[str, Label]]) -> None:
         rows = list(items)
         for text, label in rows:
-            self._labels[(classifier, text)] = label
+            self._remember((classifier, text), label)
         if self._db is not None and rows:
             encoded = [(classifier, text, json.dumps(label)) for text, label in rows]
             with self._lock:

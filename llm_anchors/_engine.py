@@ -74,10 +74,16 @@ class QueryEngine:
             return await self._uncached(texts, stats)
         key = self.classifier.identity
         pending: dict[str, asyncio.Future[Label]] = {}
+        known: dict[str, Label] = {}  # read now: a bounded cache may drop them before the end
         to_send: list[str] = []
         for text in texts:
-            if text in pending or self.cache.get(key, text)[0]:
+            if text in pending or text in known:
                 stats.cache_hits += 1
+                continue
+            hit, label = self.cache.get(key, text)
+            if hit:
+                stats.cache_hits += 1
+                known[text] = label
             elif text in self._inflight:
                 stats.cache_hits += 1
                 pending[text] = self._inflight[text]
@@ -90,7 +96,7 @@ class QueryEngine:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        return [self.cache.get(key, text)[1] for text in texts]
+        return [known[text] if text in known else pending[text].result() for text in texts]
 
     async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """Every text sent, duplicates included: what a run without a cache pays."""

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from llm_anchors import ClassifierError, FunctionClassifier, QueryCache, QueryEngine, QueryStats
+from llm_anchors import ClassifierError, ConfigError, FunctionClassifier, QueryCache, QueryEngine, QueryStats
 
 
 class Recorder:
@@ -113,3 +113,27 @@ def test_disabled_cache_cannot_be_persisted(tmp_path):
 
     with pytest.raises(ConfigError):
         QueryCache(tmp_path / "x.db", enabled=False)
+
+
+async def test_a_bounded_cache_keeps_the_most_recent_labels():
+    rec = Recorder()
+    cache = QueryCache(max_entries=3)
+    engine = QueryEngine(FunctionClassifier(rec, name="r"), cache=cache)
+    # A batch larger than the cache still gets every label right.
+    assert await engine.classify(["a", "b", "c", "d", "e", "a"], QueryStats()) == ["A", "B", "C", "D", "E", "A"]
+    r = engine.classifier.identity
+    assert len(cache) == 3 and cache.get(r, "e") == (True, "E") and cache.get(r, "a") == (False, None)
+    cache.get(r, "c")  # used: now the most recent
+    cache.put(r, "f", "F")
+    assert [cache.get(r, t)[0] for t in "cdef"] == [True, False, True, True]
+
+
+def test_a_bounded_persisted_cache_reads_dropped_labels_back(tmp_path):
+    cache = QueryCache(tmp_path / "c.sqlite", max_entries=2)
+    cache.put_many("r", [("a", 1), ("b", 2), ("c", 3)])
+    assert len(cache) == 2 and cache.get("r", "a") == (True, 1)  # from disk
+    cache.close()
+    reopened = QueryCache(tmp_path / "c.sqlite", max_entries=2)
+    assert len(reopened) == 2 and reopened.get("r", "b") == (True, 2)
+    with pytest.raises(ConfigError):
+        QueryCache(max_entries=0)
