@@ -54,17 +54,18 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
         f"### Anchors vs MAnchors on UCI Adult, N={n} test rows (τ_sim {args.tau_sim}, τ_mid {args.tau_mid})",
         "",
         "| model | test accuracy | speedup (paper) | sampling reduction (paper) | memory hits "
-        "| fresh precision A → M | coverage A → M | length A → M |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| fresh precision A → M | coverage A → M | length A → M | success A → M |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for kind, r in results.items():
         c, paper = r["compare"], PAPER[kind]
         a, m = c["anchors"], c["manchors"]
         fidelity = " | ".join(f"{a[k]['mean']:.3f} → {m[k]['mean']:.3f}" for k in FIDELITY)
+        success = " → ".join(f"{sum(x['success'] for x in rows) / len(rows):.0%}" for rows in (r["anchors"], r["manchors"]))
         lines.append(
             f"| {MODELS[kind]} | {r['accuracy']:.3f} | {c['speedup']:.2f}× ({paper['speedup']}×) "
             f"| {c['sampling_reduction']:.0%} ({paper['sampling_reduction']:.0%}) | {c['memory_hits']} / {n} "
-            f"| {fidelity} |"
+            f"| {fidelity} | {success} |"
         )
     return "\n".join(lines)
 
