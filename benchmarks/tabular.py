@@ -61,7 +61,8 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
         c, paper = r["compare"], PAPER[kind]
         a, m = c["anchors"], c["manchors"]
         fidelity = " | ".join(f"{a[k]['mean']:.3f} → {m[k]['mean']:.3f}" for k in FIDELITY)
-        success = " → ".join(f"{sum(x['success'] for x in rows) / len(rows):.0%}" for rows in (r["anchors"], r["manchors"]))
+        rates = [sum(x["success"] for x in rows) / len(rows) for rows in (r["anchors"], r["manchors"])]
+        success = " → ".join(f"{rate:.0%}" for rate in rates)
         lines.append(
             f"| {MODELS[kind]} | {r['accuracy']:.3f} | {c['speedup']:.2f}× ({paper['speedup']}×) "
             f"| {c['sampling_reduction']:.0%} ({paper['sampling_reduction']:.0%}) | {c['memory_hits']} / {n} "
