@@ -68,9 +68,11 @@ class TabularSampler:
         named = categorical_names or {}
         self.categorical_names = {int(k): tuple(str(v) for v in names) for k, names in named.items()}
         for column, names in self.categorical_names.items():
+            if not 0 <= column < data.shape[1]:
+                raise ConfigError(f"categorical column {column} is not one of the {data.shape[1]} columns")
             codes = data[:, column]
-            if not 0 <= column < data.shape[1] or (codes != np.round(codes)).any() or codes.max() >= len(names):
-                raise ConfigError(f"column {column}: categorical codes must be integers < {len(names)}")
+            if (codes != np.round(codes)).any() or codes.min() < 0 or codes.max() >= len(names):
+                raise ConfigError(f"column {column}: categorical codes must be integers in [0, {len(names)})")
         self.quantiles = tuple(float(q) for q in quantiles)
         self.edges = {
             f: np.unique(np.percentile(data[:, f], self.quantiles))

@@ -89,6 +89,8 @@ def test_bad_training_data_is_a_config_error():
         TabularSampler(synthetic(100), NAMES[:2])
     with pytest.raises(ConfigError, match="categorical"):
         TabularSampler(synthetic(100), NAMES, {1: ("a", "b")})
+    with pytest.raises(ConfigError, match="not one of"):
+        TabularSampler(synthetic(100), NAMES, {5: COLOURS})
     with pytest.raises(ConfigError, match="NaN"):
         TabularSampler(np.full((3, 3), np.nan), NAMES)
 
