@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import platform
@@ -57,6 +58,15 @@ def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> P
     }
     path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
     return path
+
+
+def add_comparison_args(parser: argparse.ArgumentParser) -> None:
+    """The options every Anchors-vs-MAnchors benchmark shares (seeds, τ_sim, τ_mid, fresh samples)."""
+    parser.add_argument("--seed", type=int, default=0, help="explainer seed")
+    parser.add_argument("--shuffle-seed", type=int, default=42, help="seed of the input order")
+    parser.add_argument("--tau-sim", type=float, default=0.6)
+    parser.add_argument("--tau-mid", type=float, default=0.8)
+    parser.add_argument("--fresh-samples", type=int, default=1000, help="samples per anchor to re-estimate precision")
 
 
 def rss_mb() -> float:

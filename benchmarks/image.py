@@ -24,7 +24,7 @@ import numpy as np
 from llm_anchors import Explanation, ImageExplainer, ImageSampler, MAnchorsExplainer
 from llm_anchors.datasets import shuffled
 
-from ._common import FIDELITY, RESULTS, compare, explain_rows, plots, write_json
+from ._common import FIDELITY, RESULTS, add_comparison_args, compare, explain_rows, plots, write_json
 from ._models import train_digits
 
 PAPER = {"speedup": 1.92, "setting": "YOLOv8 on 2,000 ImageNet images (10 classes)"}
@@ -98,11 +98,7 @@ def markdown(result: dict[str, Any], c: dict[str, Any], n: int) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--shuffle-seed", type=int, default=42)
-    parser.add_argument("--tau-sim", type=float, default=0.6)
-    parser.add_argument("--tau-mid", type=float, default=0.8)
-    parser.add_argument("--fresh-samples", type=int, default=1000)
+    add_comparison_args(parser)
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = asyncio.run(run(args))

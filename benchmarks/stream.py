@@ -39,7 +39,7 @@ from llm_anchors import (
 )
 from llm_anchors.datasets import load_rt_polarity, shuffled
 
-from ._common import FIDELITY, RESULTS, compare, explain_rows, plots, write_json
+from ._common import FIDELITY, RESULTS, add_comparison_args, compare, explain_rows, plots, write_json
 from ._models import train_text_rf
 
 PAPER: dict[str, dict[str, Any]] = {
@@ -235,13 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="gemma-3-270m-q4_k_m")
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--max-words", type=int, default=10_000, help="with llm: only sentences this short")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--shuffle-seed", type=int, default=42)
-    parser.add_argument("--tau-sim", type=float, default=0.6)
-    parser.add_argument("--tau-mid", type=float, default=0.8)
+    add_comparison_args(parser)
     parser.add_argument("--pooling", choices=["sentence", "words"], default="words", help="memory embedding")
     parser.add_argument("--price-model", default="gpt-4o-mini", choices=sorted(PRICES))
-    parser.add_argument("--fresh-samples", type=int, default=1000)
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")
     parser.add_argument("--report-at", default="", help="also tables for these stream prefixes, e.g. 1000")
     parser.add_argument("--growth-every", type=int, default=0, help="growth table window (default N/10)")

@@ -21,7 +21,7 @@ from typing import Any
 from llm_anchors import MAnchorsExplainer, TabularExplainer, TabularSampler
 from llm_anchors.datasets import load_adult, shuffled
 
-from ._common import FIDELITY, compare, explain_rows, plots, write_json
+from ._common import FIDELITY, add_comparison_args, compare, explain_rows, plots, write_json
 from ._models import train_adult
 
 PAPER = {
@@ -75,11 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="rf,gbt,mlp", help="comma-separated: rf, gbt, mlp")
     parser.add_argument("--n", type=int, default=400)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--shuffle-seed", type=int, default=42)
-    parser.add_argument("--tau-sim", type=float, default=0.6)
-    parser.add_argument("--tau-mid", type=float, default=0.8)
-    parser.add_argument("--fresh-samples", type=int, default=1000)
+    add_comparison_args(parser)
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
     started = time.perf_counter()

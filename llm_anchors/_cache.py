@@ -43,6 +43,7 @@ class QueryCache:
         self.enabled = enabled
         self.max_entries = max_entries
         self._labels: OrderedDict[tuple[str, str], Label] = OrderedDict()
+        self._dropped = False  # has memory let go of a label that SQLite still holds?
         self.path = Path(path) if path is not None else None
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
@@ -60,8 +61,10 @@ class QueryCache:
             )
             rows = self._db.execute("SELECT classifier, text, label FROM labels ORDER BY rowid DESC LIMIT ?",
                                     (self.max_entries or -1,))  # fmt: skip
-            for classifier, text, label in reversed(list(rows)):
+            loaded = list(rows)
+            for classifier, text, label in reversed(loaded):
                 self._labels[(classifier, text)] = json.loads(label)
+            self._dropped = len(loaded) == self.max_entries  # maybe more on disk
         except (sqlite3.Error, OSError, ValueError) as exc:
             raise ConfigError(f"cannot use {path} as a query cache: {exc}") from exc
 
@@ -74,7 +77,7 @@ class QueryCache:
         if key in self._labels:
             self._labels.move_to_end(key)
             return True, self._labels[key]
-        if self._db is not None and self.max_entries is not None:  # dropped from memory, maybe on disk
+        if self._db is not None and self._dropped:  # dropped from memory, maybe on disk
             with self._lock:
                 row = self._db.execute(
                     "SELECT label FROM labels WHERE classifier = ? AND text = ?", (classifier, text)
@@ -95,6 +98,7 @@ class QueryCache:
         if self.max_entries is not None:
             while len(self._labels) > self.max_entries:
                 self._labels.popitem(last=False)
+                self._dropped = True
 
     def put(self, classifier: str, text: str, label: Label) -> None:
         self.put_many(classifier, [(text, label)])

@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._exceptions import ClassifierError, LLMAnchorsError
 
-__all__ = ["UNPARSED", "Batch", "Classifier", "FunctionClassifier", "Label", "Usage", "check_labels"]
+__all__ = ["UNPARSED", "Batch", "Classifier", "FunctionClassifier", "Label", "Usage", "check_labels", "model_name"]
 
 Label = Hashable
 """A class label: a str or an int, typically."""
@@ -93,6 +93,12 @@ class FunctionClassifier:
         except Exception as exc:
             raise ClassifierError(f"raised {type(exc).__name__}: {exc}", classifier=self.identity) from exc
         return Batch(check_labels(result, len(batch), self.identity))
+
+
+def model_name(predict: Any) -> str:
+    """A readable name for a model's predict function (its class, else its qualified name)."""
+    owner = getattr(predict, "__self__", None)
+    return type(owner).__name__ if owner is not None else getattr(predict, "__qualname__", type(predict).__name__)
 
 
 def check_labels(result: Any, expected: int, classifier: str) -> list[Label]:

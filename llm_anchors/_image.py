@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ._classifier import FunctionClassifier
+from ._classifier import FunctionClassifier, model_name
 from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._memory import MemoryEntry
 from ._rules import Rule
-from ._tabular import model_name
+from ._sampler import keep_independently
 
 __all__ = ["ImageExplainer", "ImageInstance", "ImageSampler"]
 
@@ -131,10 +131,7 @@ class ImageSampler:
         return dense.reshape(segments.shape)
 
     def sample_present(self, instance: ImageInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
-        present = rng.random((n, len(instance.words))) >= self.p_hide
-        if rule:
-            present[:, sorted(rule)] = True
-        return present
+        return keep_independently(n, len(instance.words), rule, self.p_hide, rng)
 
     def sample(
         self, instance: ImageInstance, rule: Rule, n: int, rng: np.random.Generator
@@ -166,8 +163,7 @@ class ImageSampler:
         kept = np.zeros(len(instance.words), dtype=bool)
         kept[list(explanation.data.positions)] = True
         mask = kept[instance.segments]
-        low, high = float(instance.image.min()), float(instance.image.max())
-        scaled = (instance.image - low) / (high - low or 1.0)
+        scaled = _unit_range(instance.image)
         out = np.where(mask[..., None], scaled, 0.25 * scaled + 0.75 * 0.5)
         outline = np.where(mask, instance.segments + 1, 0)  # 0: background, never outlined
         edges = self._segmentation.find_boundaries(outline, mode="inner", background=0)  # type: ignore[no-untyped-call]
@@ -273,10 +269,15 @@ def _where(mask: np.ndarray) -> str:
     return "(centre)" if (row, col) == ("middle", "centre") else f"({row}-{col})"
 
 
-def _descriptors(instance: ImageInstance) -> np.ndarray:
-    image, segments = instance.image, instance.segments
+def _unit_range(image: np.ndarray) -> np.ndarray:
+    """The image's values stretched to 0–1 (a flat image stays flat)."""
     low, high = float(image.min()), float(image.max())
-    scaled = (image - low) / (high - low or 1.0)
+    scaled: np.ndarray = (image - low) / (high - low or 1.0)
+    return scaled
+
+
+def _descriptors(instance: ImageInstance) -> np.ndarray:
+    scaled, segments = _unit_range(instance.image), instance.segments
     h, w = segments.shape
     ys, xs = np.mgrid[0:h, 0:w]
     rows = []

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._rules import Rule
 
-__all__ = ["Instance", "Sampler"]
+__all__ = ["Instance", "Sampler", "keep_independently"]
 
 
 class Instance(Protocol):
@@ -47,3 +47,11 @@ class Sampler(Protocol):
     def sample_present(self, instance: Any, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
         """The kept matrix alone (for coverage: nothing is sent to the model)."""
         ...
+
+
+def keep_independently(n: int, n_features: int, rule: Rule, p_drop: float, rng: np.random.Generator) -> np.ndarray:
+    """An (n × features) kept matrix: each feature dropped with ``p_drop``, independently; ``rule``'s always kept."""
+    present = rng.random((n, n_features)) >= p_drop
+    if rule:
+        present[:, sorted(rule)] = True
+    return present

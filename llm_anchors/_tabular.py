@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._classifier import FunctionClassifier
+from ._classifier import FunctionClassifier, model_name
 from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
 from ._memory import MemoryEntry
@@ -258,9 +258,3 @@ class TabularExplainer(AnchorsExplainer):
 
     def __init__(self, predict: Any, sampler: TabularSampler, *, name: str | None = None, **kwargs: Any) -> None:
         super().__init__(sampler.classifier(predict, name=name), sampler=sampler, **kwargs)
-
-
-def model_name(predict: Any) -> str:
-    """A readable name for a model's predict function (its class, else its qualified name)."""
-    owner = getattr(predict, "__self__", None)
-    return type(owner).__name__ if owner is not None else getattr(predict, "__qualname__", type(predict).__name__)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ._exceptions import ConfigError, InvalidInputError
 from ._rules import Rule
+from ._sampler import keep_independently
 
 __all__ = ["TextInstance", "TextSampler"]
 
@@ -105,10 +106,7 @@ class TextSampler:
 
     def sample_present(self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
         """An (n × words) boolean matrix: which words each perturbation keeps."""
-        present = rng.random((n, len(instance.words))) >= self.p_replace
-        if rule:
-            present[:, sorted(rule)] = True
-        return present
+        return keep_independently(n, len(instance.words), rule, self.p_replace, rng)
 
     def sample(
         self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator
