@@ -58,6 +58,8 @@ class ImageSampler:
     embed, embed_dim: MAnchors' memory key for an image, e.g. the explained
         model's own features; default the image's 8 × 8 mean-colour grid.
     max_images: images whose superpixels are kept for `render` (oldest dropped).
+    max_pixels: the largest image accepted (H × W); a batch of perturbations
+        is ``chunk_size`` copies of it in memory, so downscale bigger ones.
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class ImageSampler:
         embed: Callable[[np.ndarray], np.ndarray] | None = None,
         embed_dim: int | None = None,
         max_images: int = 256,
+        max_pixels: int = 1024 * 1024,
     ) -> None:
         if segmentation not in ("slic", "quickshift"):
             raise ConfigError(f"segmentation must be 'slic' or 'quickshift', got {segmentation!r}")
@@ -91,7 +94,7 @@ class ImageSampler:
         self.kernel_size, self.max_dist = kernel_size, max_dist
         self.fill, self.p_hide = fill, p_hide
         self._embed, self._embed_dim = embed, embed_dim
-        self.max_images = max_images
+        self.max_images, self.max_pixels = max_images, max_pixels
         self._images: OrderedDict[str, ImageInstance] = OrderedDict()
 
     def settings(self) -> dict[str, object]:
@@ -103,6 +106,11 @@ class ImageSampler:
     def features(self, image: object) -> ImageInstance:
         """Segment ``image`` (H × W grey or H × W × 3 colour, uint8 or float) into superpixels."""
         pixels = _as_rgb(image)
+        if pixels.shape[0] * pixels.shape[1] > self.max_pixels:
+            raise InvalidInputError(
+                f"image of {pixels.shape[0]} × {pixels.shape[1]} pixels is over max_pixels={self.max_pixels}: "
+                "downscale it (or raise max_pixels and lower the explainer's chunk_size)"
+            )
         digest = hashlib.sha1(pixels.tobytes() + repr(pixels.shape).encode()).hexdigest()[:16]
         if digest in self._images:
             self._images.move_to_end(digest)

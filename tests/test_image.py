@@ -53,6 +53,13 @@ def test_bad_images_get_a_typed_error(sampler, bad):
         sampler.features(bad)
 
 
+def test_an_image_over_max_pixels_is_refused_before_any_work():
+    images = ImageSampler(max_pixels=32 * 31)
+    with pytest.raises(InvalidInputError, match="max_pixels"):
+        images.features(picture())
+    assert images.features(picture(size=31)).image.shape == (31, 31, 3)
+
+
 def test_unknown_perturbations_and_bad_settings_are_refused(sampler):
     with pytest.raises(InvalidInputError, match="explain the image first"):
         sampler.render(["0123456789abcdef:1010"])
