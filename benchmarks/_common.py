@@ -9,7 +9,7 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from llm_anchors import PRICES, AnchorsExplainer, MAnchorsExplainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY = ("fresh_precision", "coverage", "length")
+TAU = 0.95  # the benchmarks' precision threshold (the explainers' default)
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
@@ -161,6 +162,7 @@ async def explain_rows(
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_mb": rss_mb(),
             "cache_entries": len(explainer.cache),
+            "stages": exp.meta.stages,
         }
         rows.append(row)
         if checkpoint is not None:
@@ -171,6 +173,55 @@ async def explain_rows(
         if verbose:
             print(f"[{i + 1}/{len(texts)}] {elapsed:7.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
     return rows
+
+
+def stage_group(stage: str) -> str:
+    """The row of the per-stage table a stage name belongs to ("round-4" → "rounds 3+")."""
+    kind, _, number = stage.partition("-")
+    if kind == "round":
+        return f"round {number}" if int(number) <= 2 else "rounds 3+"
+    if kind == "verify":
+        return "verification"
+    return kind
+
+
+STAGE_ORDER = ("root", "start", "prune", "round 1", "round 2", "rounds 3+", "verification", "fallback")
+
+
+def stage_totals(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Samples and paid queries per stage group, summed over rows (groups in `STAGE_ORDER` first)."""
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for stage, counts in row.get("stages", {}).items():
+            group = out.setdefault(stage_group(stage), {"samples": 0, "queries": 0})
+            group["samples"] += counts["samples"]
+            group["queries"] += counts["queries"]
+    known = [g for g in STAGE_ORDER if g in out]
+    return {g: out[g] for g in [*known, *sorted(set(out) - set(known))]}
+
+
+def stage_markdown(runs: Mapping[str, Sequence[dict[str, Any]]]) -> str:
+    """A per-stage table: samples (share) and paid queries per stage, one column pair per run."""
+    totals = {name: stage_totals(rows) for name, rows in runs.items()}
+    groups = list(dict.fromkeys(g for t in totals.values() for g in t))
+    head = " | ".join(f"{name}: samples (share) | paid queries" for name in runs)
+    lines = [f"| stage | {head} |", "| --- |" + " ---: | ---: |" * len(runs)]
+    for g in [*groups, "total"]:
+        cells = []
+        for name, rows in runs.items():
+            t = totals[name]
+            n = max(len(rows), 1)
+            all_samples = sum(v["samples"] for v in t.values())
+            v = t.get(g) if g != "total" else {
+                "samples": all_samples, "queries": sum(v["queries"] for v in t.values())
+            }  # fmt: skip
+            if v is None:
+                cells += ["", ""]
+                continue
+            share = v["samples"] / all_samples if all_samples else 0.0
+            cells += [f"{v['samples'] / n:,.0f} ({share:.0%})", f"{v['queries'] / n:,.0f}"]
+        lines.append(f"| {g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n(per input: mean over the run's inputs)"
 
 
 def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) -> dict[str, Any]:
@@ -194,7 +245,11 @@ def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) 
             "paid_queries": sum(r["queries"] for r in rows),
             "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
             f"usd_at_{price_model}": dollars(rows),
+            "stages": stage_totals(rows),
             **{k: dict(zip(("mean", "ci95"), mean_ci([r[k] for r in rows]), strict=True)) for k in FIDELITY},
+            "below_tau": dict(
+                zip(("mean", "ci95"), mean_ci([float(r["fresh_precision"] < TAU) for r in rows]), strict=True)
+            ),
         }
     return out
 

@@ -5,8 +5,15 @@
     python -m benchmarks.stream --classifier llm --base-url URL --model M   # any OpenAI-compatible server
     python -m benchmarks.stream --n 200 --sweep               # τ_sim × τ_mid heat-maps
     python -m benchmarks.stream --n 2000 --report-at 1000     # a long stream: tables at 1,000 and 2,000
+    python -m benchmarks.stream --n 500 --tuning              # the held-out tuning stream (see below)
+    python -m benchmarks.stream --n 1000 --reference          # every explainer at the reference Anchors settings
 
-RT-Polarity sentences in a seeded order (seed 42). Metrics as the paper
+RT-Polarity sentences in a seeded order (seed 42). ``--tuning`` explains
+instead the inputs that the first 1,000 of that order (120 for the LLM)
+leave out, in another order (seed 7): settings are chosen there, the
+tables are reported on the seed-42 stream. MAnchors runs once per
+``--strategy`` ("guided" and "paper" by default), against one Anchors run.
+Metrics as the paper
 defines them: speedup = Σ time Anchors / Σ time MAnchors; sampling
 reduction = 1 − Σ samples MAnchors / Σ samples Anchors. Also paid queries
 (cache hits excluded), tokens, dollars at a hosted model's price
@@ -39,7 +46,16 @@ from llm_anchors import (
 )
 from llm_anchors.datasets import load_rt_polarity, shuffled
 
-from ._common import FIDELITY, RESULTS, add_comparison_args, compare, explain_rows, plots, write_json
+from ._common import (
+    FIDELITY,
+    RESULTS,
+    add_comparison_args,
+    compare,
+    explain_rows,
+    plots,
+    stage_markdown,
+    write_json,
+)
 from ._models import train_text_rf
 
 PAPER: dict[str, dict[str, Any]] = {
@@ -48,6 +64,7 @@ PAPER: dict[str, dict[str, Any]] = {
 }
 SWEEP_SIM = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 SWEEP_MID = (0.6, 0.7, 0.8, 0.9)
+TUNING_SEED = 7
 
 MakeClassifier = Callable[[str], Classifier]
 
@@ -57,15 +74,14 @@ def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list
     """A factory of classifiers (one per explainer: no shared cache), the texts and the stream's order."""
     if args.classifier == "rf":
         model, texts, _ = train_text_rf(data=args.data)
-        order = [int(i) for i in shuffled(len(texts), args.shuffle_seed)[: args.n]]
+        order = stream_order(texts, args, held_out=1000)
         yield (lambda name: FunctionClassifier(model.predict, name=f"tfidf-rf-{name}")), texts, order
         return
     from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
     from adapters.openai_compat import OpenAICompatibleBackend
 
     texts, _ = load_rt_polarity(args.data)
-    order = [int(i) for i in shuffled(len(texts), args.shuffle_seed) if len(texts[i].split()) <= args.max_words]
-    order = order[: args.n]
+    order = stream_order(texts, args, held_out=120)
     with contextlib.ExitStack() as stack:
         url = args.base_url or stack.enter_context(LlamaServer()).base_url
 
@@ -76,52 +92,100 @@ def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list
         yield make, texts, order
 
 
+def stream_order(texts: list[str], args: argparse.Namespace, held_out: int) -> list[int]:
+    """The inputs to explain: the seeded order (``--shuffle-seed``) of texts of at most
+    ``--max-words`` words, or with ``--tuning`` those the first ``held_out`` of it leave
+    out, in the order of seed 7."""
+
+    def order(seed: int) -> list[int]:
+        return [int(i) for i in shuffled(len(texts), seed) if len(texts[i].split()) <= args.max_words]
+
+    if not args.tuning:
+        return order(args.shuffle_seed)[: args.n]
+    reported = set(order(args.shuffle_seed)[:held_out])
+    return [i for i in order(TUNING_SEED) if i not in reported][: args.n]
+
+
+def anchors_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The search settings both explainers share: the defaults, or the reference implementation's."""
+    return {"min_samples_start": 1, "max_arms": None} if args.reference else {}
+
+
 async def run_anchors(
     make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """Plain Anchors over the stream (its cache is released before MAnchors runs)."""
-    async with AnchorsExplainer(make("anchors"), seed=args.seed) as plain:
+    async with AnchorsExplainer(make("anchors"), seed=args.seed, **anchors_settings(args)) as plain:
         return await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors", verbose=args.verbose)
 
 
+Setting = tuple[str, float, float]
+"""A MAnchors run: (strategy, τ_sim, τ_mid)."""
+
+
 async def run_manchors(
-    make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace, tau_sim: float, tau_mid: float
+    make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace, setting: Setting
 ) -> list[dict[str, Any]]:
+    strategy, tau_sim, tau_mid = setting
     embedder = SentenceEmbedder(pooling=args.pooling)
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
-    name = f"manchors-{tau_sim}-{tau_mid}"
-    async with MAnchorsExplainer(make(name), seed=args.seed, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder) as m:
-        label = f"MAnchors τ_sim {tau_sim} τ_mid {tau_mid}"
+    options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **anchors_settings(args))
+    async with MAnchorsExplainer(make(f"manchors-{strategy}-{tau_sim}-{tau_mid}"), seed=args.seed, **options) as m:
+        label = f"MAnchors {strategy} τ_sim {tau_sim} τ_mid {tau_mid}"
         return await explain_rows(m, stream, order, args.fresh_samples, label=label, verbose=args.verbose)
 
 
-def markdown(result: dict[str, Any], args: argparse.Namespace, n: int) -> str:
-    a, m = result["anchors"], result["manchors"]
+def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: int) -> str:
+    """The paper's table: Anchors, then one column per MAnchors run (``results``: name → `compare`)."""
     paper = PAPER[args.classifier]
     usd = f"usd_at_{args.price_model}"
+    names = list(results)
+    a = next(iter(results.values()))["anchors"]
+    ms = [results[k]["manchors"] for k in names]
+    settings = "reference Anchors settings" if getattr(args, "reference", False) else "default settings"
+    stream_name = "tuning stream" if getattr(args, "tuning", False) else "RT-Polarity"
+
+    def row(label: str, anchors: str, values: list[str], ref: str = "") -> str:
+        return f"| {label} | {anchors} | " + " | ".join(values) + f" | {ref} |"
+
     lines = [
-        f"### Anchors vs MAnchors, {args.classifier.upper()} on RT-Polarity, N={n} (τ_sim {args.tau_sim}, "
-        f"τ_mid {args.tau_mid}, embedding: {args.pooling})",
+        f"### Anchors vs MAnchors, {args.classifier.upper()} on {stream_name}, N={n} ({settings}; "
+        f"τ_sim {args.tau_sim}, τ_mid {args.tau_mid}, embedding: {args.pooling})",
         "",
-        "| | Anchors | MAnchors | paper |",
-        "| --- | ---: | ---: | ---: |",
-        f"| speedup (Σ time) | | {result['speedup']:.2f}× | {paper['speedup']}× |",
-        f"| sampling reduction | | {result['sampling_reduction']:.0%} | {paper['sampling_reduction']:.0%} |",
-        f"| memory hits | | {result['memory_hits']} / {n} | |",
-        f"| Σ time (s) | {a['time_s']:.1f} | {m['time_s']:.1f} | |",
-        f"| Σ samples | {a['samples']:,} | {m['samples']:,} | |",
-        f"| Σ paid queries | {a['paid_queries']:,} | {m['paid_queries']:,} | |",
-        f"| Σ prompt tokens | {a['prompt_tokens']:,} | {m['prompt_tokens']:,} | |",
-        f"| $ at {args.price_model} prices | {a[usd]} | {m[usd]} | |",
-    ]
-    for key in FIDELITY:
+        "| | Anchors | " + " | ".join(f"MAnchors ({k})" for k in names) + " | paper |",
+        "| --- | ---: |" + " ---: |" * len(names) + " ---: |",
+        row("speedup (Σ time)", "", [f"{results[k]['speedup']:.2f}×" for k in names], f"{paper['speedup']}×"),
+        row("sampling reduction", "", [f"{results[k]['sampling_reduction']:.0%}" for k in names],
+            f"{paper['sampling_reduction']:.0%}"),
+        row("paid-query reduction", "", [f"{1 - m['paid_queries'] / max(a['paid_queries'], 1):.0%}" for m in ms]),
+        row("memory hits", "", [f"{results[k]['memory_hits']} / {n}" for k in names]),
+        row("Σ time (s)", f"{a['time_s']:.1f}", [f"{m['time_s']:.1f}" for m in ms]),
+        row("Σ samples", f"{a['samples']:,}", [f"{m['samples']:,}" for m in ms]),
+        row("Σ paid queries", f"{a['paid_queries']:,}", [f"{m['paid_queries']:,}" for m in ms]),
+        row("Σ prompt tokens", f"{a['prompt_tokens']:,}", [f"{m['prompt_tokens']:,}" for m in ms]),
+        row(f"$ at {args.price_model} prices", a[usd], [m[usd] for m in ms]),
+    ]  # fmt: skip
+    for key in (*FIDELITY, "below_tau"):
         ref = paper.get(key)
         ref_text = f"{ref[0]} → {ref[1]}" if isinstance(ref, tuple) else ""
-        lines.append(
-            f"| {key} | {a[key]['mean']:.3f} ± {a[key]['ci95']:.3f} | {m[key]['mean']:.3f} ± {m[key]['ci95']:.3f} "
-            f"| {ref_text} |"
-        )
+        label = "share of anchors below τ on fresh samples" if key == "below_tau" else key
+        lines.append(row(label, _mean(a[key]), [_mean(m[key]) for m in ms], ref_text))
     return "\n".join(lines)
+
+
+def _mean(value: dict[str, float]) -> str:
+    return f"{value['mean']:.3f} ± {value['ci95']:.3f}"
+
+
+def stages_by_outcome(a: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> str:
+    """The per-stage table: Anchors, each MAnchors run, and Anchors and each run on that run's memory hits."""
+    columns: dict[str, list[dict[str, Any]]] = {"Anchors": a}
+    for name, m in runs.items():
+        hits = [i for i, r in enumerate(m) if r["memory_hit"]]
+        columns[f"MAnchors ({name})"] = m
+        columns[f"Anchors on {name}'s hits"] = [a[i] for i in hits]
+        columns[f"{name} on its hits"] = [m[i] for i in hits]
+    return stage_markdown(columns)
 
 
 def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
@@ -220,11 +284,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with classifiers(args) as (make, texts, order):
         stream = [texts[i] for i in order]
         a = await run_anchors(make, stream, order, args)
-        settings = [(s, mm) for s in SWEEP_SIM for mm in SWEEP_MID] if args.sweep else [(args.tau_sim, args.tau_mid)]
+        strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
+        grid = [(s, mm) for s in SWEEP_SIM for mm in SWEEP_MID] if args.sweep else [(args.tau_sim, args.tau_mid)]
         runs = {}
-        for tau_sim, tau_mid in settings:
-            print(f"--- manchors τ_sim={tau_sim} τ_mid={tau_mid}", flush=True)
-            runs[(tau_sim, tau_mid)] = await run_manchors(make, stream, order, args, tau_sim, tau_mid)
+        for setting in [(strategy, s, mm) for strategy in strategies for s, mm in grid]:
+            print(f"--- manchors {setting}", flush=True)
+            runs[setting] = await run_manchors(make, stream, order, args, setting)
     return {"anchors": a, "manchors": runs}
 
 
@@ -238,6 +303,9 @@ def main(argv: list[str] | None = None) -> None:
     add_comparison_args(parser)
     parser.add_argument("--pooling", choices=["sentence", "words"], default="words", help="memory embedding")
     parser.add_argument("--price-model", default="gpt-4o-mini", choices=sorted(PRICES))
+    parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
+    parser.add_argument("--tuning", action="store_true", help="the held-out tuning stream (settings are chosen there)")
+    parser.add_argument("--reference", action="store_true", help="the reference Anchors settings (root 1, all arms)")
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")
     parser.add_argument("--report-at", default="", help="also tables for these stream prefixes, e.g. 1000")
     parser.add_argument("--growth-every", type=int, default=0, help="growth table window (default N/10)")
@@ -247,33 +315,38 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     rows = asyncio.run(run(args))
     a = rows["anchors"]
-    stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}"
+    stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "")
+    stem += "_reference" if args.reference else ""
     results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
-    main_key = (args.tau_sim, args.tau_mid) if (args.tau_sim, args.tau_mid) in results else next(iter(results))
-    m = rows["manchors"][main_key]
+    main_runs = {k[0]: m for k, m in rows["manchors"].items() if k[1:] == (args.tau_sim, args.tau_mid)}
+    main_runs = main_runs or {f"{k[0]} {k[1]}/{k[2]}": m for k, m in rows["manchors"].items()}
     prefixes = sorted({int(k) for k in args.report_at.split(",") if k.strip() and int(k) < len(a)})
-    at = {k: compare(a[:k], m[:k], args.price_model) for k in prefixes}
-    for k, result in at.items():
+    at = {k: {name: compare(a[:k], m[:k], args.price_model) for name, m in main_runs.items()} for k in prefixes}
+    for k, table in at.items():
         print()
-        print(markdown(result, args, k))
+        print(markdown(table, args, k))
     print()
-    print(markdown(results[main_key], args, len(a)))
+    print(markdown({name: compare(a, m, args.price_model) for name, m in main_runs.items()}, args, len(a)))
+    print("\nWhere the samples go, per stage (mean per input)\n")
+    print(stages_by_outcome(a, main_runs))
+    first, m = next(iter(main_runs.items()))
     grown = growth(m, args.growth_every or max(1, len(m) // 10))
-    print("\nMAnchors as the memory grows\n")
+    print(f"\nMAnchors ({first}) as the memory grows\n")
     print(growth_markdown(grown))
     pngs = [*plots(a, m, stem), growth_plot(grown, stem)]
     if args.sweep:
-        pngs.append(heatmaps(results, stem))
+        strategy = next(iter(rows["manchors"]))[0]
+        pngs.append(heatmaps({k[1:]: v for k, v in results.items() if k[0] == strategy}, stem))
     path = write_json(
         stem,
         {
             "params": vars(args),
             "total_time_s": time.perf_counter() - started,
             "paper": PAPER[args.classifier],
-            "results": [{"tau_sim": k[0], "tau_mid": k[1], **v} for k, v in results.items()],
-            "prefixes": [{"n": k, **v} for k, v in at.items()],
+            "results": [{"strategy": k[0], "tau_sim": k[1], "tau_mid": k[2], **v} for k, v in results.items()],
+            "prefixes": [{"n": k, "results": v} for k, v in at.items()],
             "growth": grown,
-            "rows": {"anchors": a, "manchors": [{"tau_sim": k[0], "tau_mid": k[1], "rows": v}
+            "rows": {"anchors": a, "manchors": [{"strategy": k[0], "tau_sim": k[1], "tau_mid": k[2], "rows": v}
                                                  for k, v in rows["manchors"].items()]},
         },
     )  # fmt: skip

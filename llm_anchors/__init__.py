@@ -20,6 +20,7 @@ from ._exceptions import (
 )
 from ._explainer import AnchorsExplainer, Progress
 from ._explanation import AnchorData, Cost, Explanation, Meta
+from ._guided import GuidedSearch
 from ._image import ImageExplainer, ImageInstance, ImageSampler
 from ._llm import LLMClassifier
 from ._manchors import MAnchorsExplainer, MemoryFeatures, TextMemoryFeatures
@@ -58,6 +59,7 @@ __all__ = [
     "Explanation",
     "FREE",
     "FunctionClassifier",
+    "GuidedSearch",
     "ImageExplainer",
     "ImageInstance",
     "ImageSampler",

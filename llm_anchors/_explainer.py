@@ -57,14 +57,21 @@ class _Run:
     progress: Callable[[Progress], None] | None = None
     texts: list[str] = field(default_factory=list)
     hits: list[bool] = field(default_factory=list)
+    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, stage: str, samples: int, queries: int) -> None:
+        """Add samples and paid queries to a stage of the explanation."""
+        counts = self.stages.setdefault(stage, {"samples": 0, "queries": 0})
+        counts["samples"] += samples
+        counts["queries"] += queries
 
 
 class AnchorsExplainer:
     """Explains a classifier's label for a text with an anchor.
 
     threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
-    beam_size, min_samples_start, max_anchor_size, coverage_samples: the
-    search's parameters, see `SearchParams`. ``seed`` fixes every random
+    beam_size, min_samples_start, max_arms, max_anchor_size,
+    coverage_samples: the search's parameters, see `SearchParams`. ``seed`` fixes every random
     draw (None: fresh entropy, recorded in the explanation's meta).
     ``max_concurrency`` bounds model calls in flight; ``chunk_size`` is the
     most texts per call (default: ``batch_size``). ``cache`` may be shared
@@ -91,7 +98,8 @@ class AnchorsExplainer:
         epsilon_stop: float = 0.05,
         batch_size: int = 100,
         beam_size: int = 1,
-        min_samples_start: int = 1,
+        min_samples_start: int = 100,
+        max_arms: int | None = 3,
         max_anchor_size: int | None = None,
         coverage_samples: int = 10_000,
         seed: int | None = None,
@@ -118,6 +126,7 @@ class AnchorsExplainer:
             batch_size=batch_size,
             beam_size=beam_size,
             min_samples_start=min_samples_start,
+            max_arms=max_arms,
             max_anchor_size=max_anchor_size,
             coverage_samples=coverage_samples,
         )
@@ -197,7 +206,7 @@ class AnchorsExplainer:
         run = self._start(text, seed)
         await self._label_target(run)
         texts, _ = self.sampler.sample(run.instance, make_rule(positions), n, run.rng)
-        return float((await self._label(run, texts)).mean())
+        return float((await self._label(run, texts, "estimate")).mean())
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
@@ -213,8 +222,15 @@ class AnchorsExplainer:
         (run.target,) = await self.engine.classify([run.instance.text], run.stats)
 
     async def _search(self, run: _Run, start: Rule | None) -> SearchResult:
-        pool = self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
-        search = BeamSearch(len(run.instance.words), pool, self.params, start)
+        """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
+        pool = self._coverage_pool(run)
+        return await self._drive(run, BeamSearch(len(run.instance.words), pool, self.params, start))
+
+    def _coverage_pool(self, run: _Run) -> np.ndarray:
+        return self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
+
+    async def _drive(self, run: _Run, search: BeamSearch) -> SearchResult:
+        """Run a search to its end, or to the best rule so far when the budget runs out (``on_budget``)."""
         try:
             return await drive(search.run(), lambda requests: self._answer(run, requests))
         except BudgetExceeded:
@@ -227,7 +243,8 @@ class AnchorsExplainer:
         """Draw, label and return the samples one round of the search asked for."""
         drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
         batch = [t for batch_texts, _ in drawn for t in batch_texts]
-        hits = await self._label(run, batch)
+        stages = {r.stage for r in requests}
+        hits = await self._label(run, batch, stages.pop() if len(stages) == 1 else "mixed")
         run.texts.extend(batch)
         run.hits.extend(hits.tolist())
         out, offset = [], 0
@@ -236,9 +253,11 @@ class AnchorsExplainer:
             offset += len(batch_texts)
         return out
 
-    async def _label(self, run: _Run, texts: list[str]) -> np.ndarray:
-        """Label perturbations (counted as samples): does each keep the input's label?"""
+    async def _label(self, run: _Run, texts: list[str], stage: str) -> np.ndarray:
+        """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
+        queries = run.stats.queries
         labels = await self.engine.classify(texts, run.stats)
+        run.count(stage, len(labels), run.stats.queries - queries)
         run.samples += len(labels)
         run.unparsed += sum(1 for label in labels if label == UNPARSED)
         if run.progress is not None:
@@ -300,6 +319,7 @@ class AnchorsExplainer:
             budget_exhausted=run.budget_exhausted,
             wall_time_s=time.perf_counter() - run.started,
             cost=self._cost(run.stats),
+            stages={name: dict(counts) for name, counts in run.stages.items()},
             **extra,
         )
         return Explanation(meta, data)

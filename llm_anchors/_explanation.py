@@ -46,10 +46,14 @@ class Meta:
     included; ``queries``: texts actually sent to the model (the
     unperturbed input included); ``cache_hits``: texts answered without a
     query; ``retries``: failed calls sent again; ``unparsed``: answers
-    that named no label (the class `UNPARSED`). MAnchors adds
+    that named no label (the class `UNPARSED`); ``stages``: samples and
+    paid queries per step of the search (``{"root": {"samples": 1,
+    "queries": 1}, "round-1": ...}``, names in `llm_anchors._search.STAGES`;
+    MAnchors adds "prune"). MAnchors adds
     ``memory_hit`` (None for plain Anchors), the similarity and text of the
-    nearest remembered input, the time to embed and look it up, the rule HT mapped onto this input and the
-    words pruned from it.
+    nearest remembered input, the time to embed and look it up; with
+    strategy "guided" the rules the memory proposed, with "paper" the rule
+    HT mapped onto this input and the words pruned from it.
     """
 
     explainer: str
@@ -65,12 +69,14 @@ class Meta:
     unparsed: int = 0
     budget_exhausted: bool = False
     cost: Cost = field(default_factory=Cost)
+    stages: dict[str, dict[str, int]] = field(default_factory=dict)
     memory_hit: bool | None = None
     memory_similarity: float | None = None
     memory_lookup_s: float | None = None
     memory_source: str | None = None
     ht_rule: tuple[str, ...] = ()
     ht_pruned: tuple[str, ...] = ()
+    memory_proposals: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class Explanation:
         meta["cost"] = Cost(**_known(Cost, meta["cost"]))
         for name in ("ht_rule", "ht_pruned"):
             meta[name] = tuple(meta.get(name, ()))
+        meta["memory_proposals"] = tuple(tuple(r) for r in meta.get("memory_proposals", ()))
         data = dict(raw["data"])
         for name in _TUPLES:
             data[name] = tuple(data[name])

@@ -236,6 +236,10 @@ class ImageSampler:
             used.append(free[int(np.argmin(distances))])
         return used
 
+    def keys(self, instance: ImageInstance) -> tuple[str, ...]:
+        """Superpixels have no name shared across images: no anchor dictionary."""
+        return ()
+
 
 class ImageExplainer(AnchorsExplainer):
     """Anchors for an image model: ``predict(images) -> labels`` on (n × H × W × 3) batches.

@@ -18,7 +18,8 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import replace
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -27,9 +28,10 @@ from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
 from ._explainer import AnchorsExplainer, Progress, _Run
 from ._explanation import Explanation
+from ._guided import GuidedSearch
 from ._memory import MemoryEntry, RuleMemory
 from ._rules import Rule
-from ._search import RuleStats
+from ._search import SearchResult
 from ._text import TextInstance
 
 __all__ = ["MAnchorsExplainer", "MemoryFeatures", "TextMemoryFeatures"]
@@ -57,6 +59,11 @@ class MemoryFeatures(Protocol):
 
     def horizontal(self, entry: MemoryEntry, instance: Any) -> list[int]: ...
 
+    def keys(self, instance: Any) -> tuple[str, ...]:
+        """A name per feature that means the same in every input (a lower-cased
+        word, a predicate), or () when features have none (superpixels)."""
+        ...
+
 
 class TextMemoryFeatures:
     """Text: sentence vectors as the key, HT by WordPiece cosine of words."""
@@ -81,6 +88,9 @@ class TextMemoryFeatures:
     def horizontal(self, entry: MemoryEntry, instance: TextInstance) -> list[int]:
         return self.map_words(entry.rule_words, instance)
 
+    def keys(self, instance: TextInstance) -> tuple[str, ...]:
+        return tuple(w.lower() for w in instance.words)
+
     def map_words(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
         """Each rule word → the position of the most similar unused word of ``instance``.
 
@@ -102,13 +112,29 @@ class TextMemoryFeatures:
         return used
 
 
-class MAnchorsExplainer(AnchorsExplainer):
-    """`AnchorsExplainer` that remembers, and reuses, intermediate rules.
+Strategy = Literal["guided", "paper"]
 
+
+class MAnchorsExplainer(AnchorsExplainer):
+    """`AnchorsExplainer` that remembers earlier explanations and reuses them.
+
+    strategy: what a memory hit does.
+        "guided" (default): the memory proposes rules (earlier anchors made of
+        this input's words or predicates, and the anchors of the
+        ``k_nearest`` similar inputs mapped onto it by HT); they are certified
+        by Anchors' verification, shortest first; the rule otherwise grows
+        greedily by the samples' estimates (`GuidedSearch`). Every
+        explanation, hit or miss, is remembered.
+        "paper": Algorithms 1–3 of the MAnchors paper: the nearest input's
+        intermediate rule is mapped by HT, pruned on a light sample and the
+        beam search resumes from it (VT); only misses are remembered.
     tau_sim: cosine similarity of the inputs' memory vectors above which a
         remembered input is reused (0.6).
-    tau_mid: precision of the intermediate rule remembered on a miss (0.8).
-    prune_samples: perturbations per rule when pruning the HT rule.
+    tau_mid: precision of the intermediate rule remembered (0.8).
+    k_nearest: similar inputs whose anchors are proposed ("guided").
+    max_proposals: most proposed rules tested per input ("guided").
+    min_accept_samples: samples a greedily chosen rule must hold on ("guided").
+    prune_samples: perturbations per rule when pruning the HT rule ("paper").
     embedder: for text, the `SentenceEmbedder` (default: packaged
         all-MiniLM-L6-v2). A sampler that implements `MemoryFeatures`
         (`TabularSampler`, `ImageSampler`) brings its own key and HT.
@@ -123,18 +149,28 @@ class MAnchorsExplainer(AnchorsExplainer):
         self,
         classifier: Classifier,
         *,
+        strategy: Strategy = "guided",
         tau_sim: float = 0.6,
         tau_mid: float = 0.8,
+        k_nearest: int = 3,
+        max_proposals: int = 5,
+        min_accept_samples: int = 200,
         prune_samples: int = 50,
         embedder: SentenceEmbedder | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(classifier, **kwargs)
+        if strategy not in ("guided", "paper"):
+            raise ConfigError(f"strategy must be 'guided' or 'paper', got {strategy!r}")
         if not -1.0 <= tau_sim <= 1.0 or not 0.0 < tau_mid <= 1.0:
             raise ConfigError(f"tau_sim must lie in [-1, 1] and tau_mid in (0, 1], got {tau_sim}, {tau_mid}")
-        if prune_samples < 0:
-            raise ConfigError(f"prune_samples must be >= 0, got {prune_samples}")
+        for name, value in (("k_nearest", k_nearest), ("max_proposals", max_proposals),
+                            ("min_accept_samples", min_accept_samples), ("prune_samples", prune_samples)):  # fmt: skip
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
+        self.k_nearest, self.max_proposals, self.min_accept_samples = k_nearest, max_proposals, min_accept_samples
         self.features: MemoryFeatures
         if isinstance(self.sampler, MemoryFeatures):
             self.features = self.sampler
@@ -154,8 +190,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         return self._memory
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "tau_sim": self.tau_sim, "tau_mid": self.tau_mid,
-                "prune_samples": self.prune_samples, "embedder": self.features.identity}  # fmt: skip
+        return {**super().settings(), "strategy": self.strategy, "tau_sim": self.tau_sim, "tau_mid": self.tau_mid,
+                "k_nearest": self.k_nearest, "max_proposals": self.max_proposals,
+                "min_accept_samples": self.min_accept_samples, "prune_samples": self.prune_samples,
+                "embedder": self.features.identity}  # fmt: skip
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Save the memory (atomically: a crash leaves the previous save loadable)."""
@@ -175,15 +213,21 @@ class MAnchorsExplainer(AnchorsExplainer):
         await self._label_target(run)
         started = time.perf_counter()
         vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
-        found = self.memory.nearest(vector, label=run.target)
+        k = self.k_nearest if self.strategy == "guided" else 1
+        near = self.memory.neighbours(vector, label=run.target, k=max(k, 1))
         lookup = time.perf_counter() - started
-        if found is not None and found[1] >= self.tau_sim:
-            return await self._hit(run, *found, lookup=lookup)
-        result = await self._search(run, None)
+        looked_up: dict[str, Any] = {"memory_similarity": near[0][1] if near else None, "memory_lookup_s": lookup}
+        similar = [entry for entry, similarity in near if similarity >= self.tau_sim]
+        if self.strategy == "paper" and similar:
+            return await self._vertical(run, similar[0], **looked_up)
+        extra: dict[str, Any] = {"memory_hit": bool(similar), **looked_up}
+        if self.strategy == "guided" and similar:
+            result = await self._guided(run, similar, extra)
+        else:
+            result = await self._search(run, None)
         if not run.budget_exhausted:
-            self._remember(run, result.intermediate(self.tau_mid), vector)
-        similarity = found[1] if found else None
-        return self._explanation(run, result, memory_hit=False, memory_similarity=similarity, memory_lookup_s=lookup)
+            self._remember(run, result, vector)
+        return self._explanation(run, result, **extra)
 
     async def explain_many(
         self,
@@ -219,9 +263,42 @@ class MAnchorsExplainer(AnchorsExplainer):
             tasks.append(asyncio.ensure_future(one(text)))
         return list(await asyncio.gather(*tasks))
 
-    # -- memory hit: HT, pruning, VT ---------------------------------------
+    # -- "guided": what the memory proposes ----------------------------------
 
-    async def _hit(self, run: _Run, entry: MemoryEntry, similarity: float, *, lookup: float) -> Explanation:
+    async def _guided(self, run: _Run, similar: Sequence[MemoryEntry], meta: dict[str, Any]) -> SearchResult:
+        """The memory proposes rules, `GuidedSearch` certifies one or grows its own."""
+        proposals = await asyncio.to_thread(self._proposals, run, similar)
+        meta["memory_source"] = similar[0].text
+        meta["memory_proposals"] = tuple(tuple(run.instance.words[p] for p in sorted(r)) for r in proposals)
+        n = len(run.instance.words)
+        pool = self._coverage_pool(run)
+        search = GuidedSearch(n, pool, self.params, proposals=proposals, min_accept=self.min_accept_samples)
+        return await self._drive(run, search)
+
+    def _proposals(self, run: _Run, similar: Sequence[MemoryEntry]) -> list[Rule]:
+        """Rules the memory proposes for this input, most promising first.
+
+        Earlier anchors of this label made only of this input's keys (words,
+        predicates), shortest and most often found first; then the anchors of
+        the similar inputs, mapped onto this input by HT.
+        """
+        keys = self.features.keys(run.instance)
+        first: dict[str, int] = {}
+        for position, key in enumerate(keys):
+            first.setdefault(key, position)
+        rules: list[Rule] = []
+        for anchor, _ in self.memory.anchored(set(first), label=run.target):
+            rules.append(frozenset(first[key] for key in anchor))
+        for entry in similar:
+            if entry.anchor_positions:
+                rules.append(frozenset(self.features.horizontal(_anchor_as_rule(entry), run.instance)))
+        return list(dict.fromkeys(r for r in rules if r))[: self.max_proposals]
+
+    # -- "paper": HT, pruning, VT ---------------------------------------------
+
+    async def _vertical(
+        self, run: _Run, entry: MemoryEntry, *, memory_similarity: float | None, memory_lookup_s: float
+    ) -> Explanation:
         mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
         kept = await self._prune(run, mapped)
         start = frozenset(kept) if kept else None
@@ -231,8 +308,8 @@ class MAnchorsExplainer(AnchorsExplainer):
             run,
             result,
             memory_hit=True,
-            memory_similarity=similarity,
-            memory_lookup_s=lookup,
+            memory_similarity=memory_similarity,
+            memory_lookup_s=memory_lookup_s,
             memory_source=entry.text,
             ht_rule=tuple(words[p] for p in mapped),
             ht_pruned=tuple(words[p] for p in mapped if p not in kept),
@@ -249,30 +326,44 @@ class MAnchorsExplainer(AnchorsExplainer):
         if len(positions) < 2 or self.prune_samples == 0:
             return positions
         rules = [frozenset(positions)] + [frozenset(positions) - {p} for p in positions]
-        full, *without = await self._precisions(run, rules, self.prune_samples)
+        full, *without = await self._precisions(run, rules, self.prune_samples, "prune")
         return [p for p, precision in zip(positions, without, strict=True) if precision < full]
 
-    async def _precisions(self, run: _Run, rules: list[Rule], n: int) -> list[float]:
-        """Precision of each rule on ``n`` fresh perturbations (counted as samples)."""
+    async def _precisions(self, run: _Run, rules: list[Rule], n: int, stage: str) -> list[float]:
+        """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
         drawn = [self.sampler.sample(run.instance, rule, n, run.rng)[0] for rule in rules]
-        hits = await self._label(run, [t for texts in drawn for t in texts])
+        hits = await self._label(run, [t for texts in drawn for t in texts], stage)
         return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
 
-    def _remember(self, run: _Run, mid: RuleStats, vector: np.ndarray) -> None:
+    def _remember(self, run: _Run, result: SearchResult, vector: np.ndarray) -> None:
+        """Store the input with its intermediate rule (at τ_mid) and its anchor."""
+        mid = result.intermediate(self.tau_mid)
         if not mid.rule:
             return  # an empty rule maps onto nothing: no use to a later input
-        words = run.instance.words
+        instance, words = run.instance, run.instance.words
+        anchor = tuple(sorted(result.rule))
+        keys = self.features.keys(instance)
         entry = MemoryEntry(
-            text=run.instance.text,
+            text=instance.text,
             words=words,
             label=run.target,
             rule_positions=mid.rule,
             rule_words=tuple(words[p] for p in mid.rule),
-            rule_vectors=self.features.describe(run.instance, mid.rule),
+            rule_vectors=self.features.describe(instance, mid.rule),
             precision=mid.precision,
             coverage=mid.coverage,
+            anchor_positions=anchor if result.success else (),
+            anchor_words=tuple(words[p] for p in anchor) if result.success else (),
+            anchor_keys=tuple(keys[p] for p in anchor) if result.success and keys else (),
+            anchor_vectors=self.features.describe(instance, anchor) if result.success else (),
         )
         self.memory.add(entry, vector)
+
+
+def _anchor_as_rule(entry: MemoryEntry) -> MemoryEntry:
+    """The entry with its anchor in place of its intermediate rule (for `MemoryFeatures.horizontal`)."""
+    return replace(entry, rule_positions=entry.anchor_positions, rule_words=entry.anchor_words,
+                   rule_vectors=entry.anchor_vectors)  # fmt: skip
 
 
 def _bar(done: int, total: int) -> None:

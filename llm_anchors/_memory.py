@@ -34,8 +34,14 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class MemoryEntry:
-    """One remembered input and its intermediate rule (words and positions;
-    for tabular and image inputs also a descriptor of each rule feature)."""
+    """One remembered input, its intermediate rule and its anchor.
+
+    ``rule_*``: the intermediate rule (words and positions; for tabular and
+    image inputs also a descriptor of each rule feature). ``anchor_*``: the
+    anchor the explanation returned; ``anchor_keys`` name its features in a
+    way comparable across inputs (a lower-cased word, a predicate), empty
+    where features have no such name (superpixels).
+    """
 
     text: str
     words: tuple[str, ...]
@@ -45,6 +51,10 @@ class MemoryEntry:
     precision: float
     coverage: float
     rule_vectors: tuple[tuple[float, ...], ...] = ()
+    anchor_positions: tuple[int, ...] = ()
+    anchor_words: tuple[str, ...] = ()
+    anchor_keys: tuple[str, ...] = ()
+    anchor_vectors: tuple[tuple[float, ...], ...] = ()
 
 
 class RuleMemory:
@@ -65,6 +75,7 @@ class RuleMemory:
         self.scope = scope
         self.entries: list[MemoryEntry] = []
         self._vectors = np.zeros((0, dim), dtype=np.float32)
+        self._by_key: dict[tuple[Label, str], list[int]] = {}
         self._hnswlib = hnswlib
         self._ef, self._m = ef, m
         self._index = self._new_index(1024)
@@ -83,19 +94,45 @@ class RuleMemory:
         if len(self.entries) >= self._index.get_max_elements():
             self._index.resize_index(2 * self._index.get_max_elements())
         self._index.add_items(vector, [len(self.entries)])
+        self._file(entry, len(self.entries))
         self.entries.append(entry)
         self._vectors = np.concatenate([self._vectors, vector])
 
+    def _file(self, entry: MemoryEntry, number: int) -> None:
+        """Index an entry under the keys of its anchor (see `anchored`)."""
+        for key in set(entry.anchor_keys):
+            self._by_key.setdefault((entry.label, key), []).append(number)
+
     def nearest(self, vector: np.ndarray, *, label: Label) -> tuple[MemoryEntry, float] | None:
         """The most similar entry with this label, with its cosine similarity."""
+        found = self.neighbours(vector, label=label, k=1)
+        return found[0] if found else None
+
+    def neighbours(self, vector: np.ndarray, *, label: Label, k: int) -> list[tuple[MemoryEntry, float]]:
+        """The ``k`` most similar entries with this label, most similar first, with their cosine similarity."""
         allowed = {i for i, e in enumerate(self.entries) if e.label == label}
-        if not allowed:
-            return None
+        if not allowed or k < 1:
+            return []
         ids, distances = self._index.knn_query(
-            np.asarray(vector, dtype=np.float32).reshape(1, self.dim), k=1, filter=lambda i: i in allowed
+            np.asarray(vector, dtype=np.float32).reshape(1, self.dim),
+            k=min(k, len(allowed)),
+            filter=lambda i: i in allowed,
         )
-        best = int(ids[0][0])
-        return self.entries[best], float(1.0 - distances[0][0])
+        return [(self.entries[int(i)], float(1.0 - d)) for i, d in zip(ids[0], distances[0], strict=True)]
+
+    def anchored(self, keys: set[str], *, label: Label) -> list[tuple[tuple[str, ...], int]]:
+        """Earlier anchors for this label made only of ``keys``, with how many entries found each.
+
+        Ordered shortest first, then most often found, then first found.
+        """
+        found: dict[frozenset[str], set[int]] = {}
+        for key in keys:
+            for number in self._by_key.get((label, key), ()):
+                anchor = frozenset(self.entries[number].anchor_keys)
+                if anchor <= keys:
+                    found.setdefault(anchor, set()).add(number)
+        ranked = sorted(found.items(), key=lambda kv: (len(kv[0]), -len(kv[1]), min(kv[1])))
+        return [(tuple(sorted(anchor)), len(numbers)) for anchor, numbers in ranked]
 
     # -- persistence ------------------------------------------------------
 
@@ -157,6 +194,8 @@ class RuleMemory:
         memory._index.load_index(str(gen / "index.bin"), max_elements=max(1024, len(entries)))
         memory._index.set_ef(memory._ef)
         memory.entries, memory._vectors = entries, vectors.astype(np.float32)
+        for number, entry in enumerate(entries):
+            memory._file(entry, number)
         return memory
 
 
@@ -183,4 +222,8 @@ def _entry(raw: dict[str, Any]) -> MemoryEntry:
         precision=float(raw["precision"]),
         coverage=float(raw["coverage"]),
         rule_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("rule_vectors", ())),
+        anchor_positions=tuple(int(p) for p in raw.get("anchor_positions", ())),
+        anchor_words=tuple(raw.get("anchor_words", ())),
+        anchor_keys=tuple(raw.get("anchor_keys", ())),
+        anchor_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("anchor_vectors", ())),
     )

@@ -243,6 +243,10 @@ class TabularSampler:
         """
         return [int(p) for p in entry.rule_positions]
 
+    def keys(self, instance: TabularInstance) -> tuple[str, ...]:
+        """Predicates name the same (feature, bin) in every row."""
+        return tuple(instance.words)
+
 
 class TabularExplainer(AnchorsExplainer):
     """Anchors for a tabular model: ``predict(matrix) -> labels`` over ``sampler``'s rows.

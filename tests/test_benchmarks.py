@@ -6,7 +6,7 @@ import random
 import pytest
 
 from benchmarks import stream
-from benchmarks._common import compare, mean_ci, plots, summarize, table
+from benchmarks._common import compare, mean_ci, plots, stage_markdown, stage_totals, summarize, table
 
 
 def rows(n, seed, hits=False):
@@ -44,8 +44,32 @@ def test_compare_uses_the_papers_definitions():
     assert out["memory_hits"] == 15
     assert out["anchors"]["usd_at_gpt-4o-mini"].startswith("0.")
     args = argparse.Namespace(classifier="rf", tau_sim=0.6, tau_mid=0.8, pooling="words", price_model="gpt-4o-mini")
-    text = stream.markdown(out, args, 30)
+    text = stream.markdown({"guided": out, "paper": compare(a, rows(30, 3, hits=True), "gpt-4o-mini")}, args, 30)
     assert "1.69×" in text and "32%" in text  # the paper's numbers beside ours
+    assert "| MAnchors (guided) | MAnchors (paper) |" in text
+    below = sum(r["fresh_precision"] < 0.95 for r in m) / 30
+    assert f"| {out['anchors']['below_tau']['mean']:.3f}" in text and out["manchors"]["below_tau"]["mean"] == below
+
+
+def test_stage_table_sums_samples_and_queries_per_stage():
+    a = [{"stages": {"root": {"samples": 100, "queries": 90}, "round-1": {"samples": 300, "queries": 300}}},
+         {"stages": {"root": {"samples": 100, "queries": 80}, "round-4": {"samples": 50, "queries": 10},
+                     "verify-4": {"samples": 20, "queries": 20}}}]  # fmt: skip
+    totals = stage_totals(a)
+    assert list(totals) == ["root", "round 1", "rounds 3+", "verification"]
+    assert totals["root"] == {"samples": 200, "queries": 170}
+    text = stage_markdown({"A": a})
+    assert "| root | 100 (35%) | 85 |" in text and "| total | 285 (100%) | 250 |" in text
+
+
+def test_tuning_stream_leaves_out_the_reported_stream():
+    texts = [f"sentence number {i}" + " word" * (i % 15) for i in range(400)]
+    args = argparse.Namespace(max_words=12, shuffle_seed=42, n=100, tuning=False)
+    reported = stream.stream_order(texts, args, held_out=100)
+    args.tuning = True
+    tuning = stream.stream_order(texts, args, held_out=100)
+    assert len(reported) == len(tuning) == 100 and not set(reported) & set(tuning)
+    assert all(len(texts[i].split()) <= 12 for i in reported + tuning)
 
 
 def test_plots_and_heatmaps_are_written(tmp_path):

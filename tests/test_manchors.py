@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer, SentenceEmbedder
@@ -29,6 +31,9 @@ def manchors(embedder, **kw):
     return MAnchorsExplainer(clf(), seed=0, embedder=embedder, **kw)
 
 
+STRATEGIES = ["guided", "paper"]
+
+
 def test_ht_maps_rule_words_onto_the_same_words(embedder):
     m = manchors(embedder)
     instance = TextInstance.parse("the plot was good and the acting great")
@@ -44,8 +49,8 @@ def test_ht_maps_onto_the_most_similar_unused_word(embedder):
     assert len(set(m.horizontal(["terrible", "awful"], instance))) == 2
 
 
-async def test_miss_then_hit(embedder):
-    m = manchors(embedder)
+async def test_paper_miss_then_hit(embedder):
+    m = manchors(embedder, strategy="paper")
     first = await m.explain(STREAM[0])
     assert first.meta.memory_hit is False and len(m.memory) == 1
     entry = m.memory.entries[0]
@@ -58,11 +63,44 @@ async def test_miss_then_hit(embedder):
     assert second.data.anchor == ("good", "great")
     assert len(m.memory) == 1  # hits are not stored (Algorithm 1)
     assert AnchorsExplainer.name != second.meta.explainer
+    assert "prune" in second.meta.stages and "propose" not in second.meta.stages
 
 
-async def test_stream_costs_at_most_half_the_samples_and_keeps_precision(embedder):
-    plain = AnchorsExplainer(clf(), seed=0)
+async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     m = manchors(embedder)
+    first = await m.explain(STREAM[0])
+    assert first.meta.memory_hit is False and len(m.memory) == 1
+    entry = m.memory.entries[0]
+    assert entry.anchor_words == first.data.anchor == ("good", "great") and entry.anchor_keys == ("good", "great")
+    second = await m.explain(STREAM[1])
+    assert second.meta.memory_hit is True and second.meta.memory_source == STREAM[0]
+    assert second.meta.memory_proposals[0] == ("good", "great")
+    assert second.data.anchor == ("good", "great") and second.data.success
+    assert set(second.meta.stages) == {"root", "propose"}  # no search beyond the proposal
+    plain = await AnchorsExplainer(clf(), seed=0).explain(STREAM[1])
+    assert second.meta.samples < plain.meta.samples / 2
+    assert len(m.memory) == 2  # hits are remembered too
+
+
+async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder):
+    m = MAnchorsExplainer(FunctionClassifier(needs_all("great"), name="great"), seed=0, embedder=embedder)
+    await m.explain("a great movie with a good plot")
+    assert m.memory.entries[0].anchor_words == ("great",)
+    # Same label, similar sentence, but the word that anchored before is absent: HT maps it elsewhere.
+    exp = await m.explain("a great film with a fine plot")
+    assert exp.meta.memory_hit and exp.data.anchor == ("great",)
+    m2 = MAnchorsExplainer(FunctionClassifier(needs_all("plot"), name="plot"), seed=0, embedder=embedder)
+    m2.memory.add(replace(m.memory.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
+    exp = await m2.explain("a great movie with a good plot")
+    assert exp.meta.memory_hit and ("great",) in exp.meta.memory_proposals
+    # The root's samples that keep "great" already show it does not hold: rejected without a sample.
+    assert exp.data.anchor == ("plot",) and "propose" not in exp.meta.stages and exp.data.success
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_stream_costs_at_most_half_the_samples_and_keeps_precision(embedder, strategy):
+    plain = AnchorsExplainer(clf(), seed=0)
+    m = manchors(embedder, strategy=strategy)
     a = [await plain.explain(t) for t in STREAM]
     b = await m.explain_many(STREAM)
     assert [x.data.text for x in b] == STREAM
@@ -78,11 +116,12 @@ async def test_stream_costs_at_most_half_the_samples_and_keeps_precision(embedde
     assert await holds(m, b) >= await holds(plain, a)
 
 
-async def test_save_load_round_trip_gives_identical_later_explanations(embedder, tmp_path):
-    m = manchors(embedder)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_save_load_round_trip_gives_identical_later_explanations(embedder, tmp_path, strategy):
+    m = manchors(embedder, strategy=strategy)
     await m.explain_many(STREAM[:3])
     m.save(tmp_path / "memory")
-    again = manchors(embedder)
+    again = manchors(embedder, strategy=strategy)
     again.load(tmp_path / "memory")
     assert again.memory.entries == m.memory.entries
     for text in STREAM[3:5]:
@@ -110,11 +149,10 @@ async def test_explain_many_with_concurrency_and_progress(embedder):
         await m.explain_many(STREAM, max_concurrency=0)
 
 
-def test_bad_thresholds(embedder):
-    with pytest.raises(ConfigError):
-        manchors(embedder, tau_mid=0)
-    with pytest.raises(ConfigError):
-        manchors(embedder, tau_sim=2)
+def test_bad_settings(embedder):
+    for bad in ({"tau_mid": 0}, {"tau_sim": 2}, {"strategy": "fast"}, {"k_nearest": -1}, {"min_accept_samples": 1.5}):
+        with pytest.raises(ConfigError):
+            manchors(embedder, **bad)
 
 
 async def test_sentence_pooling_and_its_memory_are_distinct(embedder, tmp_path):

@@ -96,3 +96,42 @@ def test_process_killed_during_save_leaves_the_previous_memory(tmp_path):
     # and the next save still works
     filled(20).save(target)
     assert len(RuleMemory.load(target, embedder_id="emb", dim=DIM, scope="clf")) == 20
+
+
+def anchored_entry(text, anchor, label="pos"):
+    words = tuple(text.split())
+    positions = tuple(words.index(w) for w in anchor)
+    return MemoryEntry(text, words, label, positions, anchor, 0.85, 0.5, anchor_positions=positions,
+                       anchor_words=anchor, anchor_keys=tuple(w.lower() for w in anchor))  # fmt: skip
+
+
+def test_neighbours_are_ordered_and_scoped():
+    memory = filled()
+    found = memory.neighbours(unit(7), label="pos", k=3)
+    assert len(found) == 3 and found[0][0].text == "text number 7"
+    assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert all(e.label == "pos" for e, _ in found)
+    assert len(memory.neighbours(unit(7), label="pos", k=1000)) == 25
+    assert memory.neighbours(unit(7), label="other", k=3) == []
+
+
+def test_anchored_finds_earlier_anchors_made_of_the_inputs_keys():
+    memory = RuleMemory(DIM, "emb", "clf")
+    memory.add(anchored_entry("a dull and boring film", ("dull",)), unit(1))
+    memory.add(anchored_entry("so dull it hurts", ("dull",)), unit(2))
+    memory.add(anchored_entry("not funny at all", ("not", "funny")), unit(3))
+    memory.add(anchored_entry("a great film", ("great",), label="neg"), unit(4))
+    memory.add(entry("no anchor kept here"), unit(5))
+    found = memory.anchored({"a", "dull", "not", "funny", "great"}, label="pos")
+    assert found == [(("dull",), 2), (("funny", "not"), 1)]  # shortest, then most often found
+    assert memory.anchored({"not"}, label="pos") == []  # "funny" is missing
+    assert memory.anchored({"great"}, label="neg") == [(("great",), 1)]
+
+
+def test_anchors_and_their_index_survive_save_and_load(tmp_path):
+    memory = RuleMemory(DIM, "emb", "clf")
+    memory.add(anchored_entry("a dull and boring film", ("dull", "boring")), unit(1))
+    memory.save(tmp_path / "m")
+    back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
+    assert back.entries == memory.entries and back.entries[0].anchor_keys == ("dull", "boring")
+    assert back.anchored({"dull", "boring", "x"}, label="pos") == [(("boring", "dull"), 1)]

@@ -44,8 +44,11 @@ def test_disjunction_needs_one_word():
     assert result.rule in ({2}, {5})
 
 
+REFERENCE = SearchParams(min_samples_start=1, max_arms=None)
+
+
 def test_all_requests_of_a_round_come_in_one_batch():
-    _, batches = run_search(search(), conj(3, 7))
+    _, batches = run_search(search(REFERENCE), conj(3, 7))
     # Arms with no stored sample get their first one together, in one batch...
     first_pulls = [b for b in batches if len(b) > 2]
     assert first_pulls and all(r.n == 1 and len(r.rule) == 1 for r in first_pulls[0])
@@ -159,3 +162,47 @@ def test_best_so_far_before_and_during_the_search():
     partial = s.best_so_far()
     assert partial.rule and partial.stats.n_samples > 0
     assert 0.0 <= partial.lower <= partial.stats.precision <= partial.upper <= 1.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reference_settings_recover_the_conjunction_too(seed):
+    result, _ = run_search(search(REFERENCE), conj(1, 4, 10), seed=seed)
+    assert result.rule == {1, 4, 10} and result.success
+
+
+def test_lucb_runs_over_the_best_arms_only():
+    # Words 3 and 7 both needed; the other words do nothing.
+    _, batches = run_search(search(SearchParams(max_arms=2)), conj(3, 7))
+    rounds = [b for b in batches if b and b[0].stage.startswith("round-")]
+    for stage in {r.stage for b in rounds for r in b}:
+        arms = {r.rule for b in rounds for r in b if r.stage == stage}
+        assert len(arms) <= 2, (stage, arms)
+    # Every candidate is considered by KL-LUCB when max_arms is None.
+    _, batches = run_search(search(REFERENCE), conj(3, 7))
+    first = {r.rule for b in batches for r in b if r.stage == "round-1"}
+    assert len(first) == F
+
+
+def test_the_root_sample_ranks_the_arms():
+    # Word 5 alone keeps the label 90% of the time, the others 50%: ranked first, it wins.
+    rng = np.random.default_rng(3)
+
+    def label(present):
+        return present[:, 5] & (rng.random(len(present)) < 0.97) | (rng.random(len(present)) < 0.02)
+
+    result, batches = run_search(search(SearchParams(max_arms=1)), label)
+    assert result.rule == {5}
+    assert {r.rule for b in batches for r in b if r.stage == "round-1"} <= {frozenset({5})}
+
+
+def test_stages_name_every_request():
+    _, batches = run_search(search(), conj(3, 7))
+    stages = [r.stage for b in batches for r in b]
+    assert stages[0] == "root" and all(stages)
+    assert {s.split("-")[0] for s in stages} <= {"root", "round", "verify"}
+
+
+def test_bad_max_arms():
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ConfigError):
+            SearchParams(max_arms=bad)

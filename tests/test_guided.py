@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+
+from llm_anchors import BeamSearch, ConfigError, GuidedSearch, SearchParams
+from tests.conftest import pool, run_search
+
+F = 12
+
+
+def conj(*features):
+    return lambda present: present[:, list(features)].all(axis=1)
+
+
+def guided(proposals=(), **kw):
+    return GuidedSearch(F, pool(F), SearchParams(), proposals=proposals, **kw)
+
+
+def samples(batches):
+    return sum(r.n for b in batches for r in b)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_grows_the_conjunction_without_proposals(seed):
+    result, batches = run_search(guided(), conj(1, 4, 10), seed=seed)
+    assert result.rule == {1, 4, 10} and result.success
+    assert {r.stage.split("-")[0] for b in batches for r in b} <= {"root", "greedy"}
+
+
+def test_a_right_proposal_is_certified_at_a_fraction_of_the_cost():
+    plain, plain_batches = run_search(BeamSearch(F, pool(F), SearchParams()), conj(3, 7))
+    result, batches = run_search(guided([{3, 7}]), conj(3, 7))
+    assert result.rule == plain.rule == {3, 7} and result.success
+    assert samples(batches) < samples(plain_batches) / 2
+    assert {r.stage for b in batches for r in b} <= {"root", "propose", "greedy-1"}
+
+
+def test_wrong_proposals_cost_a_probe_at_most_and_the_search_goes_on():
+    result, batches = run_search(guided([{0}, {2, 5}, {3, 8}]), conj(3, 7))
+    assert result.rule == {3, 7} and result.success
+    assert sum(r.n for b in batches for r in b if r.stage == "propose") <= 3 * 25
+
+
+def test_a_shorter_anchor_than_the_proposal_is_found():
+    # Word 3 alone keeps the label: proposal {3, 9} holds, but {3} is shorter and is returned.
+    result, _ = run_search(guided([{3, 9}]), conj(3))
+    assert result.rule == {3}
+
+
+def test_empty_rule_when_the_label_never_changes():
+    result, batches = run_search(guided([{3}]), lambda present: np.ones(len(present), dtype=bool))
+    assert result.rule == frozenset() and result.success
+    assert all(r.stage == "root" for b in batches for r in b)
+
+
+def test_a_greedy_choice_is_accepted_on_enough_samples_only():
+    result, _ = run_search(guided(min_accept=300), conj(2))
+    assert result.rule == {2} and result.stats.n_samples >= 300
+
+
+def test_no_valid_rule_gives_the_best_one_flagged():
+    rng = np.random.default_rng(0)
+    result, _ = run_search(guided(), lambda present: rng.random(len(present)) < 0.6)
+    assert not result.success and result.rule
+
+
+def test_bad_arguments():
+    with pytest.raises(ConfigError):
+        guided([{F}])
+    with pytest.raises(ConfigError):
+        guided(min_accept=-1)
