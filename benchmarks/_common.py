@@ -65,9 +65,26 @@ def add_comparison_args(parser: argparse.ArgumentParser) -> None:
     """The options every Anchors-vs-MAnchors benchmark shares (seeds, τ_sim, τ_mid, fresh samples)."""
     parser.add_argument("--seed", type=int, default=0, help="explainer seed")
     parser.add_argument("--shuffle-seed", type=int, default=42, help="seed of the input order")
-    parser.add_argument("--tau-sim", type=float, default=0.6)
+    parser.add_argument("--tau-sim", type=float, default=None, help="default: the strategy's (guided 0.4, paper 0.6)")
     parser.add_argument("--tau-mid", type=float, default=0.8)
     parser.add_argument("--fresh-samples", type=int, default=1000, help="samples per anchor to re-estimate precision")
+    parser.add_argument("--reference", action="store_true", help="the reference Anchors settings (root 1, all arms)")
+
+
+def tau_sim(args: argparse.Namespace, strategy: str) -> float:
+    """τ_sim of a run: ``--tau-sim``, else the strategy's default."""
+    return float(args.tau_sim) if args.tau_sim is not None else MAnchorsExplainer.default_tau_sim[strategy]
+
+
+def run_suffix(args: argparse.Namespace) -> str:
+    """What sets a run apart from the default one, for its file names: "_paper", "_reference"."""
+    paper = "_paper" if getattr(args, "strategy", "guided") == "paper" else ""
+    return paper + ("_reference" if getattr(args, "reference", False) else "")
+
+
+def search_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The search settings every explainer of a run shares: the defaults, or the reference implementation's."""
+    return {"min_samples_start": 1, "max_arms": None} if getattr(args, "reference", False) else {}
 
 
 def rss_mb() -> float:

@@ -24,7 +24,18 @@ import numpy as np
 from llm_anchors import Explanation, ImageExplainer, ImageSampler, MAnchorsExplainer
 from llm_anchors.datasets import shuffled
 
-from ._common import FIDELITY, RESULTS, add_comparison_args, compare, explain_rows, plots, write_json
+from ._common import (
+    FIDELITY,
+    RESULTS,
+    add_comparison_args,
+    compare,
+    explain_rows,
+    plots,
+    run_suffix,
+    search_settings,
+    tau_sim,
+    write_json,
+)
 from ._models import train_digits
 
 PAPER = {"speedup": 1.92, "setting": "YOLOv8 on 2,000 ImageNet images (10 classes)"}
@@ -39,14 +50,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     order = [int(i) for i in shuffled(len(images), args.shuffle_seed)[: args.n]]
     stream = [np.repeat(images[i][..., None], 3, axis=2) for i in order]
     plain_sampler = sampler()
-    async with ImageExplainer(model.predict, plain_sampler, seed=args.seed, name="digits-mlp-anchors") as plain:
+    settings = search_settings(args)
+    async with ImageExplainer(
+        model.predict, plain_sampler, seed=args.seed, name="digits-mlp-anchors", **settings
+    ) as plain:
         a = await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors")
         sheet = [(stream[i], await plain.explain(stream[i])) for i in range(min(8, len(stream)))]
     memory_sampler = sampler()
     classifier = memory_sampler.classifier(model.predict, name="digits-mlp-manchors")
-    async with MAnchorsExplainer(
-        classifier, sampler=memory_sampler, seed=args.seed, tau_sim=args.tau_sim, tau_mid=args.tau_mid
-    ) as memory:
+    options = dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
+    async with MAnchorsExplainer(classifier, sampler=memory_sampler, seed=args.seed, **options) as memory:
         m = await explain_rows(memory, stream, order, args.fresh_samples, label="MAnchors")
     anchors_png = anchor_sheet(plain_sampler, sheet, RESULTS / f"image_digits_n{args.n}_anchors.png")
     return {"accuracy": accuracy, "anchors": a, "manchors": m, "anchors_png": str(anchors_png)}
@@ -74,10 +87,11 @@ def anchor_sheet(images: ImageSampler, shown: list[tuple[np.ndarray, Explanation
     return path
 
 
-def markdown(result: dict[str, Any], c: dict[str, Any], n: int) -> str:
+def markdown(result: dict[str, Any], c: dict[str, Any], n: int, strategy: str = "guided") -> str:
     a, m = c["anchors"], c["manchors"]
     lines = [
-        f"### Anchors vs MAnchors, MLP on upscaled digits (32 × 32), N={n} — not the paper's YOLOv8/ImageNet",
+        f"### Anchors vs MAnchors ({strategy}), MLP on upscaled digits (32 × 32), N={n} — "
+        "not the paper's YOLOv8/ImageNet",
         "",
         "| | Anchors | MAnchors | paper (YOLOv8, ImageNet) |",
         "| --- | ---: | ---: | ---: |",
@@ -87,7 +101,7 @@ def markdown(result: dict[str, Any], c: dict[str, Any], n: int) -> str:
         f"| Σ time (s) | {a['time_s']:.1f} | {m['time_s']:.1f} | |",
         f"| Σ samples | {a['samples']:,} | {m['samples']:,} | |",
     ]
-    for key in FIDELITY:
+    for key in (*FIDELITY, "below_tau"):
         lines.append(
             f"| {key} | {a[key]['mean']:.3f} ± {a[key]['ci95']:.3f} | {m[key]['mean']:.3f} ± {m[key]['ci95']:.3f} | |"
         )
@@ -98,17 +112,18 @@ def markdown(result: dict[str, Any], c: dict[str, Any], n: int) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--strategy", default="guided", choices=["guided", "paper"], help="MAnchors' strategy")
     add_comparison_args(parser)
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = asyncio.run(run(args))
     n = len(result["anchors"])
     c = compare(result["anchors"], result["manchors"], "gpt-4o-mini")
-    pngs = plots(result["anchors"], result["manchors"], f"image_digits_n{n}")
+    pngs = plots(result["anchors"], result["manchors"], f"image_digits_n{n}{run_suffix(args)}")
     print()
-    print(markdown(result, c, n))
+    print(markdown(result, c, n, args.strategy))
     path = write_json(
-        f"image_digits_n{n}",
+        f"image_digits_n{n}" + run_suffix(args),
         {"params": vars(args), "total_time_s": time.perf_counter() - started, "paper": PAPER, "compare": c,
          "plots": [str(p) for p in pngs], **result},
     )  # fmt: skip

@@ -29,7 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,12 @@ import numpy as np
 from llm_anchors import (
     PRICES,
     AnchorsExplainer,
+    Batch,
     Classifier,
     FunctionClassifier,
     LLMClassifier,
     MAnchorsExplainer,
+    QueryCache,
     SentenceEmbedder,
 )
 from llm_anchors.datasets import load_rt_polarity, shuffled
@@ -53,7 +55,9 @@ from ._common import (
     compare,
     explain_rows,
     plots,
+    search_settings,
     stage_markdown,
+    tau_sim,
     write_json,
 )
 from ._models import train_text_rf
@@ -85,11 +89,46 @@ def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list
     with contextlib.ExitStack() as stack:
         url = args.base_url or stack.enter_context(LlamaServer()).base_url
 
+        memo = QueryCache(args.memo_labels) if args.memo_labels else None
+
         def make(name: str) -> Classifier:
             backend = OpenAICompatibleBackend(url, args.model, max_prompts_per_request=8)
-            return LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
+            llm = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
+            return MemoLabels(llm, memo) if memo is not None else llm
 
         yield make, texts, order
+
+
+class MemoLabels:
+    """The LLM behind a persistent label memo, for tuning runs (``--memo-labels``).
+
+    Each explainer still has its own query cache, so its paid queries are
+    counted as without the memo; the memo only spares the local LLM from
+    answering a text that an earlier run already asked. Tokens, dollars and
+    times of texts answered by the memo are not measured.
+    """
+
+    def __init__(self, llm: LLMClassifier, memo: QueryCache) -> None:
+        self.llm, self.memo = llm, memo
+
+    @property
+    def identity(self) -> str:
+        return self.llm.identity
+
+    @property
+    def max_batch(self) -> int | None:
+        return self.llm.max_batch
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()
+
+    async def classify(self, texts: Sequence[str]) -> Batch:
+        known = {t: self.memo.get(self.identity, t) for t in texts}
+        missing = [t for t, (hit, _) in known.items() if not hit]
+        batch = await self.llm.classify(missing) if missing else Batch([])
+        self.memo.put_many(self.identity, zip(missing, batch.labels, strict=True))
+        answers = dict(zip(missing, batch.labels, strict=True))
+        return Batch([answers[t] if t in answers else known[t][1] for t in texts], batch.usage, batch.usd)
 
 
 def stream_order(texts: list[str], args: argparse.Namespace, held_out: int) -> list[int]:
@@ -106,16 +145,11 @@ def stream_order(texts: list[str], args: argparse.Namespace, held_out: int) -> l
     return [i for i in order(TUNING_SEED) if i not in reported][: args.n]
 
 
-def anchors_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The search settings both explainers share: the defaults, or the reference implementation's."""
-    return {"min_samples_start": 1, "max_arms": None} if args.reference else {}
-
-
 async def run_anchors(
     make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """Plain Anchors over the stream (its cache is released before MAnchors runs)."""
-    async with AnchorsExplainer(make("anchors"), seed=args.seed, **anchors_settings(args)) as plain:
+    async with AnchorsExplainer(make("anchors"), seed=args.seed, **search_settings(args)) as plain:
         return await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors", verbose=args.verbose)
 
 
@@ -129,7 +163,7 @@ async def run_manchors(
     strategy, tau_sim, tau_mid = setting
     embedder = SentenceEmbedder(pooling=args.pooling)
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
-    options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **anchors_settings(args))
+    options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **search_settings(args))
     async with MAnchorsExplainer(make(f"manchors-{strategy}-{tau_sim}-{tau_mid}"), seed=args.seed, **options) as m:
         label = f"MAnchors {strategy} τ_sim {tau_sim} τ_mid {tau_mid}"
         return await explain_rows(m, stream, order, args.fresh_samples, label=label, verbose=args.verbose)
@@ -142,17 +176,17 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
     names = list(results)
     a = next(iter(results.values()))["anchors"]
     ms = [results[k]["manchors"] for k in names]
-    settings = "reference Anchors settings" if getattr(args, "reference", False) else "default settings"
+    setup = "reference Anchors settings" if getattr(args, "reference", False) else "default settings"
     stream_name = "tuning stream" if getattr(args, "tuning", False) else "RT-Polarity"
 
     def row(label: str, anchors: str, values: list[str], ref: str = "") -> str:
         return f"| {label} | {anchors} | " + " | ".join(values) + f" | {ref} |"
 
     lines = [
-        f"### Anchors vs MAnchors, {args.classifier.upper()} on {stream_name}, N={n} ({settings}; "
-        f"τ_sim {args.tau_sim}, τ_mid {args.tau_mid}, embedding: {args.pooling})",
+        f"### Anchors vs MAnchors, {args.classifier.upper()} on {stream_name}, N={n} ({setup}; "
+        f"τ_mid {args.tau_mid}, embedding: {args.pooling})",
         "",
-        "| | Anchors | " + " | ".join(f"MAnchors ({k})" for k in names) + " | paper |",
+        "| | Anchors | " + " | ".join(f"MAnchors ({k}, τ_sim {_tau(args, k)})" for k in names) + " | paper |",
         "| --- | ---: |" + " ---: |" * len(names) + " ---: |",
         row("speedup (Σ time)", "", [f"{results[k]['speedup']:.2f}×" for k in names], f"{paper['speedup']}×"),
         row("sampling reduction", "", [f"{results[k]['sampling_reduction']:.0%}" for k in names],
@@ -173,18 +207,22 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
     return "\n".join(lines)
 
 
+def _tau(args: argparse.Namespace, name: str) -> str:
+    return str(tau_sim(args, name)) if name in MAnchorsExplainer.default_tau_sim else "?"
+
+
 def _mean(value: dict[str, float]) -> str:
     return f"{value['mean']:.3f} ± {value['ci95']:.3f}"
 
 
 def stages_by_outcome(a: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> str:
-    """The per-stage table: Anchors, each MAnchors run, and Anchors and each run on that run's memory hits."""
+    """The per-stage table: Anchors, each MAnchors run, and Anchors and the first run on that run's memory hits."""
     columns: dict[str, list[dict[str, Any]]] = {"Anchors": a}
-    for name, m in runs.items():
-        hits = [i for i, r in enumerate(m) if r["memory_hit"]]
-        columns[f"MAnchors ({name})"] = m
-        columns[f"Anchors on {name}'s hits"] = [a[i] for i in hits]
-        columns[f"{name} on its hits"] = [m[i] for i in hits]
+    columns |= {f"MAnchors ({name})": m for name, m in runs.items()}
+    name, m = next(iter(runs.items()))
+    hits = [i for i, r in enumerate(m) if r["memory_hit"]]
+    columns[f"Anchors on {name}'s hits"] = [a[i] for i in hits]
+    columns[f"{name} on its hits"] = [m[i] for i in hits]
     return stage_markdown(columns)
 
 
@@ -280,14 +318,20 @@ def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str, out: Pa
     return path
 
 
+def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
+    """The MAnchors runs: each strategy at its τ_sim (or over the sweep's grid)."""
+    if args.sweep:
+        return [(strategy, s, mm) for strategy in strategies for s in SWEEP_SIM for mm in SWEEP_MID]
+    return [(strategy, tau_sim(args, strategy), args.tau_mid) for strategy in strategies]
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with classifiers(args) as (make, texts, order):
         stream = [texts[i] for i in order]
         a = await run_anchors(make, stream, order, args)
         strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
-        grid = [(s, mm) for s in SWEEP_SIM for mm in SWEEP_MID] if args.sweep else [(args.tau_sim, args.tau_mid)]
         runs = {}
-        for setting in [(strategy, s, mm) for strategy in strategies for s, mm in grid]:
+        for setting in settings(args, strategies):
             print(f"--- manchors {setting}", flush=True)
             runs[setting] = await run_manchors(make, stream, order, args, setting)
     return {"anchors": a, "manchors": runs}
@@ -304,8 +348,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pooling", choices=["sentence", "words"], default="words", help="memory embedding")
     parser.add_argument("--price-model", default="gpt-4o-mini", choices=sorted(PRICES))
     parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
+    parser.add_argument("--memo-labels", default=None, help="with llm: a SQLite file of labels reused across runs")
     parser.add_argument("--tuning", action="store_true", help="the held-out tuning stream (settings are chosen there)")
-    parser.add_argument("--reference", action="store_true", help="the reference Anchors settings (root 1, all arms)")
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")
     parser.add_argument("--report-at", default="", help="also tables for these stream prefixes, e.g. 1000")
     parser.add_argument("--growth-every", type=int, default=0, help="growth table window (default N/10)")
@@ -318,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "")
     stem += "_reference" if args.reference else ""
     results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
-    main_runs = {k[0]: m for k, m in rows["manchors"].items() if k[1:] == (args.tau_sim, args.tau_mid)}
+    main_runs = {k[0]: m for k, m in rows["manchors"].items() if k[1:] == (tau_sim(args, k[0]), args.tau_mid)}
     main_runs = main_runs or {f"{k[0]} {k[1]}/{k[2]}": m for k, m in rows["manchors"].items()}
     prefixes = sorted({int(k) for k in args.report_at.split(",") if k.strip() and int(k) < len(a)})
     at = {k: {name: compare(a[:k], m[:k], args.price_model) for name, m in main_runs.items()} for k in prefixes}

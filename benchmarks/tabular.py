@@ -21,7 +21,17 @@ from typing import Any
 from llm_anchors import MAnchorsExplainer, TabularExplainer, TabularSampler
 from llm_anchors.datasets import load_adult, shuffled
 
-from ._common import FIDELITY, add_comparison_args, compare, explain_rows, plots, write_json
+from ._common import (
+    FIDELITY,
+    add_comparison_args,
+    compare,
+    explain_rows,
+    plots,
+    run_suffix,
+    search_settings,
+    tau_sim,
+    write_json,
+)
 from ._models import train_adult
 
 PAPER = {
@@ -39,19 +49,21 @@ async def run_model(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     sampler = TabularSampler(adult.train, adult.feature_names, adult.categorical_names)
     order = [int(i) for i in shuffled(len(adult.test), args.shuffle_seed)[: args.n]]
     rows = [adult.test[i] for i in order]
-    async with TabularExplainer(model.predict, sampler, seed=args.seed, name=f"{kind}-anchors") as plain:
+    settings = search_settings(args)
+    async with TabularExplainer(model.predict, sampler, seed=args.seed, name=f"{kind}-anchors", **settings) as plain:
         a = await explain_rows(plain, rows, order, args.fresh_samples, label=f"{kind} Anchors")
     classifier = sampler.classifier(model.predict, name=f"{kind}-manchors")
-    async with MAnchorsExplainer(
-        classifier, sampler=sampler, seed=args.seed, tau_sim=args.tau_sim, tau_mid=args.tau_mid
-    ) as memory:
+    options = dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
+    async with MAnchorsExplainer(classifier, sampler=sampler, seed=args.seed, **options) as memory:
         m = await explain_rows(memory, rows, order, args.fresh_samples, label=f"{kind} MAnchors")
     return {"accuracy": accuracy, "anchors": a, "manchors": m}
 
 
 def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: int) -> str:
     lines = [
-        f"### Anchors vs MAnchors on UCI Adult, N={n} test rows (τ_sim {args.tau_sim}, τ_mid {args.tau_mid})",
+        f"### Anchors vs MAnchors ({args.strategy}) on UCI Adult, N={n} test rows "
+        f"(τ_sim {tau_sim(args, args.strategy)}, "
+        f"τ_mid {args.tau_mid}{'; reference Anchors settings' if args.reference else ''})",
         "",
         "| model | test accuracy | speedup (paper) | sampling reduction (paper) | memory hits "
         "| fresh precision A → M | coverage A → M | length A → M | success A → M |",
@@ -75,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="rf,gbt,mlp", help="comma-separated: rf, gbt, mlp")
     parser.add_argument("--n", type=int, default=400)
+    parser.add_argument("--strategy", default="guided", choices=["guided", "paper"], help="MAnchors' strategy")
     add_comparison_args(parser)
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
@@ -87,12 +100,15 @@ def main(argv: list[str] | None = None) -> None:
     for kind in kinds:
         runs = asyncio.run(run_model(kind, args))
         runs["compare"] = compare(runs["anchors"], runs["manchors"], "gpt-4o-mini")
-        runs["plots"] = [str(p) for p in plots(runs["anchors"], runs["manchors"], f"tabular_adult_{kind}_n{args.n}")]
+        stem = f"tabular_adult_{kind}_n{args.n}{run_suffix(args)}"
+        runs["plots"] = [str(p) for p in plots(runs["anchors"], runs["manchors"], stem)]
         results[kind] = runs
     print()
     print(markdown(results, args, args.n))
     path = write_json(
-        f"tabular_adult_n{args.n}",
+        f"tabular_adult_n{args.n}"
+        + ("_paper" if args.strategy == "paper" else "")
+        + ("_reference" if args.reference else ""),
         {"params": vars(args), "total_time_s": time.perf_counter() - started, "paper": PAPER, "results": results},
     )
     print(f"\nwrote {path}")

@@ -56,9 +56,11 @@ class GuidedSearch(BeamSearch):
         params: SearchParams,
         *,
         proposals: Sequence[Rule] = (),
-        min_accept: int = 200,
+        min_accept: int = 250,
         probe: int = 25,
-        parent_samples: int = 100,
+        parent_samples: int = 75,
+        root: int | None = None,
+        min_accept_proposed: int = 100,
     ) -> None:
         super().__init__(n_features, coverage_pool, params)
         for name, value in (("min_accept", min_accept), ("probe", probe), ("parent_samples", parent_samples)):
@@ -72,6 +74,9 @@ class GuidedSearch(BeamSearch):
         self.min_accept = min_accept
         self.probe = probe
         self.parent_samples = parent_samples
+        self.root = params.min_samples_start if root is None else root
+        self.min_accept_proposed = min_accept_proposed
+        self._proposed: set[Rule] = set()
         self._chosen: set[Rule] = set()
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
@@ -102,12 +107,24 @@ class GuidedSearch(BeamSearch):
         (pick,) = yield from self._lucb(path[1:], 1, "fallback")
         return self._result(pick, success=False)
 
+    def _sample_root(self, root: _Candidate) -> Generator[list[SampleRequest], list[Samples], None]:
+        """Anchors' root check, reached in steps: ``root`` samples first, then ``probe`` at a time
+        up to ``min_samples_start`` while the empty rule may still hold (mean ≥ τ), then Anchors' rule."""
+        p = self.params
+        yield from self._sample([(root, min(self.root, p.min_samples_start))], "root")
+        while root.mean >= p.threshold and root.n < p.min_samples_start:
+            yield from self._sample([(root, min(max(self.probe, 1), p.min_samples_start - root.n))], "root")
+        if root.mean >= p.threshold:
+            yield from super()._continue_root(root)
+
     def _propose(self) -> Generator[list[SampleRequest], list[Samples], _Candidate | None]:
-        """The shortest proposed rule that verifies, if any (stops at the first)."""
-        for rule in self.proposals:
-            if len(rule) > self._max_size:
-                break  # sorted by length: the rest are longer
-            cand = self._candidate(rule, tuple(sorted(rule)))
+        """The first proposed rule that verifies, if any: shortest first and, among rules of one
+        length (one coverage, for text), highest precision on the samples they reuse first."""
+        cands = [self._candidate(rule, tuple(sorted(rule))) for rule in self.proposals if len(rule) <= self._max_size]
+        cands.sort(key=lambda c: (len(c.rule), -(c.positives + 1) / (c.n + 2)))
+        for cand in cands:
+            cand = self._candidate(cand.rule, cand.order)  # reuse what earlier proposals drew
+            self._proposed.add(cand.rule)
             if cand.n < self.probe:
                 yield from self._sample([(cand, self.probe - cand.n)], "propose")
             yield from self._verify([cand], "propose")
@@ -126,7 +143,9 @@ class GuidedSearch(BeamSearch):
 
     def _floor(self, c: _Candidate) -> int:
         """Samples a rule must hold on before it may be accepted."""
-        return self.min_accept if c.rule in self._chosen else 0
+        if c.rule in self._chosen:
+            return self.min_accept
+        return self.min_accept_proposed if c.rule in self._proposed else 0
 
     def _undecided(self, c: _Candidate) -> bool:
         if c.mean >= self.params.threshold and c.n < self._floor(c):

@@ -342,8 +342,12 @@ class BeamSearch:
     # -- steps ------------------------------------------------------------
 
     def _sample_root(self, root: _Candidate) -> Step:
+        yield from self._sample([(root, self.params.min_samples_start)], "root")
+        yield from self._continue_root(root)
+
+    def _continue_root(self, root: _Candidate) -> Step:
+        """Sample the empty rule while it looks precise but its bound is still loose (the reference's rule)."""
         p = self.params
-        yield from self._sample([(root, p.min_samples_start)], "root")
         beta = math.log(1.0 / p.delta)
         while root.mean > p.threshold and kl_lower_bound(root.mean, beta / root.n) < p.threshold - p.epsilon:
             yield from self._sample([(root, p.batch_size)], "root")

@@ -43,10 +43,10 @@ def test_compare_uses_the_papers_definitions():
     assert out["sampling_reduction"] == pytest.approx(1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a))
     assert out["memory_hits"] == 15
     assert out["anchors"]["usd_at_gpt-4o-mini"].startswith("0.")
-    args = argparse.Namespace(classifier="rf", tau_sim=0.6, tau_mid=0.8, pooling="words", price_model="gpt-4o-mini")
+    args = argparse.Namespace(classifier="rf", tau_sim=None, tau_mid=0.8, pooling="words", price_model="gpt-4o-mini")
     text = stream.markdown({"guided": out, "paper": compare(a, rows(30, 3, hits=True), "gpt-4o-mini")}, args, 30)
     assert "1.69×" in text and "32%" in text  # the paper's numbers beside ours
-    assert "| MAnchors (guided) | MAnchors (paper) |" in text
+    assert "| MAnchors (guided, τ_sim 0.4) | MAnchors (paper, τ_sim 0.6) |" in text
     below = sum(r["fresh_precision"] < 0.95 for r in m) / 30
     assert f"| {out['anchors']['below_tau']['mean']:.3f}" in text and out["manchors"]["below_tau"]["mean"] == below
 

@@ -76,7 +76,8 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     assert second.meta.memory_hit is True and second.meta.memory_source == STREAM[0]
     assert second.meta.memory_proposals[0] == ("good", "great")
     assert second.data.anchor == ("good", "great") and second.data.success
-    assert set(second.meta.stages) == {"root", "propose"}  # no search beyond the proposal
+    # No KL-LUCB round: the proposal is certified, and a shorter rule looked for greedily.
+    assert "propose" in second.meta.stages and not any(s.startswith("round") for s in second.meta.stages)
     plain = await AnchorsExplainer(clf(), seed=0).explain(STREAM[1])
     assert second.meta.samples < plain.meta.samples / 2
     assert len(m.memory) == 2  # hits are remembered too
@@ -93,8 +94,9 @@ async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder
     m2.memory.add(replace(m.memory.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
     exp = await m2.explain("a great movie with a good plot")
     assert exp.meta.memory_hit and ("great",) in exp.meta.memory_proposals
-    # The root's samples that keep "great" already show it does not hold: rejected without a sample.
-    assert exp.data.anchor == ("plot",) and "propose" not in exp.meta.stages and exp.data.success
+    # The wrong proposal costs at most a probe (the root's samples that keep "great" count towards it).
+    assert exp.data.anchor == ("plot",) and exp.data.success
+    assert exp.meta.stages.get("propose", {"samples": 0})["samples"] <= 25
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
