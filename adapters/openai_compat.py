@@ -15,10 +15,11 @@ import email.utils
 import itertools
 import math
 import os
+import re
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlunparse
 
 from llm_anchors import (
     BackendError,
@@ -35,7 +36,37 @@ from llm_anchors import (
     Usage,
 )
 
-__all__ = ["OpenAICompatibleBackend", "parse_response", "parse_retry_after"]
+__all__ = ["OpenAICompatibleBackend", "parse_response", "parse_retry_after", "redact"]
+
+_CREDENTIALS = [
+    (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)\b(authorization[\"']?\s*[:=]\s*[\"']?)(?!bearer\b)[^\s\"',;]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)\b(api[_-]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+"), r"\1<redacted>"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), "sk-<redacted>"),
+    (re.compile(r"//[^/@\s]+@"), "//<redacted>@"),  # user:password@ in a URL
+]
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """``text`` without the given secrets, nor anything that looks like a credential
+    (a Bearer token, an Authorization or api_key value, an ``sk-`` key, a URL's user:password@)."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "<redacted>")
+    for pattern, replacement in _CREDENTIALS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _display(url: str) -> str:
+    """A URL as shown in messages and repr: without user:password@."""
+    parts = urlparse(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunparse(parts._replace(netloc=netloc))
+
 
 Endpoint = Literal["auto", "completions", "chat"]
 Client = Literal["aiohttp", "openai"]
@@ -119,7 +150,8 @@ class OpenAICompatibleBackend:
         return None
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleBackend({self.base_urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
+        urls = [_display(u) for u in self.base_urls]
+        return f"OpenAICompatibleBackend({urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
 
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
         step = self.max_prompts_per_request
@@ -138,7 +170,12 @@ class OpenAICompatibleBackend:
     async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
         transport = self._get_transport()
         body = self._body(prompts, params)
-        raw = await transport.post(next(self._next_url), self.endpoint, body, self.identity)
+        base = next(self._next_url)
+        try:
+            raw = await transport.post(base, self.endpoint, body, self.identity)
+        except BackendError as exc:
+            exc.args = (redact(str(exc.args[0]) if exc.args else "", self._api_key.value, base),)
+            raise
         return parse_response(raw, len(prompts), self.identity)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
@@ -219,9 +256,10 @@ class _AiohttpTransport(_Transport):
                 except ValueError as exc:
                     raise BadResponseError(f"answer is not JSON: {exc}", classifier=who) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise BackendTimeoutError(f"no answer from {url} in time", classifier=who) from exc
+            raise BackendTimeoutError(f"no answer from {_display(url)} in time", classifier=who) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise BackendTimeoutError(f"connection to {url} dropped: {type(exc).__name__}", classifier=who) from exc
+            where = _display(url)
+            raise BackendTimeoutError(f"connection to {where} dropped: {type(exc).__name__}", classifier=who) from None
         if not isinstance(raw, dict):
             raise BadResponseError(f"answer is {type(raw).__name__}, not an object", classifier=who)
         return raw
@@ -244,25 +282,31 @@ class _OpenAITransport(_Transport):
         }
 
     async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
+        """One request; every failure is one of llm-anchors' errors, never chained to the SDK's
+        exception (its text may quote the key: tracebacks would show it)."""
         openai = self._openai
         client = self._clients[base]
+        where = _display(base)
         try:
             if endpoint == "chat":
                 response = await client.chat.completions.create(**body)
             else:
                 response = await client.completions.create(**body)
+            dumped = response.model_dump()
         except openai.RateLimitError as exc:
             wait = parse_retry_after(exc.response.headers.get("Retry-After"))
-            raise RateLimitError(str(exc), classifier=who, retry_after=wait) from exc
-        except openai.APITimeoutError as exc:
-            raise BackendTimeoutError(f"no answer from {base} in time", classifier=who) from exc
-        except openai.APIConnectionError as exc:
-            raise BackendTimeoutError(f"connection to {base} dropped", classifier=who) from exc
+            raise RateLimitError(f"HTTP 429: {exc.message}", classifier=who, retry_after=wait) from None
+        except openai.APITimeoutError:
+            raise BackendTimeoutError(f"no answer from {where} in time", classifier=who) from None
+        except openai.APIConnectionError:
+            raise BackendTimeoutError(f"connection to {where} dropped", classifier=who) from None
         except openai.APIStatusError as exc:
-            raise BackendError(
-                f"HTTP {exc.status_code}: {exc.message}", classifier=who, status=exc.status_code
-            ) from exc
-        dumped: dict[str, Any] = response.model_dump()
+            status = exc.status_code
+            raise BackendError(f"HTTP {status}: {exc.message}", classifier=who, status=status) from None
+        except (openai.APIError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            raise BadResponseError(f"unreadable answer from {where}: {type(exc).__name__}", classifier=who) from None
+        if not isinstance(dumped, dict):
+            raise BadResponseError(f"answer is {type(dumped).__name__}, not an object", classifier=who)
         return dumped
 
     async def aclose(self) -> None:

@@ -3,7 +3,7 @@
 from ._backend import Backend, Completion, CompletionParams, Completions, MockBackend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
 from ._budget import Budget, BudgetReport, Charge, Reservation
-from ._cache import QueryCache
+from ._cache import CacheWriteWarning, QueryCache
 from ._classifier import UNPARSED, Batch, Classifier, FunctionClassifier, Label, Usage
 from ._embeddings import SentenceEmbedder
 from ._engine import QueryEngine, QueryStats
@@ -16,6 +16,7 @@ from ._exceptions import (
     ConfigError,
     InvalidInputError,
     LLMAnchorsError,
+    NondeterminismWarning,
     RateLimitError,
 )
 from ._explainer import AnchorsExplainer, Progress
@@ -47,6 +48,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "BudgetReport",
+    "CacheWriteWarning",
     "Charge",
     "Classifier",
     "ClassifierError",
@@ -73,6 +75,7 @@ __all__ = [
     "MemoryFeatures",
     "Meta",
     "MockBackend",
+    "NondeterminismWarning",
     "PRICES",
     "Price",
     "Progress",

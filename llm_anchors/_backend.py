@@ -70,8 +70,12 @@ class MockBackend:
     ``logprobs`` the answer comes as the first token's alternatives (the
     answer at -0.05, then ``others`` lower), the way a server with logprobs
     replies. Usage counts whitespace tokens; with ``report_usage=False``
-    none is reported and the classifier counts tokens itself.
+    none is reported and the classifier counts tokens itself. It runs in
+    this process (``is_local``): its tokens cost nothing unless a
+    ``price`` is given to the classifier.
     """
+
+    is_local = True
 
     def __init__(
         self,

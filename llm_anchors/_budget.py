@@ -62,6 +62,10 @@ class BudgetReport:
     refused: int
     over_reservation: int
     per_label: dict[str, Charge] = field(default_factory=dict)
+    passed: str = ""
+    """Which cap settled spend passed, and by how much ("" if none): it can
+    only happen when calls cost more than reserved, i.e. a server reported
+    more completion tokens than ``max_tokens`` allows."""
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(asdict(self), default=str, **kwargs)
@@ -92,7 +96,12 @@ class Budget:
     """Caps on dollars, tokens (prompt + completion) and queries; any may be None.
 
     One budget may be given to one explainer or shared by many, across
-    concurrent explanations (and threads).
+    concurrent explanations (and threads). Each call reserves its worst
+    case first (its prompt tokens and ``max_tokens`` completion tokens), so
+    the cap holds as long as servers honour ``max_tokens``. A server that
+    reports more than that can make settled spend pass the cap: then
+    nothing more is sent, the explanations end as on any exhaustion, and
+    `passed` (and the report) say by how much.
 
     >>> budget = Budget(max_usd=0.50)
     >>> explainer = AnchorsExplainer(clf, budget=budget)
@@ -118,6 +127,7 @@ class Budget:
         self._calls = 0
         self._refused = 0
         self._over = 0
+        self._passed = ""
 
     def __repr__(self) -> str:
         return f"Budget(max_usd={self.max_usd}, max_tokens={self.max_tokens}, max_queries={self.max_queries})"
@@ -151,9 +161,16 @@ class Budget:
             if actual.usd > reservation.charge.usd or actual.tokens > reservation.charge.tokens:
                 self._over += 1
             self._settled = self._settled + actual
+            if not self._passed and (over := self._over_cap(self._settled)):
+                self._passed = f"settled spend passed the cap: {over} (calls cost more than reserved)"
             label = reservation.label
             self._per_label[label] = self._per_label.get(label, Charge()) + actual
             self._calls += 1
+
+    @property
+    def passed(self) -> str:
+        """Which cap settled spend passed, by how much; "" while every cap holds."""
+        return self._passed
 
     def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose call was not billed (refused before any work)."""
@@ -183,4 +200,5 @@ class Budget:
                 refused=self._refused,
                 over_reservation=self._over,
                 per_label=dict(self._per_label),
+                passed=self._passed,
             )

@@ -3,10 +3,12 @@ never again across runs (SQLite)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,7 +16,11 @@ from pathlib import Path
 from ._classifier import Label
 from ._exceptions import ConfigError
 
-__all__ = ["QueryCache"]
+__all__ = ["CacheWriteWarning", "QueryCache"]
+
+
+class CacheWriteWarning(RuntimeWarning):
+    """A persisted query cache could not write: its labels are kept in memory only."""
 
 
 class QueryCache:
@@ -31,6 +37,12 @@ class QueryCache:
     dropped first; a persisted label is then read back from SQLite): a
     long stream of explanations sends millions of distinct perturbations,
     ~300 bytes each. None: unbounded.
+
+    When SQLite refuses a write (a read-only file, a database another
+    connection holds locked, a label that is not a JSON value) the labels
+    stay in memory, one `CacheWriteWarning` says so, and the cache stops
+    writing to disk (``write_error`` holds the reason): an explanation never
+    fails, nor waits, because its labels could not be persisted.
     """
 
     def __init__(
@@ -47,13 +59,14 @@ class QueryCache:
         self.path = Path(path) if path is not None else None
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self.write_error: str | None = None
         if self.path is not None:
             self._open(self.path)
 
     def _open(self, path: Path) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=2.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS labels"
@@ -78,10 +91,13 @@ class QueryCache:
             self._labels.move_to_end(key)
             return True, self._labels[key]
         if self._db is not None and self._dropped:  # dropped from memory, maybe on disk
-            with self._lock:
-                row = self._db.execute(
-                    "SELECT label FROM labels WHERE classifier = ? AND text = ?", (classifier, text)
-                ).fetchone()
+            try:
+                with self._lock:
+                    row = self._db.execute(
+                        "SELECT label FROM labels WHERE classifier = ? AND text = ?", (classifier, text)
+                    ).fetchone()
+            except sqlite3.Error:
+                row = None  # unreadable now: a miss, asked again
             if row is not None:
                 label = json.loads(row[0])
                 self._remember(key, label)
@@ -107,12 +123,27 @@ class QueryCache:
         rows = list(items)
         for text, label in rows:
             self._remember((classifier, text), label)
-        if self._db is not None and rows:
-            encoded = [(classifier, text, json.dumps(label)) for text, label in rows]
-            with self._lock:
+        if self._db is not None and rows and self.write_error is None:
+            self._persist(classifier, rows)
+
+    def _persist(self, classifier: str, rows: list[tuple[str, Label]]) -> None:
+        assert self._db is not None
+        with self._lock:
+            try:
+                encoded = [(classifier, text, json.dumps(label, allow_nan=False)) for text, label in rows]
                 self._db.execute("BEGIN")
                 self._db.executemany("INSERT OR REPLACE INTO labels VALUES (?, ?, ?)", encoded)
                 self._db.execute("COMMIT")
+            except (sqlite3.Error, TypeError, ValueError, OSError) as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                self.write_error = f"{type(exc).__name__}: {exc}"
+        if self.write_error is not None:
+            warnings.warn(
+                f"query cache {self.path}: labels kept in memory only, no longer written to disk ({self.write_error})",
+                CacheWriteWarning,
+                stacklevel=3,
+            )
 
     def close(self) -> None:
         if self._db is not None:

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
+import secrets
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
-from ._exceptions import ClassifierError, LLMAnchorsError
+from ._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
 
-__all__ = ["UNPARSED", "Batch", "Classifier", "FunctionClassifier", "Label", "Usage", "check_labels", "model_name"]
+__all__ = [
+    "UNPARSED",
+    "Batch",
+    "Classifier",
+    "FunctionClassifier",
+    "Label",
+    "Usage",
+    "check_labels",
+    "model_name",
+    "require_stable_identity",
+]
 
 Label = Hashable
 """A class label: a str or an int, typically."""
@@ -60,15 +72,43 @@ class FunctionClassifier:
     or async. A sync function runs in a worker thread unless
     ``in_thread=False``, so a slow model does not block the event loop.
 
-    >>> clf = FunctionClassifier(pipeline.predict, name="tfidf-rf")
+    ``name`` is the model's identity for caches and memories: two
+    classifiers with one name must be the same model. Without it each
+    FunctionClassifier gets an identity of its own (its function's name and
+    a random suffix), so two models never share labels by accident (two
+    ``predict`` methods, two lambdas, a retrained model); give a ``name``
+    to share a cache across classifiers or runs: a persisted `QueryCache`
+    and a saved MAnchors memory require one.
+
+    ``timeout`` (seconds) bounds each call: a call that takes longer raises
+    `BackendTimeoutError` (retried as a timeout). A sync function running in
+    a thread cannot be stopped: it finishes in the background, its answer
+    unused.
+
+    >>> clf = FunctionClassifier(pipeline.predict, name="tfidf-rf-2024-05")
     """
 
-    def __init__(self, fn: Callable[[list[str]], Any], *, name: str | None = None, in_thread: bool = True) -> None:
+    def __init__(
+        self,
+        fn: Callable[[list[str]], Any],
+        *,
+        name: str | None = None,
+        in_thread: bool = True,
+        timeout: float | None = None,
+    ) -> None:
         if not callable(fn):
-            raise TypeError(f"FunctionClassifier needs a callable, got {type(fn).__name__}")
+            raise ConfigError(f"FunctionClassifier needs a callable, got {type(fn).__name__}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigError(f"name must be a non-empty string, got {name!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise ConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         self.fn = fn
-        self.name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
+        self.named = name is not None
+        self.name = name if name is not None else f"{model_name(fn)}#{secrets.token_hex(4)}"
         self.in_thread = in_thread
+        self.timeout = timeout
 
     @property
     def identity(self) -> str:
@@ -80,25 +120,43 @@ class FunctionClassifier:
     async def classify(self, texts: Sequence[str]) -> Batch:
         batch = list(texts)
         try:
-            if inspect.iscoroutinefunction(self.fn):
-                result = await self.fn(batch)
-            elif self.in_thread:
-                result = await asyncio.to_thread(self.fn, batch)
-            else:
-                result = self.fn(batch)
-            if inspect.isawaitable(result):
-                result = await result
+            result = await asyncio.wait_for(self._call(batch), self.timeout)
+        except TimeoutError:
+            raise BackendTimeoutError(f"no answer within {self.timeout} s", classifier=self.identity) from None
         except LLMAnchorsError:
             raise
         except Exception as exc:
             raise ClassifierError(f"raised {type(exc).__name__}: {exc}", classifier=self.identity) from exc
         return Batch(check_labels(result, len(batch), self.identity))
 
+    async def _call(self, batch: list[str]) -> Any:
+        if inspect.iscoroutinefunction(self.fn):
+            result = await self.fn(batch)
+        elif self.in_thread:
+            result = await asyncio.to_thread(self.fn, batch)
+        else:
+            result = self.fn(batch)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def require_stable_identity(classifier: Classifier, use: str) -> None:
+    """`ConfigError` unless ``classifier``'s identity names its model across runs (not a
+    `FunctionClassifier` left without a ``name``, whose identity is random)."""
+    if isinstance(classifier, FunctionClassifier) and not classifier.named:
+        raise ConfigError(
+            f"{use} outlives this process: give the model a stable identity, "
+            f"FunctionClassifier(..., name='my-model-v1') (now {classifier.identity!r})"
+        )
+
 
 def model_name(predict: Any) -> str:
     """A readable name for a model's predict function (its class, else its qualified name)."""
     owner = getattr(predict, "__self__", None)
-    return type(owner).__name__ if owner is not None else getattr(predict, "__qualname__", type(predict).__name__)
+    if owner is not None:
+        return type(owner).__name__
+    return str(getattr(predict, "__qualname__", None) or type(predict).__name__)
 
 
 def check_labels(result: Any, expected: int, classifier: str) -> list[Label]:
@@ -113,4 +171,8 @@ def check_labels(result: Any, expected: int, classifier: str) -> list[Label]:
     for label in labels:
         if not isinstance(label, Hashable):
             raise ClassifierError(f"returned an unhashable label {label!r}", classifier=classifier)
+        if isinstance(label, float) and math.isnan(label):
+            raise ClassifierError(
+                "returned NaN as a label (NaN equals nothing, not even itself)", classifier=classifier
+            )
     return labels

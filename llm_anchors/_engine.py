@@ -10,8 +10,9 @@ from decimal import Decimal
 
 from ._budget import Budget, Charge, Reservation
 from ._cache import QueryCache
-from ._classifier import Batch, Classifier, Label
-from ._exceptions import BackendError, BackendTimeoutError, BadResponseError, ClassifierError, ConfigError
+from ._checks import check_int
+from ._classifier import Batch, Classifier, Label, require_stable_identity
+from ._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
 from ._retry import RetryPolicy
 
 __all__ = ["QueryEngine", "QueryStats"]
@@ -32,6 +33,14 @@ class QueryStats:
     usd_reserved: Decimal = Decimal(0)
     usd_settled: Decimal = Decimal(0)
     label: str = ""
+
+
+class _Abandoned(Exception):
+    """The request carrying a text was cancelled before its answer came: ask again."""
+
+
+def _outcome(future: asyncio.Future[Label]) -> BaseException | None:
+    return future.exception() if future.done() and not future.cancelled() else None
 
 
 class QueryEngine:
@@ -55,10 +64,12 @@ class QueryEngine:
         retry: RetryPolicy | None = None,
         budget: Budget | None = None,
     ) -> None:
-        if max_concurrency < 1 or chunk_size < 1:
-            raise ConfigError("max_concurrency and chunk_size must be >= 1")
+        check_int("max_concurrency", max_concurrency)
+        check_int("chunk_size", chunk_size)
         self.classifier = classifier
         self.cache = cache if cache is not None else QueryCache()
+        if self.cache.path is not None:
+            require_stable_identity(classifier, f"the persisted query cache {self.cache.path}")
         self.max_concurrency = max_concurrency
         self.chunk_size = chunk_size
         self.retry = retry or RetryPolicy()
@@ -68,7 +79,12 @@ class QueryEngine:
         self._inflight: dict[str, asyncio.Future[Label]] = {}
 
     async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
-        """The label of every text, in order."""
+        """The label of every text, in order.
+
+        A text already in flight for another explanation is awaited, not
+        sent again; if that explanation is cancelled before its answer
+        came, the text is asked again here.
+        """
         self._bind_loop()
         if not self.cache.enabled:
             return await self._uncached(texts, stats)
@@ -76,6 +92,7 @@ class QueryEngine:
         pending: dict[str, asyncio.Future[Label]] = {}
         known: dict[str, Label] = {}  # read now: a bounded cache may drop them before the end
         to_send: list[str] = []
+        waited: set[str] = set()  # in flight for another explanation
         for text in texts:
             if text in pending or text in known:
                 stats.cache_hits += 1
@@ -87,16 +104,27 @@ class QueryEngine:
             elif text in self._inflight:
                 stats.cache_hits += 1
                 pending[text] = self._inflight[text]
+                waited.add(text)
             else:
                 future: asyncio.Future[Label] = asyncio.get_running_loop().create_future()
                 self._inflight[text] = pending[text] = future
                 to_send.append(text)
         sends = [self._send(chunk, stats) for chunk in self._chunks(to_send)]
-        outcomes = await asyncio.gather(*sends, *pending.values(), return_exceptions=True)
+        # Shielded: cancelling this explanation must not cancel an answer another one awaits.
+        outcomes = await asyncio.gather(*sends, *map(asyncio.shield, pending.values()), return_exceptions=True)
         for outcome in outcomes:
-            if isinstance(outcome, BaseException):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, _Abandoned):
                 raise outcome
+        again = [t for t in waited if isinstance(_outcome(pending[t]), _Abandoned)]
+        if again:  # their sender was cancelled: ask them ourselves
+            stats.cache_hits -= len(again)
+            known.update(zip(again, await self.classify(again, stats), strict=True))
         return [known[text] if text in known else pending[text].result() for text in texts]
+
+    async def recheck(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+        """Ask the model about ``texts`` again, whatever the cache holds (paid, counted as queries)."""
+        self._bind_loop()
+        return await self._uncached(texts, stats)
 
     async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """Every text sent, duplicates included: what a run without a cache pays."""
@@ -119,22 +147,23 @@ class QueryEngine:
         return min(self.chunk_size, limit) if isinstance(limit, int) and limit > 0 else self.chunk_size
 
     async def _send(self, chunk: list[str], stats: QueryStats) -> None:
-        async with self._semaphore:
-            try:
+        """Send one chunk and resolve its in-flight futures, whatever happens (even cancellation)."""
+        try:
+            async with self._semaphore:
                 batch = await self._call(chunk, stats)
-            except BaseException as exc:
-                self._fail(chunk, exc)
-                raise
-        labels = batch.labels
-        if len(labels) != len(chunk):
-            error = ClassifierError(
-                f"returned {len(labels)} labels for {len(chunk)} texts", classifier=self.classifier.identity
-            )
-            self._fail(chunk, error)
-            raise error
-        self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True))
+            labels = batch.labels
+            if len(labels) != len(chunk):
+                raise ClassifierError(
+                    f"returned {len(labels)} labels for {len(chunk)} texts", classifier=self.classifier.identity
+                )
+        except BaseException as exc:
+            self._fail(chunk, exc)
+            raise
         for text, label in zip(chunk, labels, strict=True):
             self._inflight.pop(text).set_result(label)
+        self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True))
+        if self.budget is not None and self.budget.passed:  # labels kept; the explanation ends here
+            raise BudgetExceeded(f"{self.budget.passed}: does the server honour max_tokens?")
 
     async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
         """One call, retried on 429, 5xx, timeouts and dropped connections."""
@@ -194,12 +223,14 @@ class QueryEngine:
         stats.usd_settled += actual.usd
 
     def _fail(self, chunk: list[str], exc: BaseException) -> None:
-        if not isinstance(exc, Exception):
-            exc = ClassifierError("request cancelled", classifier=self.classifier.identity)
+        """End the chunk's in-flight futures: with its error, or, when its sender was
+        cancelled, with `_Abandoned` so that other explanations awaiting them ask again."""
+        error = exc if isinstance(exc, Exception) else _Abandoned()
         for text in chunk:
-            future = self._inflight.pop(text)
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it themselves
+            future = self._inflight.pop(text, None)
+            if future is not None and not future.done():
+                future.set_exception(error)
+                future.exception()  # retrieved: waiters re-raise it themselves
 
     def _bind_loop(self) -> None:
         # asyncio primitives belong to one event loop; a sync wrapper may

@@ -27,6 +27,7 @@ __all__ = [
     "ConfigError",
     "InvalidInputError",
     "LLMAnchorsError",
+    "NondeterminismWarning",
     "RateLimitError",
 ]
 
@@ -101,3 +102,7 @@ class BadResponseError(BackendError):
 
 class BudgetExceeded(LLMAnchorsError):
     """Sending the next batch could pass the spend cap, so it was not sent."""
+
+
+class NondeterminismWarning(RuntimeWarning):
+    """The explained model gave a text another label when asked again (``verify_determinism``)."""

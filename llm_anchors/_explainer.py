@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+import warnings
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self
 
 import numpy as np
 
 from ._budget import Budget
 from ._cache import QueryCache
+from ._checks import check_int
 from ._classifier import UNPARSED, Classifier, Label
 from ._engine import QueryEngine, QueryStats
-from ._exceptions import BudgetExceeded, ConfigError
+from ._exceptions import BudgetExceeded, ConfigError, NondeterminismWarning
 from ._explanation import AnchorData, Cost, Explanation, Meta
 from ._retry import RetryPolicy
 from ._rules import Rule, make_rule
 from ._sampler import Instance, Sampler
 from ._search import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
+from ._sync import SyncRunner
 from ._text import TextSampler
 from ._version import __version__
 
 __all__ = ["AnchorsExplainer", "Progress"]
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -82,6 +81,15 @@ class AnchorsExplainer:
     returns the best rule found so far, with ``meta.budget_exhausted`` set
     and the precision bounds of the samples it has.
 
+    The query cache keeps one answer per text, and the precision bounds
+    assume the model gives it every time. A model that does not (a hosted
+    LLM at temperature > 0; llama-server, whose log-probabilities move with
+    the batch a prompt shares) makes the bounds overstate their confidence.
+    ``verify_determinism=k`` asks the model again, bypassing the cache,
+    about k of the explanation's texts (paid queries, counted): the count
+    that changed label is in ``meta.determinism``, and any change warns
+    (`NondeterminismWarning`).
+
     >>> explainer = AnchorsExplainer(clf, seed=0)
     >>> exp = await explainer.explain("a good and great movie")
     """
@@ -112,11 +120,13 @@ class AnchorsExplainer:
         budget: Budget | None = None,
         on_budget: Literal["raise", "return"] = "raise",
         n_examples: int = 5,
+        verify_determinism: int = 0,
     ) -> None:
         if not isinstance(classifier, Classifier):
             raise ConfigError(f"{classifier!r} is not a Classifier (it needs .identity and async .classify)")
-        if seed is not None and (not isinstance(seed, int) or seed < 0):
-            raise ConfigError(f"seed must be a non-negative int or None, got {seed!r}")
+        check_int("seed", seed, minimum=0, optional=True)
+        check_int("n_examples", n_examples, minimum=0)
+        check_int("verify_determinism", verify_determinism, minimum=0)
         self.classifier = classifier
         self.params = SearchParams(
             threshold=threshold,
@@ -138,7 +148,7 @@ class AnchorsExplainer:
             classifier,
             cache=cache,
             max_concurrency=max_concurrency,
-            chunk_size=chunk_size or batch_size,
+            chunk_size=batch_size if chunk_size is None else chunk_size,
             retry=retry,
             budget=budget,
         )
@@ -146,6 +156,8 @@ class AnchorsExplainer:
             raise ConfigError(f"on_budget must be 'raise' or 'return', got {on_budget!r}")
         self.on_budget = on_budget
         self.n_examples = n_examples
+        self.verify_determinism = verify_determinism
+        self._sync = SyncRunner()
 
     async def aclose(self) -> None:
         """Close the classifier's connections, if it holds any."""
@@ -153,11 +165,23 @@ class AnchorsExplainer:
         if close is not None:
             await close()
 
+    def close(self) -> None:
+        """`aclose` for code that used the sync methods: also stops their event loop."""
+        if self._sync.started:
+            self._sync.run(self.aclose())
+        self._sync.close()
+
     async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def cache(self) -> QueryCache:
@@ -193,11 +217,16 @@ class AnchorsExplainer:
         run.progress = progress
         await self._label_target(run)
         result = await self._search(run, None)
-        return self._explanation(run, result)
+        return self._explanation(run, result, **await self._recheck(run))
 
     def explain_sync(self, text: Any, *, seed: int | None = None) -> Explanation:
-        """`explain` for code without an event loop (or inside Jupyter's)."""
-        return _run_sync(self.explain(text, seed=seed))
+        """`explain` for code without an event loop (or inside Jupyter's).
+
+        Every sync call runs on one event loop of this explainer's (in a
+        background thread), so connections are reused; `close()` (or
+        ``with explainer:``) releases them.
+        """
+        return self._sync.run(self.explain(text, seed=seed))
 
     async def estimate_precision(
         self, text: Any, positions: tuple[int, ...] | list[int], *, n: int = 1000, seed: int = 2**31 - 1
@@ -211,6 +240,7 @@ class AnchorsExplainer:
     # -- the steps of one explanation, reused by MAnchors -----------------
 
     def _start(self, text: object, seed: int | None) -> _Run:
+        check_int("seed", seed, minimum=0, optional=True)
         instance = self.sampler.features(text)
         if seed is None:
             seed = self.seed
@@ -238,6 +268,25 @@ class AnchorsExplainer:
                 raise
             run.budget_exhausted = True
             return search.best_so_far()
+
+    async def _recheck(self, run: _Run) -> dict[str, Any]:
+        """Ask the model again about ``verify_determinism`` of the run's texts; meta fields."""
+        texts = list(dict.fromkeys(run.texts))
+        if not self.verify_determinism or not texts:
+            return {}
+        picker = np.random.default_rng([run.seed, 0xDE7])  # not run.rng: the explanation is unchanged
+        chosen = [texts[i] for i in sorted(picker.choice(len(texts), min(self.verify_determinism, len(texts)), False))]
+        before = await self.engine.classify(chosen, run.stats)  # cached: the labels the search used
+        again = await self.engine.recheck(chosen, run.stats)
+        changed = sum(a != b for a, b in zip(before, again, strict=True))
+        if changed:
+            warnings.warn(
+                f"{changed} of {len(chosen)} texts got another label when asked again: the model is not "
+                "deterministic, and the precision bounds overstate their confidence",
+                NondeterminismWarning,
+                stacklevel=3,
+            )
+        return {"determinism": {"rechecked": len(chosen), "changed": changed}}
 
     async def _answer(self, run: _Run, requests: list[SampleRequest]) -> list[Samples]:
         """Draw, label and return the samples one round of the search asked for."""
@@ -337,12 +386,3 @@ async def drive(
     except StopIteration as stop:
         result: SearchResult = stop.value
         return result
-
-
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()

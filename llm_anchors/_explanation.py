@@ -53,7 +53,8 @@ class Meta:
     ``memory_hit`` (None for plain Anchors), the similarity and text of the
     nearest remembered input, the time to embed and look it up; with
     strategy "guided" the rules the memory proposed, with "paper" the rule
-    HT mapped onto this input and the words pruned from it.
+    HT mapped onto this input and the words pruned from it. ``determinism``
+    (with ``verify_determinism``): texts asked again and how many changed label.
     """
 
     explainer: str
@@ -77,6 +78,7 @@ class Meta:
     ht_rule: tuple[str, ...] = ()
     ht_pruned: tuple[str, ...] = ()
     memory_proposals: tuple[tuple[str, ...], ...] = ()
+    determinism: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -159,9 +159,16 @@ class ImageSampler:
         return np.stack(out)
 
     def classifier(self, predict: Any, *, name: str | None = None) -> FunctionClassifier:
-        """A `Classifier` calling ``predict(images) -> labels`` on (n × H × W × 3) float batches."""
-        label = f"image:{name or model_name(predict)}"
-        return FunctionClassifier(lambda texts: predict(self.render(texts)), name=label)
+        """A `Classifier` calling ``predict(images) -> labels`` on (n × H × W × 3) float batches.
+
+        ``name``: the model's identity, as `FunctionClassifier`'s.
+        """
+
+        def classify(texts: list[str]) -> Any:
+            return predict(self.render(texts))
+
+        classify.__qualname__ = f"image:{model_name(predict)}"
+        return FunctionClassifier(classify, name=f"image:{name}" if name else None)
 
     # -- display -----------------------------------------------------------
 

@@ -66,10 +66,21 @@ class LLMClassifier:
         self._usage_partial = False
 
     def _default_price(self, prices: dict[str, Price] | None) -> Price:
+        """The backend's model's price; free only for a backend that says it runs locally.
+
+        Unknown means hosted: a backend without ``is_local`` is priced, and one
+        that names no ``model`` needs an explicit ``price=`` (else the dollar
+        cap could not hold).
+        """
         model = getattr(self.backend, "model", None)
-        local = bool(getattr(self.backend, "is_local", True))
+        local = getattr(self.backend, "is_local", False) is True
         if model is None:
-            return FREE
+            if local:
+                return FREE
+            raise ConfigError(
+                f"cannot price {self.backend.identity!r}: it names no model and does not say it runs locally "
+                "(is_local); pass LLMClassifier(..., price=Price(...))"
+            )
         return price_for(str(model), local=local, prices=prices)
 
     def _default_counter(self) -> TokenCounter:

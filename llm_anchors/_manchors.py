@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from ._classifier import Classifier
+from ._classifier import Classifier, require_stable_identity
 from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
 from ._explainer import AnchorsExplainer, Progress, _Run
@@ -207,7 +207,12 @@ class MAnchorsExplainer(AnchorsExplainer):
                 "embedder": self.features.identity}  # fmt: skip
 
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Save the memory (atomically: a crash leaves the previous save loadable)."""
+        """Save the memory (atomically: a crash leaves the previous save loadable).
+
+        The memory is for this classifier's identity: an unnamed
+        `FunctionClassifier` (a random identity) cannot be saved.
+        """
+        require_stable_identity(self.classifier, f"a memory saved to {directory}")
         self.memory.save(directory)
 
     def load(self, directory: str | os.PathLike[str]) -> None:
@@ -238,7 +243,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             result = await self._search(run, None)
         if not run.budget_exhausted:
             self._remember(run, result, vector)
-        return self._explanation(run, result, **extra)
+        return self._explanation(run, result, **extra, **await self._recheck(run))
 
     async def explain_many(
         self,
@@ -326,6 +331,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             memory_source=entry.text,
             ht_rule=tuple(words[p] for p in mapped),
             ht_pruned=tuple(words[p] for p in mapped if p not in kept),
+            **await self._recheck(run),
         )
 
     def horizontal(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:

@@ -10,13 +10,21 @@ entries of the same label. Saved as a directory:
 
 A save writes a new generation, then replaces CURRENT atomically, so a
 process killed during a save leaves the previous memory loadable. No
-pickle anywhere.
+pickle anywhere. entries.json holds the SHA-256 of index.bin and
+vectors.npy: a load checks both before hnswlib reads a byte (a damaged
+index file could crash the interpreter), loads into a fresh index, checks
+its size and dimension against the entries, and refuses anything else
+with a `ConfigError` naming the file; CURRENT must name a generation of
+this directory. A save of format 1 (no checksums) is rebuilt from its
+vectors instead of trusting its index file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,7 +37,8 @@ from ._exceptions import ConfigError
 
 __all__ = ["MemoryEntry", "RuleMemory"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_GENERATION = re.compile(r"gen-\d{6}")
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,7 @@ class RuleMemory:
             "embedder": self.embedder_id,
             "dim": self.dim,
             "scope": self.scope,
+            "checksums": {name: _sha256(gen / name) for name in ("index.bin", "vectors.npy")},
             "entries": [asdict(e) for e in self.entries],
         }
         (gen / "entries.json").write_text(json.dumps(meta))
@@ -168,16 +178,12 @@ class RuleMemory:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, embedder_id: str, dim: int, scope: str) -> RuleMemory:
+        """The memory saved in ``directory``; `ConfigError` naming the file when anything is amiss."""
         root = Path(directory)
         gen = _current(root)
         if gen is None:
             raise ConfigError(f"{root} holds no saved memory (no CURRENT file)")
-        try:
-            meta = json.loads((gen / "entries.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read memory {gen}: {exc}") from exc
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ConfigError(f"memory {root} has format {meta.get('format_version')}, not {FORMAT_VERSION}")
+        meta = _read_meta(gen / "entries.json")
         if meta.get("embedder") != embedder_id or meta.get("dim") != dim:
             raise ConfigError(
                 f"memory {root} was built with {meta.get('embedder')} ({meta.get('dim')} dims), "
@@ -185,26 +191,103 @@ class RuleMemory:
             )
         if meta.get("scope") != scope:
             raise ConfigError(f"memory {root} was built for another model: {meta.get('scope')!r}, not {scope!r}")
+        try:
+            entries = [_entry(raw) for raw in meta["entries"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
+        checksums = meta.get("checksums") if meta["format_version"] >= 2 else None
+        vectors = _read_vectors(gen / "vectors.npy", (len(entries), dim), checksums)
         memory = cls(dim, embedder_id, scope)
-        vectors = np.load(gen / "vectors.npy", allow_pickle=False)
-        entries = [_entry(raw) for raw in meta["entries"]]
-        if len(vectors) != len(entries):
-            raise ConfigError(f"memory {gen} is inconsistent: {len(vectors)} vectors, {len(entries)} entries")
-        memory._index = memory._new_index(max(1024, len(entries)))
-        memory._index.load_index(str(gen / "index.bin"), max_elements=max(1024, len(entries)))
-        memory._index.set_ef(memory._ef)
-        memory.entries, memory._vectors = entries, vectors.astype(np.float32)
+        memory.entries, memory._vectors = entries, vectors
+        if checksums is None:
+            memory._index = memory._rebuilt(vectors)
+        else:
+            memory._index = memory._read_index(gen / "index.bin", len(entries), checksums)
         for number, entry in enumerate(entries):
             memory._file(entry, number)
         return memory
 
+    def _rebuilt(self, vectors: np.ndarray) -> Any:
+        index = self._new_index(max(1024, len(vectors)))
+        if len(vectors):
+            index.add_items(vectors, np.arange(len(vectors)))
+        return index
+
+    def _read_index(self, path: Path, count: int, checksums: dict[str, Any]) -> Any:
+        """Load ``path`` into a fresh index, after its checksum; check it holds ``count`` vectors of this dimension."""
+        _verify(path, checksums)
+        index = self._hnswlib.Index(space="cosine", dim=self.dim)
+        try:
+            index.load_index(str(path), max_elements=max(1024, count))
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise ConfigError(f"{path}: not a readable hnswlib index ({exc})") from exc
+        if index.get_current_count() != count or index.dim != self.dim:
+            raise ConfigError(f"{path}: holds {index.get_current_count()} vectors of {index.dim} dims, "
+                              f"the entries say {count} of {self.dim}")  # fmt: skip
+        index.set_ef(self._ef)
+        return index
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+    if not isinstance(meta, dict) or not isinstance(meta.get("entries"), list):
+        raise ConfigError(f"{path} is not a memory's entries file")
+    if meta.get("format_version") not in (1, FORMAT_VERSION):
+        raise ConfigError(
+            f"{path} has format {meta.get('format_version')!r}; this version reads 1 and {FORMAT_VERSION}"
+        )
+    return meta
+
+
+def _read_vectors(path: Path, shape: tuple[int, int], checksums: dict[str, Any] | None) -> np.ndarray:
+    if checksums is not None:
+        _verify(path, checksums)
+    try:
+        vectors = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+    if vectors.shape != shape or not np.isfinite(vectors).all():
+        raise ConfigError(f"{path}: vectors of shape {vectors.shape}, the entries say {shape} (or not finite)")
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def _verify(path: Path, checksums: dict[str, Any]) -> None:
+    if not isinstance(checksums, dict) or path.name not in checksums:
+        raise ConfigError(f"{path.parent / 'entries.json'} holds no checksum of {path.name}")
+    try:
+        digest = _sha256(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+    if digest != checksums[path.name]:
+        raise ConfigError(f"{path} does not match its checksum: damaged, or from another save")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
 
 def _current(root: Path) -> Path | None:
+    """The generation CURRENT names: a ``gen-NNNNNN`` directory of ``root``, never anything outside it."""
     pointer = root / "CURRENT"
     if not pointer.is_file():
         return None
-    gen = root / pointer.read_text().strip()
-    return gen if gen.is_dir() else None
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {pointer}: {exc}") from exc
+    if not _GENERATION.fullmatch(name):
+        raise ConfigError(f"{pointer} names {name[:80]!r}, not a generation (gen-NNNNNN) of {root}")
+    gen = root / name
+    if not gen.is_dir():
+        raise ConfigError(f"{pointer} names {name}, which {root} does not hold")
+    return gen
 
 
 def _fsync(path: Path) -> None:
@@ -213,6 +296,8 @@ def _fsync(path: Path) -> None:
 
 
 def _entry(raw: dict[str, Any]) -> MemoryEntry:
+    if isinstance(raw.get("label"), (list, dict)):
+        raise TypeError(f"unhashable label {raw['label']!r}")
     return MemoryEntry(
         text=str(raw["text"]),
         words=tuple(raw["words"]),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._bandit import kl_lower_bound, kl_upper_bound, lucb
+from ._checks import check_int, check_number
 from ._exceptions import ConfigError
 from ._rules import Rule, covers
 
@@ -108,17 +109,11 @@ class SearchParams:
 
     def __post_init__(self) -> None:
         for name in ("threshold", "delta", "epsilon", "epsilon_stop"):
-            value = getattr(self, name)
-            if not 0.0 < value < 1.0 or (name == "threshold" and value == 1.0):
-                raise ConfigError(f"{name} must lie strictly between 0 and 1, got {value}")
+            check_number(name, getattr(self, name), high=1.0)
         for name in ("batch_size", "beam_size", "min_samples_start", "coverage_samples"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            check_int(name, getattr(self, name))
         for name in ("max_arms", "max_anchor_size"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ConfigError(f"{name} must be None or a positive integer, got {value!r}")
+            check_int(name, getattr(self, name), optional=True)
 
 
 @dataclass(frozen=True)

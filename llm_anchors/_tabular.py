@@ -208,9 +208,16 @@ class TabularSampler:
         return number
 
     def classifier(self, predict: Any, *, name: str | None = None) -> FunctionClassifier:
-        """A `Classifier` calling ``predict(matrix) -> labels`` (e.g. a scikit-learn model's)."""
-        label = f"tabular:{name or model_name(predict)}"
-        return FunctionClassifier(lambda texts: predict(self.decode(texts)), name=label)
+        """A `Classifier` calling ``predict(matrix) -> labels`` (e.g. a scikit-learn model's).
+
+        ``name``: the model's identity, as `FunctionClassifier`'s.
+        """
+
+        def classify(texts: list[str]) -> Any:
+            return predict(self.decode(texts))
+
+        classify.__qualname__ = f"tabular:{model_name(predict)}"
+        return FunctionClassifier(classify, name=f"tabular:{name}" if name else None)
 
     # -- MAnchors: memory over discretised rows, HT on the same feature ---------
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._checks import check_int, check_number
 from ._exceptions import ConfigError, InvalidInputError
 from ._rules import Rule
 from ._sampler import keep_independently
@@ -77,10 +78,10 @@ class TextSampler:
     ) -> None:
         if mode != "unk":
             raise ConfigError(f"unknown perturbation mode {mode!r}; available: 'unk'")
-        if not 0.0 < p_replace < 1.0:
-            raise ConfigError(f"p_replace must lie strictly between 0 and 1, got {p_replace}")
-        if max_words < 1:
-            raise ConfigError(f"max_words must be >= 1, got {max_words}")
+        check_number("p_replace", p_replace, high=1.0)
+        check_int("max_words", max_words)
+        if not isinstance(mask, str) or not mask.strip():
+            raise ConfigError(f"mask must be a non-empty string (it replaces a word), got {mask!r}")
         self.mode = mode
         self.mask = mask
         self.p_replace = p_replace

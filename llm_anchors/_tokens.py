@@ -17,6 +17,8 @@ import hashlib
 import importlib.util
 import math
 import os
+import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,30 +110,42 @@ class ServerTokenCounter:
 
     ``base_url`` may end in ``/v1``: /tokenize lives at the server's root on
     llama-server and on vLLM. ``add_special`` counts the BOS token the
-    server adds to a completion prompt.
+    server adds to a completion prompt. The counts of at most
+    ``max_entries`` prompts are kept (least recently used dropped): a long
+    stream counts millions of distinct perturbations.
     """
 
-    def __init__(self, base_url: str, *, model: str | None = None, max_concurrency: int = 16) -> None:
+    def __init__(
+        self, base_url: str, *, model: str | None = None, max_concurrency: int = 16, max_entries: int = 100_000
+    ) -> None:
         self.root = base_url.rstrip("/").removesuffix("/v1")
+        self.shown = re.sub(r"//[^/@\s]+@", "//", self.root)  # for messages: no user:password@
         self.model = model
         self._vllm = False  # llama-server's request shape first; vLLM's when it is refused
         self.max_concurrency = max_concurrency
-        self._cache: dict[str, int] = {}
+        self.max_entries = max_entries
+        self._cache: OrderedDict[str, int] = OrderedDict()
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def count(self, prompts: Sequence[str]) -> TokenCount:
-        missing = list(dict.fromkeys(p for p in prompts if p not in self._cache))
+        counts = {p: self._cache[p] for p in dict.fromkeys(prompts) if p in self._cache}
+        missing = [p for p in dict.fromkeys(prompts) if p not in counts]
         if missing:
             semaphore = asyncio.Semaphore(self.max_concurrency)
             session = self._get_session()
 
             async def one(prompt: str) -> None:
                 async with semaphore:
-                    self._cache[prompt] = await self._tokenize(session, prompt)
+                    counts[prompt] = await self._tokenize(session, prompt)
 
             await asyncio.gather(*(one(p) for p in missing))
-        return TokenCount([self._cache[p] for p in prompts])
+        for prompt, n in counts.items():
+            self._cache[prompt] = n
+            self._cache.move_to_end(prompt)
+        while len(self._cache) > self.max_entries:
+            self._cache.popitem(last=False)
+        return TokenCount([counts[p] for p in prompts])
 
     async def _tokenize(self, session: Any, prompt: str) -> int:
         import aiohttp
@@ -142,14 +156,14 @@ class ServerTokenCounter:
                 self._vllm = True
                 status, raw = await self._post(session, prompt)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise BackendError(f"/tokenize failed: {type(exc).__name__}", classifier=self.root, status=503) from exc
+            raise BackendError(f"/tokenize failed: {type(exc).__name__}", classifier=self.shown, status=503) from exc
         if status >= 400:
-            raise BackendError(f"/tokenize answered {status}", classifier=self.root, status=status)
+            raise BackendError(f"/tokenize answered {status}", classifier=self.shown, status=status)
         if isinstance(raw, dict) and isinstance(raw.get("count"), int):
             return int(raw["count"])
         if isinstance(raw, dict) and isinstance(raw.get("tokens"), list):
             return len(raw["tokens"])
-        raise BadResponseError("/tokenize answer has no tokens", classifier=self.root)
+        raise BadResponseError("/tokenize answer has no tokens", classifier=self.shown)
 
     async def _post(self, session: Any, prompt: str) -> tuple[int, Any]:
         body: dict[str, Any] = {"content": prompt, "add_special": True}

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TextIO
 
 from ._budget import Budget
-from ._exceptions import LLMAnchorsError
+from ._exceptions import ConfigError, LLMAnchorsError
 from ._explainer import AnchorsExplainer, Progress
 from ._explanation import Explanation
 from ._llm import LLMClassifier
 from ._pricing import load_prices
+from ._retry import RetryPolicy
 from ._text import TextInstance
 
 __all__ = ["main"]
@@ -40,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--seed", type=int, default=0)
     explain.add_argument("--threshold", type=float, default=0.95, help="precision an anchor must reach (τ)")
     explain.add_argument("--max-concurrency", type=int, default=8, help="requests in flight")
+    explain.add_argument("--timeout", type=float, default=60.0, help="seconds for one HTTP request")
+    explain.add_argument(
+        "--max-attempts", type=int, default=6, help="attempts per request on 429/5xx/timeouts (default 6)"
+    )
     explain.add_argument("--max-usd", default=None, help="spend cap in USD")
     explain.add_argument("--max-queries", type=int, default=None, help="cap on model queries")
     explain.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
@@ -73,7 +78,9 @@ async def _explain(args: argparse.Namespace) -> int:
     with _backend(args) as (base_urls, model):
         from adapters.openai_compat import OpenAICompatibleBackend
 
-        backend = OpenAICompatibleBackend(base_urls, model, endpoint=args.endpoint, max_prompts_per_request=8)
+        backend = OpenAICompatibleBackend(
+            base_urls, model, endpoint=args.endpoint, max_prompts_per_request=8, timeout=args.timeout
+        )
         prices = load_prices(args.price_file) if args.price_file else None
         clf = LLMClassifier(backend, prompt, labels, prices=prices)
         budget = None
@@ -84,6 +91,7 @@ async def _explain(args: argparse.Namespace) -> int:
             seed=args.seed,
             threshold=args.threshold,
             max_concurrency=args.max_concurrency,
+            retry=RetryPolicy(max_attempts=args.max_attempts),
             budget=budget,
             on_budget=args.on_budget,
         ) as explainer:
@@ -106,7 +114,13 @@ def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str]]:
 
 
 def _read_prompt(value: str) -> str:
-    return Path(value[1:]).read_text() if value.startswith("@") else value
+    """The template itself, or with ``@FILE`` the file's text; `ConfigError` when it cannot be read."""
+    if not value.startswith("@"):
+        return value
+    try:
+        return Path(value[1:]).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--prompt {value}: cannot read the prompt file ({type(exc).__name__}: {exc})") from exc
 
 
 class _ProgressLine:

@@ -2,7 +2,9 @@
 
 It fails a set fraction of requests, each way a real server fails: 429
 with Retry-After, 500, 503, a hang past the client's timeout, a dropped
-connection, or a 400. The rest are answered either by a Python function
+connection, a 400, a 401 whose body echoes the Authorization header
+("echo-key"), or status 200 with a truncated JSON body ("truncated") or
+an HTML page ("html"). The rest are answered either by a Python function
 (``answer(prompt) -> label word``, replied in llama-server's shape) or by
 forwarding to a real upstream server (``upstream="http://127.0.0.1:P/v1"``).
 """
@@ -86,6 +88,15 @@ class FaultServer:
                 return web.Response(status=429, text="slow down", headers={"Retry-After": self.retry_after})
             if kind in ("500", "503", "400"):
                 return web.Response(status=int(kind), text=f"injected {kind}")
+            if kind == "echo-key":
+                echoed = request.headers.get("Authorization", "")
+                return web.Response(status=401, text=f'{{"error": "Incorrect API key provided: {echoed}"}}')
+            if kind == "truncated":
+                return web.Response(status=200, text='{"choices": [{"index": 0, "te', content_type="application/json")
+            if kind == "html":
+                return web.Response(
+                    status=200, text="<html><body>502 Bad Gateway</body></html>", content_type="text/html"
+                )
             if kind == "timeout":
                 await asyncio.sleep(self.hang_s)
             elif kind == "drop":

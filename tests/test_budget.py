@@ -192,3 +192,66 @@ def test_bad_cache_file(tmp_path):
     bad.write_text("garbage " * 100)
     with pytest.raises(ConfigError):
         QueryCache(bad)
+
+
+class _OverReporting:
+    """A backend that reports 20 completion tokens per prompt whatever max_tokens says."""
+
+    is_local = False
+    model = "hosted-model"
+
+    def __init__(self):
+        from llm_anchors import MockBackend
+
+        self.inner = MockBackend(sentiment, others=LABELS)
+
+    @property
+    def identity(self):
+        return "over-reporting"
+
+    async def complete(self, prompts, params):
+        from llm_anchors import Completions, Usage
+
+        got = await self.inner.complete(prompts, params)
+        return Completions(got.items, Usage(got.usage.prompt_tokens, 20 * len(prompts)), len(prompts))
+
+    async def aclose(self):
+        pass
+
+
+@pytest.mark.parametrize("on_budget", ["raise", "return"])
+async def test_a_server_over_reporting_usage_ends_the_explanation_and_says_by_how_much(on_budget):
+    budget = Budget(max_usd="0.0002")
+    clf = LLMClassifier(_OverReporting(), PROMPT, LABELS, price=PRICE)
+    explainer = AnchorsExplainer(clf, seed=0, budget=budget, on_budget=on_budget, max_concurrency=4, batch_size=50)
+    if on_budget == "raise":
+        with pytest.raises(BudgetExceeded, match="passed the cap"):
+            await explainer.explain(SENTENCES[0])
+    else:
+        exp = await explainer.explain(SENTENCES[0])
+        assert exp.meta.budget_exhausted
+    report = budget.report()
+    assert report.passed.startswith("settled spend passed the cap: $") and report.settled.usd > budget.max_usd
+    spent = report.settled.usd
+    with pytest.raises(BudgetExceeded):  # nothing more is sent
+        await AnchorsExplainer(clf, seed=1, budget=budget).explain(SENTENCES[1])
+    assert budget.report().settled.usd == spent
+
+
+def test_a_backend_that_does_not_say_it_is_local_is_priced():
+    from llm_anchors import MockBackend
+
+    class Custom:
+        identity = "custom"
+
+        async def complete(self, prompts, params): ...
+
+        async def aclose(self): ...
+
+    with pytest.raises(ConfigError, match="cannot price"):
+        LLMClassifier(Custom(), PROMPT, LABELS)
+    assert LLMClassifier(Custom(), PROMPT, LABELS, price=PRICE).price == PRICE
+    assert LLMClassifier(MockBackend(sentiment), PROMPT, LABELS).price.input == 0
+    hosted = _OverReporting()
+    with pytest.raises(ConfigError):  # a hosted model of unknown price
+        LLMClassifier(hosted, PROMPT, LABELS)

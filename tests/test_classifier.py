@@ -3,7 +3,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from llm_anchors import Classifier, ClassifierError, FunctionClassifier
+from llm_anchors import Classifier, ClassifierError, ConfigError, FunctionClassifier
 
 
 async def test_sync_function():
@@ -55,5 +55,57 @@ async def test_wrong_answers_are_named(answer):
 
 
 def test_not_callable():
-    with pytest.raises(TypeError):
+    with pytest.raises(ConfigError):
         FunctionClassifier("not a function")  # type: ignore[arg-type]
+
+
+class _Model:
+    def __init__(self, answer):
+        self.answer = answer
+
+    def predict(self, texts):
+        return [self.answer] * len(texts)
+
+
+async def test_two_models_never_share_cached_labels_by_accident():
+    from llm_anchors import AnchorsExplainer, QueryCache
+
+    cache = QueryCache()
+    model_a, model_b = _Model(1), _Model(0)
+    a = await AnchorsExplainer(FunctionClassifier(model_a.predict), cache=cache, seed=0).explain("good film")
+    b = await AnchorsExplainer(FunctionClassifier(model_b.predict), cache=cache, seed=0).explain("good film")
+    assert a.data.label == 1 and b.data.label == 0 and b.meta.queries > 0
+    one, two = FunctionClassifier(lambda t: t), FunctionClassifier(lambda t: t)
+    assert one.identity != two.identity and "<lambda>#" in one.identity
+    # A name is an explicit promise that two classifiers are one model: they share.
+    assert (
+        FunctionClassifier(model_a.predict, name="m").identity == FunctionClassifier(model_b.predict, name="m").identity
+    )
+
+
+def test_a_persisted_cache_or_memory_needs_a_named_classifier(tmp_path):
+    from llm_anchors import AnchorsExplainer, QueryCache
+
+    with pytest.raises(ConfigError, match="name="):
+        AnchorsExplainer(FunctionClassifier(_Model(1).predict), cache=QueryCache(tmp_path / "q.db"))
+    AnchorsExplainer(FunctionClassifier(_Model(1).predict, name="m-v1"), cache=QueryCache(tmp_path / "q.db"))
+
+
+async def test_a_call_that_never_returns_times_out():
+    from llm_anchors import BackendTimeoutError
+
+    async def hangs(texts):
+        await asyncio.sleep(3600)
+
+    clf = FunctionClassifier(hangs, timeout=0.05)
+    with pytest.raises(BackendTimeoutError, match="0.05"):
+        await asyncio.wait_for(clf.classify(["a"]), 5)
+    for bad in (0, -1, "1", True):
+        with pytest.raises(ConfigError):
+            FunctionClassifier(hangs, timeout=bad)
+
+
+async def test_nan_is_not_a_label():
+    clf = FunctionClassifier(lambda texts: [float("nan")] * len(texts))
+    with pytest.raises(ClassifierError, match="NaN"):
+        await clf.classify(["a"])

@@ -28,7 +28,14 @@ def test_usage_errors_exit_with_2(capsys):
 
 
 def test_unreachable_server_is_a_clear_error(capsys):
-    code = main(["explain", "a good film", "--base-url", "http://127.0.0.1:9/v1", "--max-queries", "5"])
+    args = ["--max-queries", "5", "--max-attempts", "1", "--timeout", "5"]
+    code = main(["explain", "a good film", "--base-url", "http://127.0.0.1:9/v1", *args])
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "127.0.0.1:9" in err
+
+
+def test_a_missing_prompt_file_is_a_clear_error(capsys, tmp_path):
+    code = main(["explain", "a good film", "--base-url", "http://127.0.0.1:9/v1", "--prompt", f"@{tmp_path}/none.txt"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: --prompt @") and "none.txt" in err and "Traceback" not in err

@@ -137,3 +137,71 @@ def test_a_bounded_persisted_cache_reads_dropped_labels_back(tmp_path):
     assert len(reopened) == 2 and reopened.get("r", "b") == (True, 2)
     with pytest.raises(ConfigError):
         QueryCache(max_entries=0)
+
+
+async def test_a_cancelled_explanation_does_not_poison_the_texts_it_was_sending():
+    rec = Recorder(delay=0.2)
+    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=1)
+    first = asyncio.ensure_future(engine.classify(["a", "b", "c"], QueryStats()))
+    await asyncio.sleep(0.05)
+    waiting = asyncio.ensure_future(engine.classify(["b", "d"], QueryStats()))  # "b" is in flight for `first`
+    await asyncio.sleep(0.01)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    # The waiter asks again for what the cancelled call never got, and nothing stays in flight.
+    assert await asyncio.wait_for(waiting, 5) == ["B", "D"]
+    assert engine._inflight == {}
+    stats = QueryStats()
+    assert await asyncio.wait_for(engine.classify(["a", "b", "c"], stats), 5) == ["A", "B", "C"]
+
+
+async def test_cancelled_while_queued_for_the_semaphore_leaves_nothing_in_flight():
+    rec = Recorder(delay=0.2)
+    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=1, chunk_size=1)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(engine.classify(["a", "b", "c", "d"], QueryStats()), 0.1)
+    assert engine._inflight == {}
+    assert await asyncio.wait_for(engine.classify(["c", "d"], QueryStats()), 5) == ["C", "D"]
+
+
+async def test_waiting_for_an_answer_does_not_cancel_it_for_its_sender():
+    rec = Recorder(delay=0.2)
+    engine = QueryEngine(FunctionClassifier(rec))
+    sender = asyncio.ensure_future(engine.classify(["a"], QueryStats()))
+    await asyncio.sleep(0.02)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(engine.classify(["a"], QueryStats()), 0.05)  # a waiter gives up
+    assert await asyncio.wait_for(sender, 5) == ["A"]
+
+
+async def test_a_cache_that_cannot_write_keeps_the_labels_and_warns(tmp_path):
+    import sqlite3
+
+    from llm_anchors import CacheWriteWarning
+
+    path = tmp_path / "q.db"
+    cache = QueryCache(path)
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        engine = QueryEngine(FunctionClassifier(Recorder(), name="r"), cache=cache)
+        with pytest.warns(CacheWriteWarning, match="kept in memory only"):
+            labels = await asyncio.wait_for(engine.classify(["a", "b"], QueryStats()), 30)
+        assert labels == ["A", "B"] and cache.get("function:r", "a") == (True, "A")
+        stats = QueryStats()
+        assert await asyncio.wait_for(engine.classify(["a", "c"], stats), 30) == ["A", "C"]  # no second warning
+        assert (stats.queries, stats.cache_hits) == (1, 1)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+
+
+async def test_labels_that_are_not_json_stay_in_memory(tmp_path):
+    from llm_anchors import CacheWriteWarning
+
+    cache = QueryCache(tmp_path / "q.db")
+    engine = QueryEngine(FunctionClassifier(lambda texts: [frozenset([t]) for t in texts], name="sets"), cache=cache)
+    with pytest.warns(CacheWriteWarning):
+        labels = await asyncio.wait_for(engine.classify(["a"], QueryStats()), 10)
+    assert labels == [frozenset(["a"])]

@@ -164,6 +164,23 @@ def test_bad_configuration():
         explainer(needs_all("good"), threshold=1.5)
     with pytest.raises(ConfigError):
         explainer(needs_all("good"), seed=-1)
+    for bad in ({"seed": True}, {"chunk_size": 0}, {"max_concurrency": 2.5}, {"threshold": "0.9"}, {"n_examples": -1}):
+        with pytest.raises(ConfigError):
+            explainer(needs_all("good"), **bad)
+
+
+async def test_a_cancelled_explanation_leaves_the_explainer_working():
+    async def slow(texts):
+        await asyncio.sleep(0.05)
+        return needs_all("good", "great")(texts)
+
+    e = explainer(slow)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(e.explain(SENTENCE, seed=1), 0.3)
+    # The same explanation again needs the texts the cancelled one had in flight.
+    again = await asyncio.wait_for(e.explain(SENTENCE, seed=1), 60)
+    assert set(again.data.anchor) == {"good", "great"}
+    assert e.engine._inflight == {}
 
 
 def test_explain_sync_outside_and_inside_a_loop():
@@ -205,3 +222,28 @@ async def test_real_text_rf_anchors_hold_on_fresh_samples(text_rf):
     # Each anchor is >= tau - epsilon_stop with probability >= 1 - delta; on average above tau.
     assert min(fresh) >= 0.9
     assert sum(fresh) / len(fresh) >= 0.95
+
+
+async def test_verify_determinism_catches_a_model_that_changes_its_mind():
+    import itertools
+    import warnings
+
+    from llm_anchors import NondeterminismWarning
+
+    steady = explainer(needs_all("good", "great"), verify_determinism=20)
+    exp = await steady.explain(SENTENCE)
+    assert exp.meta.determinism == {"rechecked": 20, "changed": 0}
+    again = await explainer(needs_all("good", "great")).explain(SENTENCE)
+    assert again.data == exp.data and again.meta.determinism is None  # the check never changes the explanation
+    assert exp.meta.queries == again.meta.queries + 20  # the rechecks are paid queries
+
+    flips = itertools.count()
+
+    def moody(texts):  # every 7th answer flipped
+        return [int(all(w in t.split() for w in ("good", "great"))) ^ (next(flips) % 7 == 0) for t in texts]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exp = await explainer(moody, verify_determinism=50).explain(SENTENCE)
+    assert exp.meta.determinism["changed"] > 0
+    assert any(issubclass(w.category, NondeterminismWarning) for w in caught)

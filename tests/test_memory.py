@@ -135,3 +135,83 @@ def test_anchors_and_their_index_survive_save_and_load(tmp_path):
     back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
     assert back.entries == memory.entries and back.entries[0].anchor_keys == ("dull", "boring")
     assert back.anchored({"dull", "boring", "x"}, label="pos") == [(("boring", "dull"), 1)]
+
+
+def _damaged(tmp_path, damage):
+    """Save a memory, damage it with ``damage(gen_dir, root)``, load it in a fresh process."""
+    filled(30).save(tmp_path / "m")
+    other = tmp_path / "other"
+    filled(31).save(other)
+    gen = next((tmp_path / "m").glob("gen-*"))
+    damage(gen, tmp_path / "m", next(other.glob("gen-*")))
+    script = textwrap.dedent(
+        f"""
+        from llm_anchors import ConfigError, RuleMemory
+        try:
+            RuleMemory.load({str(tmp_path / "m")!r}, embedder_id="emb", dim={DIM}, scope="clf")
+            print("LOADED")
+        except ConfigError as exc:
+            print("ConfigError:", exc)
+        """
+    )
+    root = __import__("pathlib").Path(__file__).parent.parent
+    return subprocess.run([sys.executable, "-c", script], cwd=str(root), capture_output=True, text=True, timeout=60)
+
+
+def _truncate(path, size=100):
+    path.write_bytes(path.read_bytes()[:size])
+
+
+def _edit_entries(change):
+    def damage(gen, root, other):
+        import json
+
+        meta = json.loads((gen / "entries.json").read_text())
+        change(meta)
+        (gen / "entries.json").write_text(json.dumps(meta))
+
+    return damage
+
+
+DAMAGES = {
+    "index truncated": (lambda gen, root, other: _truncate(gen / "index.bin"), "index.bin"),
+    "index from another save": (
+        lambda gen, root, other: (gen / "index.bin").write_bytes((other / "index.bin").read_bytes()),
+        "index.bin",
+    ),
+    "index missing": (lambda gen, root, other: (gen / "index.bin").unlink(), "index.bin"),
+    "vectors truncated": (lambda gen, root, other: _truncate(gen / "vectors.npy"), "vectors.npy"),
+    "entries truncated": (lambda gen, root, other: _truncate(gen / "entries.json", 50), "entries.json"),
+    "entry without text": (_edit_entries(lambda m: m["entries"][3].pop("text")), "entries.json"),
+    "entry with a list label": (_edit_entries(lambda m: m["entries"][3].update(label=[1])), "entries.json"),
+    "entries not a list": (_edit_entries(lambda m: m.update(entries={"a": 1})), "entries.json"),
+    "unknown format": (_edit_entries(lambda m: m.update(format_version=99)), "entries.json"),
+    "CURRENT names /etc": (lambda gen, root, other: (root / "CURRENT").write_text("/etc"), "CURRENT"),
+    "CURRENT names a parent": (lambda gen, root, other: (root / "CURRENT").write_text("../other"), "CURRENT"),
+    "CURRENT names nothing": (lambda gen, root, other: (root / "CURRENT").write_text("gen-000099"), "CURRENT"),
+}
+
+
+@pytest.mark.parametrize("name", list(DAMAGES))
+def test_a_damaged_memory_is_refused_with_the_file_named_never_a_crash(tmp_path, name):
+    damage, file = DAMAGES[name]
+    done = _damaged(tmp_path, damage)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # -11 would be a segfault
+    assert done.stdout.startswith("ConfigError:") and file in done.stdout, done.stdout
+
+
+def test_a_format_1_save_is_rebuilt_from_its_vectors(tmp_path):
+    import json
+
+    memory = filled(40)
+    memory.save(tmp_path / "m")
+    gen = next((tmp_path / "m").glob("gen-*"))
+    meta = json.loads((gen / "entries.json").read_text())
+    meta["format_version"] = 1
+    del meta["checksums"]
+    (gen / "entries.json").write_text(json.dumps(meta))
+    (gen / "index.bin").write_bytes(b"not trusted, never read")
+    back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
+    assert back.entries == memory.entries
+    for i in range(10):
+        assert back.nearest(unit(i), label="pos")[0] == memory.nearest(unit(i), label="pos")[0]

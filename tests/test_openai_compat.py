@@ -279,3 +279,59 @@ async def test_api_key_is_sent_but_never_serialised(monkeypatch):
         async with AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), seed=0) as explainer:
             exp = await explainer.explain("good and great")
     assert "sk-very-secret" not in exp.to_json() + str(exp) + json.dumps(exp.meta.params)
+
+
+# -- no key in any message, no foreign exception ------------------------------
+
+KEY = "sk-live-0123456789abcdefSECRET"
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "openai"])
+async def test_a_server_that_echoes_the_key_does_not_leak_it(client):
+    async with FaultServer(fail_rate=1.0, kinds=["echo-key"], answer=sentiment) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "m", api_key=KEY, client=client)
+        try:
+            with pytest.raises(BackendError) as raised:
+                await backend.complete(["p"], CompletionParams())
+        finally:
+            await backend.aclose()
+    import traceback
+
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "401" in str(raised.value) and KEY not in shown and "SECRET" not in shown
+    if client == "aiohttp":  # it quotes the body; the openai client keeps only "Error code: 401"
+        assert "<redacted>" in str(raised.value)
+
+
+def test_a_key_in_the_url_is_not_shown():
+    backend = OpenAICompatibleBackend("http://alice:hunter2-key@example.com:8000/v1", "m")
+    assert "hunter2" not in repr(backend) and "example.com:8000" in repr(backend)
+
+
+def test_redact_catches_credentials_in_any_shape():
+    from adapters.openai_compat import redact
+
+    for leaky in (
+        "Incorrect API key provided: Bearer sk-abc123def456",
+        "headers: {'Authorization': 'xyz-token-1'}",
+        'api_key="tok_123456"',
+        "see http://user:pw@host/v1",
+        "raw sk-proj-AbCdEf123456",
+    ):
+        clean = redact(leaky)
+        assert "abc123" not in clean and "xyz-token-1" not in clean and "tok_123456" not in clean
+        assert "pw@" not in clean and "AbCdEf" not in clean and "<redacted>" in clean
+    assert redact("no secret here, HTTP 500") == "no secret here, HTTP 500"
+    assert redact("the key is k3y!", "k3y!") == "the key is <redacted>"
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "openai"])
+@pytest.mark.parametrize("kind", ["truncated", "html"])
+async def test_a_garbled_answer_is_a_bad_response_with_either_client(client, kind):
+    async with FaultServer(fail_rate=1.0, kinds=[kind], answer=sentiment) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "m", client=client)
+        try:
+            with pytest.raises(BadResponseError):
+                await backend.complete(["p"], CompletionParams())
+        finally:
+            await backend.aclose()

@@ -206,3 +206,13 @@ def test_bad_max_arms():
     for bad in (0, -1, 1.5):
         with pytest.raises(ConfigError):
             SearchParams(max_arms=bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"threshold": "0.9"}, {"threshold": float("nan")}, {"delta": 1}, {"batch_size": True}, {"beam_size": 0},
+     {"coverage_samples": 2.5}, {"max_anchor_size": "3"}],
+)  # fmt: skip
+def test_bad_search_parameters_are_config_errors(bad):
+    with pytest.raises(ConfigError):
+        SearchParams(**bad)

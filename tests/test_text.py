@@ -72,7 +72,10 @@ def test_word_limit():
         sampler.features("one two three four five six")
 
 
-@pytest.mark.parametrize("kwargs", [{"mode": "bert"}, {"p_replace": 0.0}, {"max_words": 0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"mode": "bert"}, {"p_replace": 0.0}, {"p_replace": "0.5"}, {"max_words": 0}, {"mask": ""}, {"mask": None}],
+)
 def test_bad_sampler_settings(kwargs):
     with pytest.raises(ConfigError):
         TextSampler(**kwargs)

@@ -1,0 +1,90 @@
+import asyncio
+import gc
+import threading
+import warnings
+from contextlib import contextmanager
+
+import pytest
+
+from adapters.openai_compat import OpenAICompatibleBackend
+from llm_anchors import AnchorsExplainer, ConfigError, LLMClassifier
+from llm_anchors._sync import SyncRunner
+from tests.fault_server import FaultServer
+
+
+def test_one_loop_for_every_call_until_close():
+    runner = SyncRunner()
+
+    async def loop_id():
+        return id(asyncio.get_running_loop())
+
+    async def fail():
+        raise ZeroDivisionError
+
+    first, second = runner.run(loop_id()), runner.run(loop_id())
+    assert first == second and runner.started
+    with pytest.raises(ZeroDivisionError):
+        runner.run(fail())
+    runner.close()
+    assert not runner.started
+    assert runner.run(loop_id()) and runner.started  # a new loop after close
+    runner.close()
+
+
+async def test_sync_calls_work_from_inside_a_running_loop():
+    runner = SyncRunner()
+    try:
+        assert runner.run(asyncio.sleep(0, "ok")) == "ok"
+    finally:
+        runner.close()
+
+
+def test_calling_the_sync_api_from_its_own_loop_is_an_error():
+    runner = SyncRunner()
+
+    async def nested():
+        inner = asyncio.sleep(0)
+        with pytest.raises(ConfigError, match="inside its own event loop"):
+            runner.run(inner)
+        return True
+
+    assert runner.run(nested())
+    runner.close()
+
+
+@contextmanager
+def server_in_thread(**kwargs):
+    """A FaultServer on its own loop in a thread (the sync API under test owns another loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = FaultServer(**kwargs)
+    url = asyncio.run_coroutine_threadsafe(server.start(), loop).result()
+    try:
+        yield url
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+def test_explain_sync_reuses_its_connections_and_close_releases_them():
+    def answer(prompt):
+        words = prompt.split("Review: ")[-1].split()
+        return "positive" if "good" in words else "negative"
+
+    with server_in_thread(answer=answer) as url:
+        backend = OpenAICompatibleBackend(url, "m")
+        explainer = AnchorsExplainer(LLMClassifier(backend, "Review: {text}\nSentiment:", ["negative", "positive"]))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with explainer:
+                a = explainer.explain_sync("a good film", seed=0)
+                session = backend._transport._session
+                b = explainer.explain_sync("a good plot", seed=0)
+                assert backend._transport._session is session  # one loop, one session
+            assert session.closed and a.data.anchor == b.data.anchor == ("good",)
+            del explainer, backend, session
+            gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
