@@ -12,6 +12,7 @@ few-shot completion prompt whose answers are single tokens.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform
 import shutil
@@ -185,6 +186,11 @@ class LlamaServer:
     Defaults are those measured on a 2-core machine: 2 threads, 8 slots,
     a 4,096-token context and ``--swa-full`` (without it Gemma's prompt
     cache is never reused: ~5 instead of ~18 classifications/s).
+    ``cache_ram_mib`` bounds llama-server's prompt cache (``--cache-ram``;
+    its own default is 8 GiB): every perturbation differs after the shared
+    few-shot prefix, so cached prompts are almost never reused and the
+    cache only grows (9.4 GB RSS over a 30-sentence stream); 256 MiB keeps
+    the prefix reuse that matters (benchmarks/README.md, `server_memory`).
     """
 
     def __init__(
@@ -197,6 +203,7 @@ class LlamaServer:
         threads: int = 2,
         parallel: int = 8,
         ctx: int = 4096,
+        cache_ram_mib: int | None = 256,
         extra_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
     ) -> None:
@@ -205,6 +212,7 @@ class LlamaServer:
         self.host = host
         self.port = port
         self.threads, self.parallel, self.ctx = threads, parallel, ctx
+        self.cache_ram_mib = cache_ram_mib
         self.extra_args = list(extra_args)
         self.startup_timeout = startup_timeout
         self.log_path: Path | None = None
@@ -219,7 +227,9 @@ class LlamaServer:
         return [
             str(self.binary), "-m", str(self.model), "--host", self.host, "--port", str(self.port),
             "-t", str(self.threads), "-np", str(self.parallel), "-c", str(self.ctx),
-            "--swa-full", "--no-webui", *self.extra_args,
+            "--swa-full", "--no-webui",
+            *(["--cache-ram", str(self.cache_ram_mib)] if self.cache_ram_mib is not None else []),
+            *self.extra_args,
         ]  # fmt: skip
 
     def start(self) -> str:
@@ -259,6 +269,22 @@ class LlamaServer:
                 pass
             time.sleep(0.2)
         raise LlamaServerError(f"llama-server not healthy after {self.startup_timeout:.0f}s:\n{self.log_tail()}")
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def rss_mb(self) -> float:
+        """The server process's resident memory now, in MB (NaN when not running or unreadable)."""
+        if self._process is None:
+            return math.nan
+        try:
+            for line in Path(f"/proc/{self._process.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return math.nan
 
     def log_tail(self, lines: int = 20) -> str:
         if self.log_path is None or not self.log_path.exists():

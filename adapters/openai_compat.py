@@ -254,7 +254,7 @@ class _AiohttpTransport(_Transport):
                 try:
                     raw = await response.json(content_type=None)
                 except ValueError as exc:
-                    raise BadResponseError(f"answer is not JSON: {exc}", classifier=who) from exc
+                    raise BadResponseError(f"answer is not JSON: {exc}", classifier=who, transient=True) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise BackendTimeoutError(f"no answer from {_display(url)} in time", classifier=who) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
@@ -303,7 +303,10 @@ class _OpenAITransport(_Transport):
         except openai.APIStatusError as exc:
             status = exc.status_code
             raise BackendError(f"HTTP {status}: {exc.message}", classifier=who, status=status) from None
-        except (openai.APIError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        except (openai.APIError, ValueError) as exc:  # not JSON: cut short, or an HTML page
+            message = f"unreadable answer from {where}: {type(exc).__name__}"
+            raise BadResponseError(message, classifier=who, transient=True) from None
+        except (TypeError, AttributeError, KeyError) as exc:
             raise BadResponseError(f"unreadable answer from {where}: {type(exc).__name__}", classifier=who) from None
         if not isinstance(dumped, dict):
             raise BadResponseError(f"answer is {type(dumped).__name__}, not an object", classifier=who)

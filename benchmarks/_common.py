@@ -9,7 +9,7 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,7 @@ async def explain_rows(
     *,
     label: str = "",
     verbose: bool = False,
+    server_rss: Callable[[], float] | None = None,
 ) -> list[dict[str, Any]]:
     """Explain each text in turn; one row of measurements per explanation.
 
@@ -178,6 +179,7 @@ async def explain_rows(
             "completion_tokens": exp.meta.cost.completion_tokens,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_mb": rss_mb(),
+            "server_rss_mb": server_rss() if server_rss is not None else None,
             "cache_entries": len(explainer.cache),
             "stages": exp.meta.stages,
         }

@@ -71,15 +71,19 @@ SWEEP_MID = (0.6, 0.7, 0.8, 0.9)
 TUNING_SEED = 7
 
 MakeClassifier = Callable[[str], Classifier]
+ServerRss = Callable[[], float] | None
 
 
 @contextlib.contextmanager
-def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list[str], list[int]]]:
-    """A factory of classifiers (one per explainer: no shared cache), the texts and the stream's order."""
+def classifiers(
+    args: argparse.Namespace,
+) -> Iterator[tuple[MakeClassifier, list[str], list[int], Callable[[], float] | None]]:
+    """A factory of classifiers (one per explainer: no shared cache), the texts, the stream's order,
+    and the resident memory of the local model server, when one runs here."""
     if args.classifier == "rf":
         model, texts, _ = train_text_rf(data=args.data)
         order = stream_order(texts, args, held_out=1000)
-        yield (lambda name: FunctionClassifier(model.predict, name=f"tfidf-rf-{name}")), texts, order
+        yield (lambda name: FunctionClassifier(model.predict, name=f"tfidf-rf-{name}")), texts, order, None
         return
     from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
     from adapters.openai_compat import OpenAICompatibleBackend
@@ -87,7 +91,8 @@ def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list
     texts, _ = load_rt_polarity(args.data)
     order = stream_order(texts, args, held_out=120)
     with contextlib.ExitStack() as stack:
-        url = args.base_url or stack.enter_context(LlamaServer()).base_url
+        server = None if args.base_url else stack.enter_context(LlamaServer())
+        url = args.base_url or server.base_url  # type: ignore[union-attr]
 
         memo = QueryCache(args.memo_labels) if args.memo_labels else None
 
@@ -96,7 +101,7 @@ def classifiers(args: argparse.Namespace) -> Iterator[tuple[MakeClassifier, list
             llm = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
             return MemoLabels(llm, memo) if memo is not None else llm
 
-        yield make, texts, order
+        yield make, texts, order, (server.rss_mb if server is not None else None)
 
 
 class MemoLabels:
@@ -146,11 +151,13 @@ def stream_order(texts: list[str], args: argparse.Namespace, held_out: int) -> l
 
 
 async def run_anchors(
-    make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace
+    make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace, rss: ServerRss = None
 ) -> list[dict[str, Any]]:
     """Plain Anchors over the stream (its cache is released before MAnchors runs)."""
     async with AnchorsExplainer(make("anchors"), seed=args.seed, **search_settings(args)) as plain:
-        return await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors", verbose=args.verbose)
+        return await explain_rows(
+            plain, stream, order, args.fresh_samples, label="Anchors", verbose=args.verbose, server_rss=rss
+        )
 
 
 Setting = tuple[str, float, float]
@@ -158,7 +165,12 @@ Setting = tuple[str, float, float]
 
 
 async def run_manchors(
-    make: MakeClassifier, stream: list[str], order: list[int], args: argparse.Namespace, setting: Setting
+    make: MakeClassifier,
+    stream: list[str],
+    order: list[int],
+    args: argparse.Namespace,
+    setting: Setting,
+    rss: ServerRss = None,
 ) -> list[dict[str, Any]]:
     strategy, tau_sim, tau_mid = setting
     embedder = SentenceEmbedder(pooling=args.pooling)
@@ -166,7 +178,9 @@ async def run_manchors(
     options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **search_settings(args))
     async with MAnchorsExplainer(make(f"manchors-{strategy}-{tau_sim}-{tau_mid}"), seed=args.seed, **options) as m:
         label = f"MAnchors {strategy} τ_sim {tau_sim} τ_mid {tau_mid}"
-        return await explain_rows(m, stream, order, args.fresh_samples, label=label, verbose=args.verbose)
+        return await explain_rows(
+            m, stream, order, args.fresh_samples, label=label, verbose=args.verbose, server_rss=rss
+        )
 
 
 def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: int) -> str:
@@ -242,6 +256,7 @@ def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
                 "time_s_mean": float(np.mean([r["time_s"] for r in window])),
                 "samples_mean": float(np.mean([r["samples"] for r in window])),
                 "rss_mb": window[-1]["rss_mb"],
+                "server_rss_mb": window[-1].get("server_rss_mb"),
                 "cache_entries": window[-1].get("cache_entries"),
             }
         )
@@ -251,16 +266,20 @@ def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
 def growth_markdown(table: list[dict[str, Any]]) -> str:
     lines = [
         "| inputs | memory entries | hit rate | lookup ms (mean / p95) | time per input (s) | samples per input "
-        "| query cache entries | RSS (MB) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| query cache entries | RSS (MB) | model server RSS (MB) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for g in table:
         lines.append(
             f"| {g['inputs']:,} | {g['memory_size']:,} | {g['hit_rate']:.0%} | {g['lookup_ms_mean']:.2f} / "
             f"{g['lookup_ms_p95']:.2f} | {g['time_s_mean']:.3f} | {g['samples_mean']:,.0f} "
-            f"| {g['cache_entries'] or 0:,} | {g['rss_mb']:.0f} |"
+            f"| {g['cache_entries'] or 0:,} | {g['rss_mb']:.0f} | {_mb(g.get('server_rss_mb'))} |"
         )
     return "\n".join(lines)
+
+
+def _mb(value: float | None) -> str:
+    return "–" if value is None or value != value else f"{value:.0f}"
 
 
 def growth_plot(table: list[dict[str, Any]], stem: str, out: Path | None = None) -> Path:
@@ -326,14 +345,14 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    with classifiers(args) as (make, texts, order):
+    with classifiers(args) as (make, texts, order, rss):
         stream = [texts[i] for i in order]
-        a = await run_anchors(make, stream, order, args)
+        a = await run_anchors(make, stream, order, args, rss)
         strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
         runs = {}
         for setting in settings(args, strategies):
             print(f"--- manchors {setting}", flush=True)
-            runs[setting] = await run_manchors(make, stream, order, args, setting)
+            runs[setting] = await run_manchors(make, stream, order, args, setting, rss)
     return {"anchors": a, "manchors": runs}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from ._budget import Budget, Charge, Reservation
@@ -33,10 +33,21 @@ class QueryStats:
     usd_reserved: Decimal = Decimal(0)
     usd_settled: Decimal = Decimal(0)
     label: str = ""
+    failures: dict[str, int] = field(default_factory=dict)
+    """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
 
 
 class _Abandoned(Exception):
     """The request carrying a text was cancelled before its answer came: ask again."""
+
+
+def _reason(exc: Exception) -> str:
+    """Why a call failed, for `QueryStats.failures`."""
+    if isinstance(exc, BackendTimeoutError):
+        return "timeout"
+    if isinstance(exc, BackendError) and exc.status is not None:
+        return f"HTTP {exc.status}"
+    return type(exc).__name__
 
 
 def _outcome(future: asyncio.Future[Label]) -> BaseException | None:
@@ -192,6 +203,9 @@ class QueryEngine:
         try:
             batch = await self.classifier.classify(chunk)
         except BaseException as exc:
+            if isinstance(exc, Exception):
+                reason = _reason(exc)
+                stats.failures[reason] = stats.failures.get(reason, 0) + 1
             # A refusal (429, 5xx, 4xx) is not billed; a timeout, a dropped
             # connection or a garbled answer may have been: count the worst case.
             billed = not isinstance(exc, BackendError) or isinstance(exc, (BackendTimeoutError, BadResponseError))

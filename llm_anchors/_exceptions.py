@@ -93,11 +93,20 @@ class BackendTimeoutError(BackendError):
 
 
 class BadResponseError(BackendError):
-    """The server answered, but not in a shape that can be read."""
+    """The server answered, but not in a shape that can be read.
+
+    ``transient``: the body was not JSON at all (cut short, or a proxy's HTML
+    page): the same request may well succeed, so it is retried. JSON of the
+    wrong shape is not retried.
+    """
+
+    def __init__(self, message: str, *, classifier: str, status: int | None = None, transient: bool = False) -> None:
+        super().__init__(message, classifier=classifier, status=status)
+        self.transient = transient
 
     @property
     def retryable(self) -> bool:
-        return False
+        return self.transient
 
 
 class BudgetExceeded(LLMAnchorsError):

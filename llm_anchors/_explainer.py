@@ -364,6 +364,7 @@ class AnchorsExplainer:
             queries=run.stats.queries,
             cache_hits=run.stats.cache_hits,
             retries=run.stats.retries,
+            failures=dict(run.stats.failures),
             unparsed=run.unparsed + int(run.target == UNPARSED),
             budget_exhausted=run.budget_exhausted,
             wall_time_s=time.perf_counter() - run.started,

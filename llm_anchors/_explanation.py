@@ -45,7 +45,8 @@ class Meta:
     ``samples``: labelled perturbations the search consumed, cache hits
     included; ``queries``: texts actually sent to the model (the
     unperturbed input included); ``cache_hits``: texts answered without a
-    query; ``retries``: failed calls sent again; ``unparsed``: answers
+    query; ``retries``: failed calls sent again; ``failures``: failed calls
+    by reason ("HTTP 429", "timeout", ...); ``unparsed``: answers
     that named no label (the class `UNPARSED`); ``stages``: samples and
     paid queries per step of the search (``{"root": {"samples": 1,
     "queries": 1}, "round-1": ...}``, names in `llm_anchors._search.STAGES`;
@@ -67,6 +68,7 @@ class Meta:
     cache_hits: int
     wall_time_s: float
     retries: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
     unparsed: int = 0
     budget_exhausted: bool = False
     cost: Cost = field(default_factory=Cost)

@@ -111,3 +111,12 @@ def test_tabular_and_image_benchmarks_run_end_to_end(tmp_path, monkeypatch, caps
     written = {p.name for p in tmp_path.iterdir()}
     assert {"tabular_adult_n3.json", "image_digits_n3.json", "image_digits_n3_anchors.png"} <= written
     assert "tabular_adult_rf_n3_cumulative.png" in written
+
+
+def test_server_memory_prompts_are_distinct_perturbations():
+    from benchmarks import server_memory
+
+    prompts = server_memory.perturbations(60)
+    assert len(prompts) == len(set(prompts)) == 60 and sum("UNK" in p for p in prompts) > 50
+    row = {"prompts_per_s": 20.0, "rss_start_mb": 400.0, "rss_end_mb": 900.0, "rss_peak_mb": 950.0}
+    assert "| 256 MiB | 20.0 | 400 | 900 | 950 |" in server_memory.markdown({"256 MiB": row})

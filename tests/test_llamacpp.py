@@ -39,6 +39,17 @@ def test_server_that_dies_at_start_reports_its_log(tmp_path):
     assert server.log_path is not None and server.log_path.exists()
 
 
+def test_the_prompt_cache_is_bounded_and_the_servers_memory_readable():
+    from adapters.llamacpp import LlamaServer
+
+    server = LlamaServer(port=1, binary="/x", model="/y")
+    assert server.command()[-2:] == ["--cache-ram", "256"]
+    assert "--cache-ram" not in LlamaServer(port=1, binary="/x", model="/y", cache_ram_mib=None).command()
+    assert server.rss_mb() != server.rss_mb()  # NaN: not running
+    with LlamaServer() as running:
+        assert 50 < running.rss_mb() < 4000
+
+
 def test_start_health_and_clean_stop():
     with LlamaServer() as server:
         assert server.base_url.startswith("http://127.0.0.1:")
@@ -55,13 +66,16 @@ async def test_real_model_labels_reviews(llama_url):
     assert batch.usage.prompt_tokens > 0
 
 
-async def test_real_explanation_holds_on_fresh_samples(llama_url):
+@pytest.mark.parametrize(("text", "label"), [(POSITIVE, "positive"), (NEGATIVE, "negative")])
+async def test_real_explanation_holds_on_fresh_samples(llama_url, text, label):
     async with AnchorsExplainer(embedded_classifier(llama_url), seed=0) as explainer:
-        exp = await explainer.explain(NEGATIVE)
-        assert exp.data.label == "negative"
-        assert exp.data.success and exp.data.anchor
-        assert set(exp.data.anchor) <= set(NEGATIVE.split())
-        fresh = await explainer.estimate_precision(NEGATIVE, exp.data.positions, n=1000, seed=99)
+        exp = await explainer.explain(text)
+        assert exp.data.label == label and exp.data.success
+        assert set(exp.data.anchor) <= set(text.split())
+        # The 270M model calls almost every masked negative review negative, so the 100-sample
+        # root may certify the empty anchor there; the positive review needs a word.
+        assert exp.data.anchor or label == "negative"
+        fresh = await explainer.estimate_precision(text, exp.data.positions, n=1000, seed=99)
     assert fresh >= 0.9
     assert exp.meta.queries > 0 and exp.meta.cost.prompt_tokens > 0
     print(exp, f"fresh precision {fresh:.3f}")
