@@ -21,20 +21,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlparse, urlunparse
 
-from llm_anchors import (
-    BackendError,
-    BackendTimeoutError,
-    BadResponseError,
-    Completion,
-    CompletionParams,
-    Completions,
-    ConfigError,
-    RateLimitError,
-    ServerTokenCounter,
-    TiktokenCounter,
-    TokenCounter,
-    Usage,
-)
+from adapters.token_counters import ServerTokenCounter, TiktokenCounter
+from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
+from llm_anchors.core import Completion, CompletionParams, Completions, TokenCounter, Usage
 
 __all__ = ["OpenAICompatibleBackend", "parse_response", "parse_retry_after", "redact"]
 

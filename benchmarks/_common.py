@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import PRICES, AnchorsExplainer, MAnchorsExplainer
+from llm_anchors import AnchorsExplainer, MAnchorsExplainer
+from llm_anchors.core import PRICES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY = ("fresh_precision", "coverage", "length")

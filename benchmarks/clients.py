@@ -16,7 +16,7 @@ from typing import Any
 
 from adapters.llamacpp import DEFAULT_PROMPT
 from adapters.openai_compat import OpenAICompatibleBackend
-from llm_anchors import CompletionParams
+from llm_anchors.core import CompletionParams
 from llm_anchors.datasets import load_rt_polarity, shuffled
 
 from ._common import mean_ci, write_json

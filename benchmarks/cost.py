@@ -20,7 +20,9 @@ from decimal import Decimal
 from typing import Any
 
 from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-from llm_anchors import PRICES, AnchorsExplainer, Budget, LLMClassifier, MockBackend, QueryCache, TiktokenCounter
+from adapters.token_counters import TiktokenCounter
+from llm_anchors import AnchorsExplainer, Budget, LLMClassifier, QueryCache
+from llm_anchors.core import PRICES, MockBackend
 from llm_anchors.datasets import shuffled
 
 from ._models import train_text_rf

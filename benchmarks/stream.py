@@ -35,17 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import (
-    PRICES,
-    AnchorsExplainer,
-    Batch,
-    Classifier,
-    FunctionClassifier,
-    LLMClassifier,
-    MAnchorsExplainer,
-    QueryCache,
-    SentenceEmbedder,
-)
+from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
+from llm_anchors.core import PRICES, BaseClassifier, Batch, Classifier, SentenceEmbedder
 from llm_anchors.datasets import load_rt_polarity, shuffled
 
 from ._common import (
@@ -104,7 +95,7 @@ def classifiers(
         yield make, texts, order, (server.rss_mb if server is not None else None)
 
 
-class MemoLabels:
+class MemoLabels(BaseClassifier):
     """The LLM behind a persistent label memo, for tuning runs (``--memo-labels``).
 
     Each explainer still has its own query cache, so its paid queries are

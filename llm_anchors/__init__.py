@@ -1,12 +1,18 @@
-"""llm-anchors: explain a classifier's label with an anchor, and count its cost."""
+"""llm-anchors: explain a classifier's label with an anchor, and count its cost.
 
-from ._backend import Backend, Completion, CompletionParams, Completions, MockBackend
-from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
-from ._budget import Budget, BudgetReport, Charge, Reservation
+The names here are the stable API: explainers, the classifiers they
+explain, samplers, the cost controls, the result and the errors. The
+engine's parts, for extending it (protocols, search, query engine,
+accounting), are in `llm_anchors.core`.
+"""
+
+import importlib as _importlib
+import warnings as _warnings
+from typing import Any as _Any
+
+from ._budget import Budget
 from ._cache import CacheWriteWarning, QueryCache
-from ._classifier import UNPARSED, Batch, Classifier, FunctionClassifier, Label, Usage
-from ._embeddings import SentenceEmbedder
-from ._engine import QueryEngine, QueryStats
+from ._classifier import UNPARSED, FunctionClassifier
 from ._exceptions import (
     BackendError,
     BackendTimeoutError,
@@ -19,103 +25,62 @@ from ._exceptions import (
     NondeterminismWarning,
     RateLimitError,
 )
-from ._explainer import AnchorsExplainer, Progress
-from ._explanation import AnchorData, Cost, Explanation, Meta
-from ._guided import GuidedSearch
-from ._image import ImageExplainer, ImageInstance, ImageSampler
+from ._explainer import AnchorsExplainer
+from ._explanation import Explanation
+from ._image import ImageExplainer, ImageSampler
 from ._llm import LLMClassifier
-from ._manchors import MAnchorsExplainer, MemoryFeatures, TextMemoryFeatures
-from ._memory import MemoryEntry, RuleMemory
-from ._pricing import FREE, PRICES, Price, load_prices, price_for
-from ._retry import RetryPolicy, is_retryable
-from ._rules import Rule, covers, make_rule
-from ._sampler import Instance, Sampler
-from ._search import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
-from ._tabular import TabularExplainer, TabularInstance, TabularSampler
-from ._text import TextInstance, TextSampler
-from ._tokens import EstimateCounter, ServerTokenCounter, TiktokenCounter, TokenCount, TokenCounter
+from ._manchors import MAnchorsExplainer
+from ._retry import RetryPolicy
+from ._tabular import TabularExplainer, TabularSampler
+from ._text import TextSampler
 from ._version import __version__
 
 __all__ = [
-    "AnchorData",
+    "UNPARSED",
     "AnchorsExplainer",
-    "Backend",
     "BackendError",
     "BackendTimeoutError",
     "BadResponseError",
-    "Batch",
-    "BeamSearch",
     "Budget",
     "BudgetExceeded",
-    "BudgetReport",
     "CacheWriteWarning",
-    "Charge",
-    "Classifier",
     "ClassifierError",
-    "Completion",
-    "CompletionParams",
-    "Completions",
     "ConfigError",
-    "Cost",
-    "EstimateCounter",
     "Explanation",
-    "FREE",
     "FunctionClassifier",
-    "GuidedSearch",
     "ImageExplainer",
-    "ImageInstance",
     "ImageSampler",
-    "Instance",
     "InvalidInputError",
     "LLMAnchorsError",
     "LLMClassifier",
-    "Label",
     "MAnchorsExplainer",
-    "MemoryEntry",
-    "MemoryFeatures",
-    "Meta",
-    "MockBackend",
     "NondeterminismWarning",
-    "PRICES",
-    "Price",
-    "Progress",
     "QueryCache",
-    "QueryEngine",
-    "QueryStats",
     "RateLimitError",
-    "Reservation",
     "RetryPolicy",
-    "RoundTrace",
-    "Rule",
-    "RuleMemory",
-    "RuleStats",
-    "SampleRequest",
-    "Sampler",
-    "Samples",
-    "SearchParams",
-    "SearchResult",
-    "SentenceEmbedder",
-    "ServerTokenCounter",
     "TabularExplainer",
-    "TabularInstance",
     "TabularSampler",
-    "TextInstance",
-    "TextMemoryFeatures",
     "TextSampler",
-    "TiktokenCounter",
-    "TokenCount",
-    "TokenCounter",
-    "UNPARSED",
-    "Usage",
     "__version__",
-    "compute_beta",
-    "covers",
-    "is_retryable",
-    "kl_bernoulli",
-    "kl_lower_bound",
-    "kl_upper_bound",
-    "load_prices",
-    "lucb",
-    "make_rule",
-    "price_for",
 ]
+
+_MOVED_TO_ADAPTERS = {"ServerTokenCounter", "TiktokenCounter"}
+
+
+def __getattr__(name: str) -> _Any:
+    """Names that were top-level before 0.2 still resolve, with a `DeprecationWarning`."""
+    core = _importlib.import_module("llm_anchors.core")
+    if name in core.__all__:
+        where = "llm_anchors.core"
+        value = getattr(core, name)
+    elif name in _MOVED_TO_ADAPTERS:
+        where = "adapters.token_counters"
+        value = getattr(_importlib.import_module(where), name)
+    else:
+        raise AttributeError(f"module 'llm_anchors' has no attribute {name!r}")
+    _warnings.warn(
+        f"llm_anchors.{name} moved to {where}; the top-level name goes in 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return value

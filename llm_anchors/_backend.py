@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ._classifier import Usage
 from ._exceptions import ConfigError
+from ._tokens import TokenCounter
 
-__all__ = ["Backend", "Completion", "CompletionParams", "Completions", "MockBackend"]
+__all__ = ["Backend", "BaseBackend", "Completion", "CompletionParams", "Completions", "MockBackend", "as_backend"]
 
 
 @dataclass(frozen=True)
@@ -51,18 +52,124 @@ class Completions:
 
 @runtime_checkable
 class Backend(Protocol):
-    """Completes prompts. ``identity`` names the model, not the endpoint:
-    replicas of one model share it (and the query cache)."""
+    """Completes prompts: the LLM behind an `LLMClassifier`.
+
+    ``identity`` names the model, not the endpoint: replicas of one model
+    share it (and the query cache). `complete` answers a list of prompts.
+    The other members say how to price and send prompts; `BaseBackend`
+    gives each a safe default, and `as_backend` fills them in for an object
+    that has only ``identity`` and ``complete``:
+
+    - ``model``: the model's name, to look up its price (None: unknown, so
+      the classifier needs an explicit ``price=``);
+    - ``is_local``: True only when the model runs here and its tokens cost
+      nothing (default False: unknown means hosted, and priced);
+    - ``max_prompts_per_request``: prompts one HTTP request takes (None: any);
+    - `token_counter`: an exact prompt-token counter (None: a marked estimate);
+    - `aclose`: release connections (by default nothing).
+    """
 
     @property
     def identity(self) -> str: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def is_local(self) -> bool: ...
+
+    @property
+    def max_prompts_per_request(self) -> int | None: ...
+
+    def token_counter(self) -> TokenCounter | None: ...
 
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions: ...
 
     async def aclose(self) -> None: ...
 
 
-class MockBackend:
+_BACKEND_DEFAULTS: dict[str, Any] = {"model": None, "is_local": False, "max_prompts_per_request": None}
+
+
+class BaseBackend:
+    """The optional `Backend` members with their defaults; subclass it and
+    write ``identity`` and ``complete``."""
+
+    @property
+    def model(self) -> str | None:
+        return None
+
+    @property
+    def is_local(self) -> bool:
+        return False
+
+    @property
+    def max_prompts_per_request(self) -> int | None:
+        return None
+
+    def token_counter(self) -> TokenCounter | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _Defaults(BaseBackend):
+    """An object with ``identity`` and ``complete`` only, completed with `BaseBackend`'s defaults."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        found = {name: getattr(inner, name, default) for name, default in _BACKEND_DEFAULTS.items()}
+        self._model = None if found["model"] is None else str(found["model"])
+        self._local = found["is_local"] is True
+        limit = found["max_prompts_per_request"]
+        self._limit = limit if isinstance(limit, int) else None
+
+    @property
+    def identity(self) -> str:
+        return str(self.inner.identity)
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    @property
+    def is_local(self) -> bool:
+        return self._local
+
+    @property
+    def max_prompts_per_request(self) -> int | None:
+        return self._limit
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def token_counter(self) -> TokenCounter | None:
+        make = getattr(self.inner, "token_counter", None)
+        counter: TokenCounter | None = make() if callable(make) else None
+        return counter
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
+        completions: Completions = await self.inner.complete(prompts, params)
+        return completions
+
+    async def aclose(self) -> None:
+        own = getattr(self.inner, "aclose", None)
+        if own is not None:
+            await own()
+
+
+def as_backend(obj: Any) -> Backend:
+    """``obj`` as a full `Backend`: itself when it has every member, else with the defaults
+    of `BaseBackend` for those it lacks. `ConfigError` without ``identity`` and ``complete``."""
+    if not hasattr(obj, "identity") or not callable(getattr(obj, "complete", None)):
+        raise ConfigError(f"{obj!r} is not a Backend (it needs .identity and async .complete)")
+    if isinstance(obj, Backend):
+        return obj
+    return _Defaults(obj)
+
+
+class MockBackend(BaseBackend):
     """Answers each prompt with ``answer(prompt)`` after ``latency`` seconds.
 
     ``answer_batch`` (list of prompts -> list of answers) replaces
@@ -74,8 +181,6 @@ class MockBackend:
     this process (``is_local``): its tokens cost nothing unless a
     ``price`` is given to the classifier.
     """
-
-    is_local = True
 
     def __init__(
         self,
@@ -103,7 +208,9 @@ class MockBackend:
     def identity(self) -> str:
         return f"mock:{self.name}"
 
-    is_local = True
+    @property
+    def is_local(self) -> bool:
+        return True
 
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
         self.calls.append(list(prompts))
@@ -128,6 +235,3 @@ class MockBackend:
             return self.answer_batch(prompts)
         assert self.answer is not None
         return [self.answer(p) for p in prompts]
-
-    async def aclose(self) -> None:
-        return None

@@ -11,15 +11,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
+from ._budget import Charge
 from ._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
 
 __all__ = [
     "UNPARSED",
     "Batch",
+    "BaseClassifier",
     "Classifier",
     "FunctionClassifier",
     "Label",
+    "Quote",
     "Usage",
+    "as_classifier",
     "check_labels",
     "model_name",
     "require_stable_identity",
@@ -27,6 +31,9 @@ __all__ = [
 
 Label = Hashable
 """A class label: a str or an int, typically."""
+
+Quote = tuple[Charge, bool]
+"""A call's worst-case cost, and whether its tokens are estimated rather than counted."""
 
 UNPARSED = "<unparsed>"
 """The label of an answer that names no label: a class of its own, never
@@ -56,16 +63,94 @@ class Batch:
 
 @runtime_checkable
 class Classifier(Protocol):
-    """Labels texts. ``identity`` names the model for caches and reports:
-    two classifiers with the same identity must give the same labels."""
+    """Labels texts: the model an explanation is about.
+
+    ``identity`` names the model for caches and reports: two classifiers
+    with the same identity must give the same labels. `classify` labels a
+    list of texts in one call. The other members tell the engine how to
+    send and price calls; `BaseClassifier` gives each a safe default, and
+    `as_classifier` fills them in for an object that has only ``identity``
+    and ``classify``:
+
+    - ``max_batch``: texts one call may take (None: any number);
+    - `quote`: the worst-case cost of a call, before it is made (by default
+      one query per text, no tokens, no dollars);
+    - `aclose`: release connections (by default nothing).
+    """
 
     @property
     def identity(self) -> str: ...
 
+    @property
+    def max_batch(self) -> int | None: ...
+
     async def classify(self, texts: Sequence[str]) -> Batch: ...
 
+    async def quote(self, texts: Sequence[str]) -> Quote: ...
 
-class FunctionClassifier:
+    async def aclose(self) -> None: ...
+
+
+class BaseClassifier:
+    """The optional `Classifier` members with their defaults; subclass it and
+    write ``identity`` and ``classify``."""
+
+    @property
+    def max_batch(self) -> int | None:
+        """Texts one call may take: any number."""
+        return None
+
+    async def quote(self, texts: Sequence[str]) -> Quote:
+        """One query per text and nothing else: a model that is not paid by the token."""
+        return Charge(queries=len(texts)), False
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _Defaults(BaseClassifier):
+    """An object with ``identity`` and ``classify`` only, completed with `BaseClassifier`'s defaults."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @property
+    def identity(self) -> str:
+        return str(self.inner.identity)
+
+    @property
+    def max_batch(self) -> int | None:
+        limit = getattr(self.inner, "max_batch", None)
+        return limit if isinstance(limit, int) else None
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    async def classify(self, texts: Sequence[str]) -> Batch:
+        batch: Batch = await self.inner.classify(texts)
+        return batch
+
+    async def quote(self, texts: Sequence[str]) -> Quote:
+        own = getattr(self.inner, "quote", None)
+        return await own(texts) if own is not None else await super().quote(texts)
+
+    async def aclose(self) -> None:
+        own = getattr(self.inner, "aclose", None)
+        if own is not None:
+            await own()
+
+
+def as_classifier(obj: Any) -> Classifier:
+    """``obj`` as a full `Classifier`: itself when it has every member, else with the defaults
+    of `BaseClassifier` for those it lacks. `ConfigError` without ``identity`` and ``classify``."""
+    if not hasattr(obj, "identity") or not callable(getattr(obj, "classify", None)):
+        raise ConfigError(f"{obj!r} is not a Classifier (it needs .identity and async .classify)")
+    if isinstance(obj, Classifier):
+        return obj
+    return _Defaults(obj)
+
+
+class FunctionClassifier(BaseClassifier):
     """Wraps a function from a list of texts to a list of labels.
 
     The function may be sync (a scikit-learn pipeline's ``predict``, say)

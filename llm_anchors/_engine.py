@@ -11,7 +11,7 @@ from decimal import Decimal
 from ._budget import Budget, Charge, Reservation
 from ._cache import QueryCache
 from ._checks import check_int
-from ._classifier import Batch, Classifier, Label, require_stable_identity
+from ._classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
 from ._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
 from ._retry import RetryPolicy
 
@@ -77,7 +77,7 @@ class QueryEngine:
     ) -> None:
         check_int("max_concurrency", max_concurrency)
         check_int("chunk_size", chunk_size)
-        self.classifier = classifier
+        self.classifier = as_classifier(classifier)
         self.cache = cache if cache is not None else QueryCache()
         if self.cache.path is not None:
             require_stable_identity(classifier, f"the persisted query cache {self.cache.path}")
@@ -154,7 +154,7 @@ class QueryEngine:
     def request_size(self) -> int:
         """Texts per call: ``chunk_size``, or less when one request of the
         classifier's backend takes fewer (so a retry resends one request)."""
-        limit = getattr(self.classifier, "max_batch", None)
+        limit = self.classifier.max_batch
         return min(self.chunk_size, limit) if isinstance(limit, int) and limit > 0 else self.chunk_size
 
     async def _send(self, chunk: list[str], stats: QueryStats) -> None:
@@ -222,12 +222,9 @@ class QueryEngine:
         return batch
 
     async def _quote(self, chunk: list[str], stats: QueryStats) -> Charge:
-        quote = getattr(self.classifier, "quote", None)
-        if quote is None:
-            return Charge(queries=len(chunk))
-        quoted: tuple[Charge, bool] = await quote(chunk)
-        stats.tokens_estimated |= quoted[1]
-        return quoted[0]
+        charge, estimated = await self.classifier.quote(chunk)
+        stats.tokens_estimated |= estimated
+        return charge
 
     def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
         if reservation is not None and self.budget is not None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Self
 
@@ -13,31 +14,20 @@ import numpy as np
 from ._budget import Budget
 from ._cache import QueryCache
 from ._checks import check_int
-from ._classifier import UNPARSED, Classifier, Label
+from ._classifier import UNPARSED, Classifier, Label, as_classifier
 from ._engine import QueryEngine, QueryStats
 from ._exceptions import BudgetExceeded, ConfigError, NondeterminismWarning
 from ._explanation import AnchorData, Cost, Explanation, Meta
+from ._progress import Progress, StreamProgress, stream_reporter
 from ._retry import RetryPolicy
 from ._rules import Rule, make_rule
 from ._sampler import Instance, Sampler
 from ._search import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
-from ._sync import SyncRunner
+from ._sync import SyncRunner, sync_twin
 from ._text import TextSampler
 from ._version import __version__
 
-__all__ = ["AnchorsExplainer", "Progress"]
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Where an explanation stands, passed to a ``progress`` callback after each batch."""
-
-    samples: int
-    queries: int
-    cache_hits: int
-    prompt_tokens: int
-    completion_tokens: int
-    elapsed_s: float
+__all__ = ["AnchorsExplainer"]
 
 
 @dataclass
@@ -122,8 +112,7 @@ class AnchorsExplainer:
         n_examples: int = 5,
         verify_determinism: int = 0,
     ) -> None:
-        if not isinstance(classifier, Classifier):
-            raise ConfigError(f"{classifier!r} is not a Classifier (it needs .identity and async .classify)")
+        complete = as_classifier(classifier)
         check_int("seed", seed, minimum=0, optional=True)
         check_int("n_examples", n_examples, minimum=0)
         check_int("verify_determinism", verify_determinism, minimum=0)
@@ -145,7 +134,7 @@ class AnchorsExplainer:
             raise ConfigError(f"{sampler!r} is not a Sampler (it needs features, sample, sample_present, settings)")
         self.sampler: Sampler = sampler or TextSampler(max_words=max_words)
         self.engine = QueryEngine(
-            classifier,
+            complete,
             cache=cache,
             max_concurrency=max_concurrency,
             chunk_size=batch_size if chunk_size is None else chunk_size,
@@ -161,9 +150,7 @@ class AnchorsExplainer:
 
     async def aclose(self) -> None:
         """Close the classifier's connections, if it holds any."""
-        close = getattr(self.classifier, "aclose", None)
-        if close is not None:
-            await close()
+        await self.engine.classifier.aclose()
 
     def close(self) -> None:
         """`aclose` for code that used the sync methods: also stops their event loop."""
@@ -219,14 +206,51 @@ class AnchorsExplainer:
         result = await self._search(run, None)
         return self._explanation(run, result, **await self._recheck(run))
 
-    def explain_sync(self, text: Any, *, seed: int | None = None) -> Explanation:
-        """`explain` for code without an event loop (or inside Jupyter's).
+    async def explain_many(
+        self,
+        texts: Sequence[Any],
+        *,
+        concurrent_inputs: int = 1,
+        progress: bool | Callable[[StreamProgress], None] = False,
+        max_concurrency: int | None = None,
+    ) -> list[Explanation]:
+        """Explain a stream; results in input order.
 
-        Every sync call runs on one event loop of this explainer's (in a
-        background thread), so connections are reused; `close()` (or
-        ``with explainer:``) releases them.
+        Inputs start in order, at most ``concurrent_inputs`` at a time (the
+        explainer's ``max_concurrency`` bounds the requests they send
+        together). For MAnchors an input cannot hit an entry that a
+        neighbour still being explained will store, so more than one at a
+        time buys wall time with some memory hits (1, the default, misses
+        none). ``progress``: a callback given a `StreamProgress` after each
+        input, or True for a bar on stderr. (``max_concurrency=`` is the
+        name ``concurrent_inputs`` had before 0.2.)
         """
-        return self._sync.run(self.explain(text, seed=seed))
+        if max_concurrency is not None:
+            warnings.warn(
+                "explain_many(max_concurrency=) is now concurrent_inputs=; the old name goes in 0.3",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            concurrent_inputs = max_concurrency
+        check_int("concurrent_inputs", concurrent_inputs)
+        report = stream_reporter(progress)
+        semaphore = asyncio.Semaphore(concurrent_inputs)
+        done = 0
+
+        async def one(text: Any) -> Explanation:
+            nonlocal done
+            async with semaphore:
+                exp = await self.explain(text)
+            done += 1
+            if report is not None:
+                report(StreamProgress(done, len(texts), exp))
+            return exp
+
+        tasks = [asyncio.ensure_future(one(text)) for text in texts]  # in order: each waits its turn
+        return list(await asyncio.gather(*tasks))
+
+    explain_sync = sync_twin(explain)
+    explain_many_sync = sync_twin(explain_many)
 
     async def estimate_precision(
         self, text: Any, positions: tuple[int, ...] | list[int], *, n: int = 1000, seed: int = 2**31 - 1
@@ -236,6 +260,8 @@ class AnchorsExplainer:
         await self._label_target(run)
         texts, _ = self.sampler.sample(run.instance, make_rule(positions), n, run.rng)
         return float((await self._label(run, texts, "estimate")).mean())
+
+    estimate_precision_sync = sync_twin(estimate_precision)
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 

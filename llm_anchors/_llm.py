@@ -7,9 +7,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ._backend import Backend, Completion, CompletionParams
+from ._backend import Backend, Completion, CompletionParams, as_backend
 from ._budget import Charge
-from ._classifier import UNPARSED, Batch, Label, Usage
+from ._classifier import UNPARSED, BaseClassifier, Batch, Label, Usage
 from ._exceptions import BadResponseError, ConfigError
 from ._pricing import FREE, Price, price_for
 from ._tokens import EstimateCounter, TokenCounter
@@ -19,7 +19,7 @@ __all__ = ["LLMClassifier"]
 _MIN_PREFIX = 3  # a token shorter than this names a label only if it is the whole label
 
 
-class LLMClassifier:
+class LLMClassifier(BaseClassifier):
     """Classifies a text by asking an LLM to complete ``prompt``.
 
     ``prompt`` holds ``{text}`` where the text goes; ``labels`` are the
@@ -48,8 +48,7 @@ class LLMClassifier:
         prices: dict[str, Price] | None = None,
         token_counter: TokenCounter | None = None,
     ) -> None:
-        if not isinstance(backend, Backend):
-            raise ConfigError(f"{backend!r} is not a Backend (it needs .identity, async .complete and .aclose)")
+        complete = as_backend(backend)
         if "{text}" not in prompt:
             raise ConfigError("the prompt template must contain {text}")
         clean = [str(label).strip() for label in labels]
@@ -57,7 +56,7 @@ class LLMClassifier:
             raise ConfigError(f"need at least two distinct, non-empty labels, got {list(labels)!r}")
         if UNPARSED in clean:
             raise ConfigError(f"{UNPARSED!r} is reserved for answers that name no label")
-        self.backend = backend
+        self.backend = complete
         self.prompt = prompt
         self.labels = clean
         self.params = params or CompletionParams()
@@ -72,8 +71,7 @@ class LLMClassifier:
         that names no ``model`` needs an explicit ``price=`` (else the dollar
         cap could not hold).
         """
-        model = getattr(self.backend, "model", None)
-        local = getattr(self.backend, "is_local", False) is True
+        model, local = self.backend.model, self.backend.is_local is True
         if model is None:
             if local:
                 return FREE
@@ -84,8 +82,7 @@ class LLMClassifier:
         return price_for(str(model), local=local, prices=prices)
 
     def _default_counter(self) -> TokenCounter:
-        make = getattr(self.backend, "token_counter", None)
-        counter = make() if callable(make) else None
+        counter = self.backend.token_counter()
         return counter if counter is not None else EstimateCounter()
 
     @property
@@ -103,7 +100,7 @@ class LLMClassifier:
     @property
     def max_batch(self) -> int | None:
         """Prompts one request of the backend takes, if it says."""
-        limit = getattr(self.backend, "max_prompts_per_request", None)
+        limit = self.backend.max_prompts_per_request
         return limit if isinstance(limit, int) else None
 
     async def aclose(self) -> None:

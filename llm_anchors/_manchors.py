@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -26,10 +25,11 @@ import numpy as np
 from ._classifier import Classifier, require_stable_identity
 from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
-from ._explainer import AnchorsExplainer, Progress, _Run
+from ._explainer import AnchorsExplainer, _Run
 from ._explanation import Explanation
 from ._guided import GuidedSearch
 from ._memory import MemoryEntry, RuleMemory
+from ._progress import Progress
 from ._rules import Rule
 from ._search import SearchResult
 from ._text import TextInstance
@@ -245,40 +245,6 @@ class MAnchorsExplainer(AnchorsExplainer):
             self._remember(run, result, vector)
         return self._explanation(run, result, **extra, **await self._recheck(run))
 
-    async def explain_many(
-        self,
-        texts: Sequence[Any],
-        *,
-        max_concurrency: int = 1,
-        progress: bool | Callable[[int, int], None] = False,
-    ) -> list[Explanation]:
-        """Explain a stream; results in input order.
-
-        Inputs start in order, at most ``max_concurrency`` at a time. With
-        more than one in flight an input cannot hit an entry that a neighbour
-        still being explained will store: concurrency buys wall time with
-        some memory hits (1, the default, misses none).
-        """
-        if max_concurrency < 1:
-            raise ConfigError("max_concurrency must be >= 1")
-        semaphore = asyncio.Semaphore(max_concurrency)
-        done = 0
-        report = progress if callable(progress) else (_bar if progress else None)
-
-        async def one(text: Any) -> Explanation:
-            nonlocal done
-            async with semaphore:
-                exp = await self.explain(text)
-            done += 1
-            if report is not None:
-                report(done, len(texts))
-            return exp
-
-        tasks = []
-        for text in texts:  # created in order: each waits for the semaphore in turn
-            tasks.append(asyncio.ensure_future(one(text)))
-        return list(await asyncio.gather(*tasks))
-
     # -- "guided": what the memory proposes ----------------------------------
 
     async def _guided(self, run: _Run, similar: Sequence[MemoryEntry], meta: dict[str, Any]) -> SearchResult:
@@ -383,13 +349,3 @@ def _anchor_as_rule(entry: MemoryEntry) -> MemoryEntry:
     """The entry with its anchor in place of its intermediate rule (for `MemoryFeatures.horizontal`)."""
     return replace(entry, rule_positions=entry.anchor_positions, rule_words=entry.anchor_words,
                    rule_vectors=entry.anchor_vectors)  # fmt: skip
-
-
-def _bar(done: int, total: int) -> None:
-    if sys.stderr.isatty():
-        width = 30
-        filled = width * done // max(total, 1)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()

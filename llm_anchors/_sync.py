@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ._exceptions import ConfigError
 
-__all__ = ["SyncRunner"]
+__all__ = ["SyncRunner", "sync_twin"]
 
 T = TypeVar("T")
 
@@ -60,3 +60,29 @@ class SyncRunner:
                 thread.start()
                 self._loop, self._thread = loop, thread
             return self._loop
+
+
+class HasSyncRunner(Protocol):
+    _sync: SyncRunner
+
+
+S = TypeVar("S", bound=HasSyncRunner)
+P = ParamSpec("P")
+
+
+def sync_twin(method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]]) -> Callable[Concatenate[S, P], T]:
+    """The blocking twin of an async method: it runs the method (as overridden by the
+    object's class) on the object's `SyncRunner`."""
+    name = method.__name__
+
+    def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        coro: Coroutine[Any, Any, T] = getattr(self, name)(*args, **kwargs)
+        return self._sync.run(coro)
+
+    twin.__name__ = twin.__qualname__ = f"{name}_sync"
+    twin.__doc__ = (
+        f"`{name}` for code without an event loop (or inside Jupyter's). Every sync call of an "
+        "object runs on one event loop of its own, in a background thread, so connections are "
+        "reused; `close()` (or ``with ...:``) releases them."
+    )
+    return twin

@@ -1,32 +1,19 @@
-"""Token counting behind one small interface.
+"""Token counting behind one small interface, `TokenCounter`.
 
-- `TiktokenCounter`: OpenAI models, with tiktoken's encodings taken from the
-  installed ``bpe-openai`` package (no download: they are unpacked into
-  tiktoken's cache under the names it looks for).
-- `ServerTokenCounter`: the ``/tokenize`` endpoint of llama.cpp's server
-  or vLLM's, one call per distinct prompt, cached.
-- `EstimateCounter`: a conservative estimate (bytes / 3, rounded up, plus
-  a margin), marked as an estimate in every report.
+`EstimateCounter` (a conservative estimate: bytes / 3, rounded up, plus a
+margin, marked as an estimate in every report) is the fallback when a
+backend offers no exact counter. Exact counters live with the adapters that
+use them (``adapters/token_counters.py``: tiktoken, a server's /tokenize).
 """
 
 from __future__ import annotations
 
-import asyncio
-import gzip
-import hashlib
-import importlib.util
 import math
-import os
-import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from ._exceptions import BackendError, BadResponseError, ConfigError
-
-__all__ = ["EstimateCounter", "ServerTokenCounter", "TiktokenCounter", "TokenCount", "TokenCounter"]
+__all__ = ["EstimateCounter", "TokenCount", "TokenCounter"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +30,8 @@ class TokenCount:
 
 @runtime_checkable
 class TokenCounter(Protocol):
+    """Counts the prompt tokens of prompts, in order."""
+
     async def count(self, prompts: Sequence[str]) -> TokenCount: ...
 
 
@@ -54,136 +43,3 @@ class EstimateCounter:
 
     async def count(self, prompts: Sequence[str]) -> TokenCount:
         return TokenCount([math.ceil(len(p.encode()) / 3) + self.margin for p in prompts], estimated=True)
-
-
-_ENCODING_URLS = {
-    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
-    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
-}
-
-
-def install_offline_encodings(cache: Path | None = None) -> Path:
-    """Unpack bpe-openai's encodings where tiktoken looks, and point tiktoken there."""
-    # Found without importing bpe_openai: its import warns (a deprecated importlib API).
-    spec = importlib.util.find_spec("bpe_openai")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("counting OpenAI tokens offline needs bpe-openai: pip install 'llm-anchors[openai]'")
-    data = Path(list(spec.submodule_search_locations)[0]) / "data"
-    cache = cache or Path(os.environ.get("TIKTOKEN_CACHE_DIR") or Path.home() / ".cache" / "llm-anchors" / "tiktoken")
-    cache.mkdir(parents=True, exist_ok=True)
-    for name, url in _ENCODING_URLS.items():
-        target = cache / hashlib.sha1(url.encode()).hexdigest()
-        if not target.exists():
-            blob = gzip.decompress((data / f"{name}.tiktoken.gz").read_bytes())
-            partial = target.with_suffix(".partial")
-            partial.write_bytes(blob)
-            partial.replace(target)
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
-    return cache
-
-
-class TiktokenCounter:
-    """Exact prompt tokens of an OpenAI model (``gpt-4o``, ``gpt-4o-mini``, ...).
-
-    ``per_message`` adds the chat format's tokens around each prompt (role
-    markers and the reply's priming: 3 + 4 for one user message).
-    """
-
-    def __init__(self, model: str, *, per_message: int = 7) -> None:
-        install_offline_encodings()
-        import tiktoken
-
-        try:
-            self.encoding = tiktoken.encoding_for_model(model)
-        except KeyError:
-            self.encoding = tiktoken.get_encoding("o200k_base")
-        self.model = model
-        self.per_message = per_message
-
-    async def count(self, prompts: Sequence[str]) -> TokenCount:
-        batches = self.encoding.encode_ordinary_batch(list(prompts))
-        return TokenCount([len(tokens) + self.per_message for tokens in batches])
-
-
-class ServerTokenCounter:
-    """Prompt tokens from a server's own ``/tokenize`` (llama.cpp or vLLM), cached.
-
-    ``base_url`` may end in ``/v1``: /tokenize lives at the server's root on
-    llama-server and on vLLM. ``add_special`` counts the BOS token the
-    server adds to a completion prompt. The counts of at most
-    ``max_entries`` prompts are kept (least recently used dropped): a long
-    stream counts millions of distinct perturbations.
-    """
-
-    def __init__(
-        self, base_url: str, *, model: str | None = None, max_concurrency: int = 16, max_entries: int = 100_000
-    ) -> None:
-        self.root = base_url.rstrip("/").removesuffix("/v1")
-        self.shown = re.sub(r"//[^/@\s]+@", "//", self.root)  # for messages: no user:password@
-        self.model = model
-        self._vllm = False  # llama-server's request shape first; vLLM's when it is refused
-        self.max_concurrency = max_concurrency
-        self.max_entries = max_entries
-        self._cache: OrderedDict[str, int] = OrderedDict()
-        self._session: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def count(self, prompts: Sequence[str]) -> TokenCount:
-        counts = {p: self._cache[p] for p in dict.fromkeys(prompts) if p in self._cache}
-        missing = [p for p in dict.fromkeys(prompts) if p not in counts]
-        if missing:
-            semaphore = asyncio.Semaphore(self.max_concurrency)
-            session = self._get_session()
-
-            async def one(prompt: str) -> None:
-                async with semaphore:
-                    counts[prompt] = await self._tokenize(session, prompt)
-
-            await asyncio.gather(*(one(p) for p in missing))
-        for prompt, n in counts.items():
-            self._cache[prompt] = n
-            self._cache.move_to_end(prompt)
-        while len(self._cache) > self.max_entries:
-            self._cache.popitem(last=False)
-        return TokenCount([counts[p] for p in prompts])
-
-    async def _tokenize(self, session: Any, prompt: str) -> int:
-        import aiohttp
-
-        try:
-            status, raw = await self._post(session, prompt)
-            if status in (400, 422) and not self._vllm:
-                self._vllm = True
-                status, raw = await self._post(session, prompt)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise BackendError(f"/tokenize failed: {type(exc).__name__}", classifier=self.shown, status=503) from exc
-        if status >= 400:
-            raise BackendError(f"/tokenize answered {status}", classifier=self.shown, status=status)
-        if isinstance(raw, dict) and isinstance(raw.get("count"), int):
-            return int(raw["count"])
-        if isinstance(raw, dict) and isinstance(raw.get("tokens"), list):
-            return len(raw["tokens"])
-        raise BadResponseError("/tokenize answer has no tokens", classifier=self.shown)
-
-    async def _post(self, session: Any, prompt: str) -> tuple[int, Any]:
-        body: dict[str, Any] = {"content": prompt, "add_special": True}
-        if self._vllm:
-            body = {"model": self.model, "prompt": prompt, "add_special_tokens": True}
-        async with session.post(f"{self.root}/tokenize", json=body) as response:
-            if response.status >= 400:
-                return response.status, None
-            return response.status, await response.json(content_type=None)
-
-    def _get_session(self) -> Any:
-        import aiohttp
-
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-            self._loop = loop
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None

@@ -13,10 +13,11 @@ from typing import TextIO
 
 from ._budget import Budget
 from ._exceptions import ConfigError, LLMAnchorsError
-from ._explainer import AnchorsExplainer, Progress
+from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._llm import LLMClassifier
 from ._pricing import load_prices
+from ._progress import Progress
 from ._retry import RetryPolicy
 from ._text import TextInstance
 

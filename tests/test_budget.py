@@ -10,13 +10,12 @@ from llm_anchors import (
     AnchorsExplainer,
     Budget,
     BudgetExceeded,
-    Charge,
     ConfigError,
     FunctionClassifier,
     LLMClassifier,
-    Price,
     RetryPolicy,
 )
+from llm_anchors.core import Charge, Price
 from tests.conftest import needs_all
 from tests.fault_server import FaultServer
 
@@ -80,6 +79,7 @@ def priced(url, **kw):
     return LLMClassifier(backend, PROMPT, LABELS, price=PRICE, **kw)
 
 
+@pytest.mark.integration
 async def test_no_overshoot_in_200_randomised_concurrent_runs():
     """Several explanations share one budget; latencies and failures are random."""
     retry = RetryPolicy(max_attempts=8, initial_wait=0.001, max_wait=0.005, jitter=0.002)
@@ -122,6 +122,7 @@ async def test_no_overshoot_in_200_randomised_concurrent_runs():
         assert exhausted > 50  # the caps really bound
 
 
+@pytest.mark.integration
 async def test_dollar_sums_are_exact():
     async with FaultServer(answer=sentiment) as server:
         budget = Budget(max_usd=1)
@@ -137,6 +138,7 @@ async def test_dollar_sums_are_exact():
     assert all(Decimal(x.meta.cost.usd_reserved) >= Decimal(x.meta.cost.usd_settled) for x in exps)
 
 
+@pytest.mark.integration
 async def test_cache_hits_cost_nothing():
     async with FaultServer(answer=sentiment) as server:
         async with AnchorsExplainer(priced(server.base_url), seed=0) as e:
@@ -170,6 +172,7 @@ async def test_unknown_hosted_model_needs_a_price():
     assert LLMClassifier(local, PROMPT, LABELS).price.input == 0
 
 
+@pytest.mark.integration
 async def test_persisted_cache_makes_a_second_run_free(tmp_path):
     from llm_anchors import QueryCache
 
@@ -201,7 +204,7 @@ class _OverReporting:
     model = "hosted-model"
 
     def __init__(self):
-        from llm_anchors import MockBackend
+        from llm_anchors.core import MockBackend
 
         self.inner = MockBackend(sentiment, others=LABELS)
 
@@ -210,7 +213,7 @@ class _OverReporting:
         return "over-reporting"
 
     async def complete(self, prompts, params):
-        from llm_anchors import Completions, Usage
+        from llm_anchors.core import Completions, Usage
 
         got = await self.inner.complete(prompts, params)
         return Completions(got.items, Usage(got.usage.prompt_tokens, 20 * len(prompts)), len(prompts))
@@ -239,7 +242,7 @@ async def test_a_server_over_reporting_usage_ends_the_explanation_and_says_by_ho
 
 
 def test_a_backend_that_does_not_say_it_is_local_is_priced():
-    from llm_anchors import MockBackend
+    from llm_anchors.core import MockBackend
 
     class Custom:
         identity = "custom"

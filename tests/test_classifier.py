@@ -3,7 +3,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from llm_anchors import Classifier, ClassifierError, ConfigError, FunctionClassifier
+from llm_anchors import AnchorsExplainer, ClassifierError, ConfigError, FunctionClassifier
+from llm_anchors.core import Batch, Classifier, as_classifier
 
 
 async def test_sync_function():
@@ -28,6 +29,7 @@ async def test_numpy_output_becomes_plain_labels():
     assert all(type(label) is int for label in labels)
 
 
+@pytest.mark.integration
 async def test_sklearn_pipeline_predict():
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -109,3 +111,35 @@ async def test_nan_is_not_a_label():
     clf = FunctionClassifier(lambda texts: [float("nan")] * len(texts))
     with pytest.raises(ClassifierError, match="NaN"):
         await clf.classify(["a"])
+
+
+class Bare:
+    """A classifier written against the protocol's two required members only."""
+
+    identity = "bare"
+    max_batch = 3
+
+    def __init__(self):
+        self.calls = []
+
+    async def classify(self, texts):
+        self.calls.append(list(texts))
+        return Batch(["pos" if "good" in t else "neg" for t in texts])
+
+
+async def test_a_classifier_with_the_required_members_gets_the_documented_defaults():
+    bare = Bare()
+    full = as_classifier(bare)
+    assert isinstance(full, Classifier) and full.identity == "bare" and full.max_batch == 3
+    charge, estimated = await full.quote(["a", "b"])
+    assert (charge.queries, charge.tokens, charge.usd, estimated) == (2, 0, 0, False)
+    async with AnchorsExplainer(bare, seed=0) as explainer:
+        exp = await explainer.explain("a good film")
+    assert exp.data.label == "pos" and max(len(c) for c in bare.calls) <= 3  # max_batch honoured
+    assert as_classifier(FunctionClassifier(len)).max_batch is None
+
+
+@pytest.mark.parametrize("thing", [object(), lambda texts: texts, "clf"])
+def test_what_is_not_a_classifier_is_a_config_error(thing):
+    with pytest.raises(ConfigError, match="not a Classifier"):
+        as_classifier(thing)

@@ -2,7 +2,8 @@ import asyncio
 
 import pytest
 
-from llm_anchors import ClassifierError, ConfigError, FunctionClassifier, QueryCache, QueryEngine, QueryStats
+from llm_anchors import ClassifierError, ConfigError, FunctionClassifier, QueryCache
+from llm_anchors.core import QueryEngine, QueryStats
 
 
 class Recorder:

@@ -1,15 +1,7 @@
 import pytest
 
-from llm_anchors import (
-    UNPARSED,
-    AnchorsExplainer,
-    BadResponseError,
-    Completion,
-    Completions,
-    ConfigError,
-    LLMClassifier,
-    MockBackend,
-)
+from llm_anchors import UNPARSED, AnchorsExplainer, BadResponseError, ConfigError, LLMClassifier
+from llm_anchors.core import FREE, PRICES, Backend, Completion, Completions, EstimateCounter, MockBackend, as_backend
 
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = ["negative", "positive"]
@@ -113,3 +105,36 @@ async def test_explanation_of_an_llm_counts_tokens_and_unparsed():
     assert exp.data.label == "positive"
     assert exp.meta.unparsed > 0
     assert exp.meta.cost.prompt_tokens > 0 and exp.meta.cost.completion_tokens == exp.meta.queries
+
+
+class Minimal:
+    """A backend written against the protocol's two required members only."""
+
+    identity = "minimal"
+
+    def __init__(self, **extra):
+        self.inner = MockBackend(sentiment)
+        vars(self).update(extra)
+
+    async def complete(self, prompts, params):
+        return await self.inner.complete(prompts, params)
+
+
+async def test_a_backend_with_the_required_members_gets_the_documented_defaults():
+    clf = LLMClassifier(Minimal(), PROMPT, LABELS, price=PRICES["gpt-4o-mini"])
+    backend = clf.backend
+    assert isinstance(backend, Backend)
+    assert (backend.model, backend.is_local, backend.max_prompts_per_request) == (None, False, None)
+    assert backend.token_counter() is None and isinstance(clf.token_counter, EstimateCounter)
+    assert clf.max_batch is None
+    batch = await clf.classify(["a good and great film", "a dull film"])
+    assert batch.labels == ["positive", "negative"] and batch.usd > 0
+    await clf.aclose()
+
+
+def test_optional_backend_members_are_read_when_present():
+    clf = LLMClassifier(Minimal(is_local=True, max_prompts_per_request=4), PROMPT, LABELS)
+    assert clf.price == FREE and clf.max_batch == 4
+    with pytest.raises(ConfigError, match="cannot price"):
+        LLMClassifier(Minimal(), PROMPT, LABELS)  # neither a model nor local: never free
+    assert as_backend(MockBackend(sentiment)).is_local is True  # a full backend is used as it is

@@ -2,9 +2,12 @@ from dataclasses import replace
 
 import pytest
 
-from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer, SentenceEmbedder
+from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer
 from llm_anchors._text import TextInstance
+from llm_anchors.core import SentenceEmbedder
 from tests.conftest import needs_all
+
+pytestmark = pytest.mark.integration  # loads the packaged MiniLM
 
 STREAM = [
     "this is a good and great movie with a fine plot overall",
@@ -143,12 +146,34 @@ async def test_memory_of_another_classifier_is_refused(embedder, tmp_path):
 async def test_explain_many_with_concurrency_and_progress(embedder):
     m = manchors(embedder)
     seen = []
-    out = await m.explain_many(STREAM[:5], max_concurrency=3, progress=lambda done, total: seen.append((done, total)))
+    out = await m.explain_many(STREAM[:5], concurrent_inputs=3, progress=seen.append)
     assert [x.data.text for x in out] == STREAM[:5]
-    assert seen[-1] == (5, 5) and len(seen) == 5
+    assert [(p.done, p.total) for p in seen] == [(i, 5) for i in range(1, 6)]
+    assert {p.explanation.data.text for p in seen} == set(STREAM[:5])
     assert all(x.data.anchor == ("good", "great") or x.data.anchor == ("great", "good") for x in out)
-    with pytest.raises(ConfigError):
-        await m.explain_many(STREAM, max_concurrency=0)
+    with pytest.raises(ConfigError, match="concurrent_inputs"):
+        await m.explain_many(STREAM, concurrent_inputs=0)
+
+
+async def test_explain_many_keeps_its_old_keyword_and_callback_for_one_release(embedder):
+    m = manchors(embedder)
+    seen = []
+    with pytest.warns(DeprecationWarning) as caught:
+        await m.explain_many(STREAM[:2], max_concurrency=2, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 2), (2, 2)]
+    assert {"concurrent_inputs" in str(w.message) or "StreamProgress" in str(w.message) for w in caught} == {True}
+    assert len(caught) == 2
+
+
+def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
+    with manchors(embedder) as m:
+        many = m.explain_many_sync(STREAM[:2])
+        one = m.explain_sync(STREAM[2])
+        fresh = m.estimate_precision_sync(STREAM[2], one.data.positions, n=50, seed=3)
+        loop = m._sync._loop
+        assert m.explain_sync(STREAM[3]).meta.memory_hit and m._sync._loop is loop
+    assert [e.data.text for e in many] == STREAM[:2] and fresh == 1.0
+    assert m._sync._loop is None  # closed with the block
 
 
 def test_bad_settings(embedder):

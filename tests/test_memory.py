@@ -5,7 +5,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from llm_anchors import ConfigError, MemoryEntry, RuleMemory
+from llm_anchors import ConfigError
+from llm_anchors.core import MemoryEntry, RuleMemory
 
 DIM = 8
 

@@ -2,7 +2,8 @@ from decimal import Decimal
 
 import pytest
 
-from llm_anchors import FREE, PRICES, ConfigError, Price, load_prices, price_for
+from llm_anchors import ConfigError
+from llm_anchors.core import FREE, PRICES, Price, load_prices, price_for
 
 
 def test_cost_is_exact_decimal():

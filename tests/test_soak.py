@@ -14,9 +14,12 @@ import warnings
 import pytest
 
 from adapters.openai_compat import OpenAICompatibleBackend
-from llm_anchors import LLMClassifier, MAnchorsExplainer, RetryPolicy, SentenceEmbedder
+from llm_anchors import LLMClassifier, MAnchorsExplainer, RetryPolicy
+from llm_anchors.core import SentenceEmbedder
 from llm_anchors.datasets import load_rt_polarity, shuffled
 from tests.fault_server import FaultServer
+
+pytestmark = pytest.mark.integration  # a fault server, the packaged MiniLM
 
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = ["negative", "positive"]

@@ -69,6 +69,7 @@ def server_in_thread(**kwargs):
         loop.close()
 
 
+@pytest.mark.integration
 def test_explain_sync_reuses_its_connections_and_close_releases_them():
     def answer(prompt):
         words = prompt.split("Review: ")[-1].split()

@@ -5,14 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from llm_anchors import (
-    ConfigError,
-    InvalidInputError,
-    MAnchorsExplainer,
-    TabularExplainer,
-    TabularSampler,
-    make_rule,
-)
+from llm_anchors import ConfigError, InvalidInputError, MAnchorsExplainer, TabularExplainer, TabularSampler
+from llm_anchors.core import make_rule
 
 NAMES = ("age", "colour", "noise")
 COLOURS = ("red", "green", "blue")

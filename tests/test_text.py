@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from llm_anchors import ConfigError, InvalidInputError, TextInstance, TextSampler
+from llm_anchors import ConfigError, InvalidInputError, TextSampler
+from llm_anchors.core import TextInstance
 from llm_anchors.datasets import load_rt_polarity
 
 ODD = [

@@ -2,7 +2,8 @@ import os
 
 import pytest
 
-from llm_anchors import EstimateCounter, TiktokenCounter
+from adapters.token_counters import TiktokenCounter
+from llm_anchors.core import EstimateCounter
 
 
 async def test_tiktoken_works_offline_with_packaged_encodings(tmp_path, monkeypatch):

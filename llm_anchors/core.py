@@ -1,0 +1,100 @@
+"""The engine's parts, for code that extends it rather than uses it.
+
+``llm_anchors`` exports what explaining a model needs; this module exports
+what writing a new backend, classifier, sampler or search needs, and the
+pieces the explainers are made of:
+
+- contracts and their defaults: `Backend` / `BaseBackend`, `Classifier` /
+  `BaseClassifier`, `Sampler`, `TokenCounter`, `MemoryFeatures`;
+- the pure search: `BeamSearch`, `GuidedSearch`, `SearchParams`, the KL
+  bounds and LUCB (`kl_*`, `compute_beta`, `lucb`), rules;
+- the query engine and its accounting: `QueryEngine`, `QueryStats`,
+  `Charge`, `Reservation`, `BudgetReport`;
+- an explanation's parts: `AnchorData`, `Meta`, `Cost`, `RuleStats`;
+- prices and the memory: `Price`, `PRICES`, `RuleMemory`, `SentenceEmbedder`.
+
+These names may change between minor releases; the top-level ones do not.
+"""
+
+from ._backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
+from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
+from ._budget import BudgetReport, Charge, Reservation
+from ._classifier import BaseClassifier, Batch, Classifier, Label, Quote, Usage, as_classifier
+from ._embeddings import SentenceEmbedder
+from ._engine import QueryEngine, QueryStats
+from ._explanation import AnchorData, Cost, Meta
+from ._guided import GuidedSearch
+from ._image import ImageInstance
+from ._manchors import MemoryFeatures, TextMemoryFeatures
+from ._memory import MemoryEntry, RuleMemory
+from ._pricing import FREE, PRICES, Price, load_prices, price_for
+from ._progress import Progress, StreamProgress
+from ._retry import is_retryable
+from ._rules import Rule, covers, make_rule
+from ._sampler import Instance, Sampler
+from ._search import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
+from ._tabular import TabularInstance
+from ._text import TextInstance
+from ._tokens import EstimateCounter, TokenCount, TokenCounter
+
+__all__ = [
+    "FREE",
+    "PRICES",
+    "AnchorData",
+    "Backend",
+    "BaseBackend",
+    "BaseClassifier",
+    "Batch",
+    "BeamSearch",
+    "BudgetReport",
+    "Charge",
+    "Classifier",
+    "Completion",
+    "CompletionParams",
+    "Completions",
+    "Cost",
+    "EstimateCounter",
+    "GuidedSearch",
+    "ImageInstance",
+    "Instance",
+    "Label",
+    "MemoryEntry",
+    "MemoryFeatures",
+    "Meta",
+    "MockBackend",
+    "Price",
+    "Progress",
+    "QueryEngine",
+    "QueryStats",
+    "Quote",
+    "Reservation",
+    "RoundTrace",
+    "Rule",
+    "RuleMemory",
+    "RuleStats",
+    "SampleRequest",
+    "Sampler",
+    "Samples",
+    "SearchParams",
+    "SearchResult",
+    "SentenceEmbedder",
+    "StreamProgress",
+    "TabularInstance",
+    "TextInstance",
+    "TextMemoryFeatures",
+    "TokenCount",
+    "TokenCounter",
+    "Usage",
+    "as_backend",
+    "as_classifier",
+    "compute_beta",
+    "covers",
+    "is_retryable",
+    "kl_bernoulli",
+    "kl_lower_bound",
+    "kl_upper_bound",
+    "load_prices",
+    "lucb",
+    "make_rule",
+    "price_for",
+]

@@ -1,0 +1,40 @@
+import numpy as np
+import pytest
+
+from llm_anchors import ConfigError
+from llm_anchors.datasets import ADULT_FEATURES, data_dir, load_adult, load_rt_polarity, shuffled
+
+
+def test_rt_polarity_has_both_classes_in_full():
+    texts, labels = load_rt_polarity()
+    assert len(texts) == len(labels) == 10_662
+    assert labels[:5331].tolist() == [1] * 5331 and labels[5331:].tolist() == [0] * 5331
+    assert all(t and t == t.strip() for t in texts)
+
+
+def test_adult_is_numbers_with_named_categories():
+    adult = load_adult()
+    assert adult.train.shape == (len(adult.train_labels), len(ADULT_FEATURES)) and len(adult.train) > 30_000
+    assert adult.test.shape[1] == len(ADULT_FEATURES) and len(adult.test) > 15_000
+    assert set(np.unique(adult.train_labels)) == {0, 1} and 0.2 < adult.test_labels.mean() < 0.3
+    sex = ADULT_FEATURES.index("sex")
+    assert adult.categorical_names[sex] == ("Female", "Male")
+    assert set(np.unique(adult.train[:, sex])) == {0.0, 1.0}
+
+
+def test_missing_files_are_a_config_error_that_says_where(tmp_path):
+    with pytest.raises(ConfigError, match="rt-polarity.pos"):
+        load_rt_polarity(tmp_path)
+    with pytest.raises(ConfigError, match=str(tmp_path)):
+        load_adult(tmp_path)
+
+
+def test_data_dir_prefers_the_argument_then_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ANCHORS_DATA", str(tmp_path / "env"))
+    assert data_dir(tmp_path) == tmp_path and data_dir() == tmp_path / "env"
+
+
+def test_shuffled_is_a_seeded_permutation():
+    order = shuffled(100, seed=42)
+    assert sorted(order.tolist()) == list(range(100))
+    assert order.tolist() == shuffled(100, seed=42).tolist() != shuffled(100, seed=7).tolist()

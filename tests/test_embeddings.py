@@ -1,0 +1,42 @@
+import numpy as np
+import pytest
+
+from llm_anchors import ConfigError
+from llm_anchors.core import SentenceEmbedder
+
+pytestmark = pytest.mark.integration  # loads the packaged MiniLM
+
+
+@pytest.fixture(scope="module")
+def words() -> SentenceEmbedder:
+    return SentenceEmbedder()
+
+
+def test_word_pooling_gives_unit_vectors_of_the_models_dimension(words):
+    vectors = words.embed(["a dull , lifeless film", "great"])
+    assert vectors.shape == (2, words.dim) == (2, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_similar_sentences_are_closer_than_unrelated_ones(words):
+    a, b, c = words.embed(["a dull and boring movie", "a boring , dull film", "the stock market fell sharply"])
+    assert a @ b > a @ c + 0.1
+
+
+def test_word_vectors_put_synonyms_nearer_than_unrelated_words(words):
+    good, great, table = words.word_vectors(["good", "great", "table"])
+    assert good @ great > good @ table
+    again = words.word_vectors(["good"])[0]
+    assert np.array_equal(again, good)  # cached: the same vector
+
+
+def test_sentence_pooling_runs_the_full_model():
+    sentence = SentenceEmbedder(pooling="sentence")
+    vector = sentence.embed(["a dull film"])
+    assert vector.shape == (1, 384) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    assert sentence.identity.endswith(":sentence") and "all-MiniLM-L6-v2" in sentence.identity
+
+
+def test_unknown_pooling_is_a_config_error():
+    with pytest.raises(ConfigError, match="pooling"):
+        SentenceEmbedder(pooling="max")
