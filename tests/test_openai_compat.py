@@ -248,11 +248,14 @@ async def test_faults_are_retried_and_results_equal_the_fault_free_run():
         exp = await explainer.explain(SENTENCE)
     assert set(flaky.counts) >= {"429", "500", "503", "timeout", "drop"}
     # One engine call is one HTTP request: every injected fault costs exactly one retry. On a
-    # loaded machine a slow answer may also time out on the client: a retry, but only as a timeout.
+    # loaded machine a slow answer (even an error status) may also time out on the client first:
+    # a retry all the same, counted as a timeout.
     failures = exp.meta.failures
+    injected = sum(v for k, v in flaky.counts.items() if k != "ok")
     for status in ("429", "500", "503"):
-        assert failures.get(f"HTTP {status}", 0) == flaky.counts[status]
+        assert 0 < failures.get(f"HTTP {status}", 0) <= flaky.counts[status]
     assert failures.get("timeout", 0) >= flaky.counts["timeout"] + flaky.counts["drop"]
+    assert sum(failures.values()) >= injected
     assert exp.meta.retries == sum(failures.values())
     assert exp.data == reference.data
     assert exp.meta.samples == reference.meta.samples and exp.meta.queries == reference.meta.queries
