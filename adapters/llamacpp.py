@@ -317,9 +317,7 @@ def embedded_classifier(
     base_url: str, *, prompt: str = DEFAULT_PROMPT, labels: Sequence[str] = DEFAULT_LABELS
 ) -> LLMClassifier:
     """The default explained model: Gemma 3 270M classifying review sentiment."""
-    backend = OpenAICompatibleBackend(
-        base_url, "gemma-3-270m-q4_k_m", endpoint="completions", max_prompts_per_request=8
-    )
+    backend = OpenAICompatibleBackend(base_url, "gemma-3-270m-q4_k_m", endpoint="completions", max_request_size=8)
     return LLMClassifier(backend, prompt, labels)
 
 

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlparse, urlunparse
@@ -71,7 +72,8 @@ class OpenAICompatibleBackend:
     api_key: taken from ``$api_key_env`` (OPENAI_API_KEY) when not given;
         never logged, never part of ``identity`` or ``repr``.
     timeout: seconds for one HTTP request.
-    max_prompts_per_request: prompts per /completions request.
+    max_request_size: prompts per /completions request (``max_prompts_per_request``
+        before 0.2: still read, with a DeprecationWarning).
     max_connections: HTTP requests in flight from this backend.
     """
 
@@ -85,10 +87,18 @@ class OpenAICompatibleBackend:
         endpoint: Endpoint = "auto",
         client: Client = "aiohttp",
         timeout: float = 60.0,
-        max_prompts_per_request: int = 16,
+        max_request_size: int = 16,
         max_connections: int = 32,
         extra_body: dict[str, Any] | None = None,
+        max_prompts_per_request: int | None = None,
     ) -> None:
+        if max_prompts_per_request is not None:
+            warnings.warn(
+                "OpenAICompatibleBackend(max_prompts_per_request=) is now max_request_size=; the old name goes in 0.3",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            max_request_size = max_prompts_per_request
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and urlparse(u).scheme in ("http", "https") for u in urls):
             raise ConfigError(f"base_url must be one or more http(s) URLs, got {base_url!r}")
@@ -98,8 +108,8 @@ class OpenAICompatibleBackend:
             raise ConfigError(f"endpoint must be auto, completions or chat, got {endpoint!r}")
         if client not in ("aiohttp", "openai"):
             raise ConfigError(f"client must be aiohttp or openai, got {client!r}")
-        if timeout <= 0 or max_prompts_per_request < 1 or max_connections < 1:
-            raise ConfigError("timeout, max_prompts_per_request and max_connections must be positive")
+        if timeout <= 0 or max_request_size < 1 or max_connections < 1:
+            raise ConfigError("timeout, max_request_size and max_connections must be positive")
         self.base_urls = [u.rstrip("/") for u in urls]
         self.model = model
         self.endpoint: Literal["completions", "chat"] = (
@@ -109,7 +119,7 @@ class OpenAICompatibleBackend:
         )
         self.client = client
         self.timeout = timeout
-        self.max_prompts_per_request = max_prompts_per_request if self.endpoint == "completions" else 1
+        self.max_request_size = max_request_size if self.endpoint == "completions" else 1
         self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
         self._api_key = _Secret(api_key if api_key is not None else os.environ.get(api_key_env))
@@ -143,7 +153,7 @@ class OpenAICompatibleBackend:
         return f"OpenAICompatibleBackend({urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
 
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
-        step = self.max_prompts_per_request
+        step = self.max_request_size
         parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
         results = await asyncio.gather(*(self._request(part, params) for part in parts))
         items = [item for r in results for item in r.items]

@@ -59,7 +59,7 @@ async def run(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     texts, _ = load_rt_polarity(args.data)
     order = [int(i) for i in shuffled(len(texts), args.shuffle_seed) if len(texts[i].split()) <= args.max_words]
     order = order[: args.n]
-    backend = OpenAICompatibleBackend(base_url, args.model, max_prompts_per_request=args.per_request)
+    backend = OpenAICompatibleBackend(base_url, args.model, max_request_size=args.per_request)
     clf = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
     async with AnchorsExplainer(clf, seed=args.seed, max_concurrency=args.concurrency) as explainer:
         partial = RESULTS / "baseline_llm.partial.json"

@@ -46,7 +46,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         for k, client in enumerate(("aiohttp", "openai") if r % 2 == 0 else ("openai", "aiohttp")):
             part = order[start + k * args.prompts : start + (k + 1) * args.prompts]
             prompts = [DEFAULT_PROMPT.replace("{text}", texts[i]) for i in part]
-            backend = OpenAICompatibleBackend(url, "gemma", client=client, max_prompts_per_request=args.per_request)  # type: ignore[arg-type]
+            backend = OpenAICompatibleBackend(url, "gemma", client=client, max_request_size=args.per_request)  # type: ignore[arg-type]
             results[client].append(await rate(backend, prompts, args.per_request, args.concurrency))
             await backend.aclose()
             print(f"round {r + 1}: {client:8s} {results[client][-1]:6.1f} prompts/s", flush=True)

@@ -48,8 +48,8 @@ async def measure(cache_ram: int | None, prompts: list[str]) -> dict[str, Any]:
     from adapters.openai_compat import OpenAICompatibleBackend
 
     with LlamaServer(cache_ram_mib=cache_ram) as server:
-        backend = OpenAICompatibleBackend(server.base_url, "gemma", max_prompts_per_request=8)
-        engine = QueryEngine(LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS), max_concurrency=8, chunk_size=8)
+        backend = OpenAICompatibleBackend(server.base_url, "gemma", max_request_size=8)
+        engine = QueryEngine(LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS), max_concurrency=8, request_size=8)
         samples: list[float] = [server.rss_mb()]
         done = asyncio.Event()
 

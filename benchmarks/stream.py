@@ -88,7 +88,7 @@ def classifiers(
         memo = QueryCache(args.memo_labels) if args.memo_labels else None
 
         def make(name: str) -> Classifier:
-            backend = OpenAICompatibleBackend(url, args.model, max_prompts_per_request=8)
+            backend = OpenAICompatibleBackend(url, args.model, max_request_size=8)
             llm = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
             return MemoLabels(llm, memo) if memo is not None else llm
 
@@ -112,8 +112,8 @@ class MemoLabels(BaseClassifier):
         return self.llm.identity
 
     @property
-    def max_batch(self) -> int | None:
-        return self.llm.max_batch
+    def max_request_size(self) -> int | None:
+        return self.llm.max_request_size
 
     async def aclose(self) -> None:
         await self.llm.aclose()

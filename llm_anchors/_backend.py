@@ -64,7 +64,7 @@ class Backend(Protocol):
       the classifier needs an explicit ``price=``);
     - ``is_local``: True only when the model runs here and its tokens cost
       nothing (default False: unknown means hosted, and priced);
-    - ``max_prompts_per_request``: prompts one HTTP request takes (None: any);
+    - ``max_request_size``: prompts one HTTP request takes (None: any);
     - `token_counter`: an exact prompt-token counter (None: a marked estimate);
     - `aclose`: release connections (by default nothing).
     """
@@ -79,7 +79,7 @@ class Backend(Protocol):
     def is_local(self) -> bool: ...
 
     @property
-    def max_prompts_per_request(self) -> int | None: ...
+    def max_request_size(self) -> int | None: ...
 
     def token_counter(self) -> TokenCounter | None: ...
 
@@ -88,7 +88,7 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-_BACKEND_DEFAULTS: dict[str, Any] = {"model": None, "is_local": False, "max_prompts_per_request": None}
+_BACKEND_DEFAULTS: dict[str, Any] = {"model": None, "is_local": False, "max_request_size": None}
 
 
 class BaseBackend:
@@ -104,7 +104,7 @@ class BaseBackend:
         return False
 
     @property
-    def max_prompts_per_request(self) -> int | None:
+    def max_request_size(self) -> int | None:
         return None
 
     def token_counter(self) -> TokenCounter | None:
@@ -122,7 +122,7 @@ class _Defaults(BaseBackend):
         found = {name: getattr(inner, name, default) for name, default in _BACKEND_DEFAULTS.items()}
         self._model = None if found["model"] is None else str(found["model"])
         self._local = found["is_local"] is True
-        limit = found["max_prompts_per_request"]
+        limit = found["max_request_size"]
         self._limit = limit if isinstance(limit, int) else None
 
     @property
@@ -138,7 +138,7 @@ class _Defaults(BaseBackend):
         return self._local
 
     @property
-    def max_prompts_per_request(self) -> int | None:
+    def max_request_size(self) -> int | None:
         return self._limit
 
     def __repr__(self) -> str:

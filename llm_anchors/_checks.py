@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+import warnings
+from typing import Any, TypeVar
 
 from ._exceptions import ConfigError
 
-__all__ = ["check_int", "check_number"]
+__all__ = ["check_int", "check_number", "renamed"]
+
+T = TypeVar("T")
 
 
 def check_int(name: str, value: Any, *, minimum: int = 1, optional: bool = False) -> None:
@@ -37,3 +40,12 @@ def check_number(
     if not inside:
         bounds = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
         raise ConfigError(f"{name} must be a number in {bounds}{' or None' if optional else ''}, got {value!r}")
+
+
+def renamed(owner: str, old: str, new: str, old_value: T | None, value: T) -> T:
+    """``old_value`` when a caller still used the keyword's name from before 0.2 (with a
+    `DeprecationWarning`), else ``value``."""
+    if old_value is None:
+        return value
+    warnings.warn(f"{owner}({old}=) is now {new}=; the old name goes in 0.3", DeprecationWarning, stacklevel=3)
+    return old_value

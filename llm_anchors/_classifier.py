@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import math
 import secrets
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -72,7 +73,7 @@ class Classifier(Protocol):
     `as_classifier` fills them in for an object that has only ``identity``
     and ``classify``:
 
-    - ``max_batch``: texts one call may take (None: any number);
+    - ``max_request_size``: texts one call may take (None: any number);
     - `quote`: the worst-case cost of a call, before it is made (by default
       one query per text, no tokens, no dollars);
     - `aclose`: release connections (by default nothing).
@@ -82,7 +83,7 @@ class Classifier(Protocol):
     def identity(self) -> str: ...
 
     @property
-    def max_batch(self) -> int | None: ...
+    def max_request_size(self) -> int | None: ...
 
     async def classify(self, texts: Sequence[str]) -> Batch: ...
 
@@ -96,7 +97,7 @@ class BaseClassifier:
     write ``identity`` and ``classify``."""
 
     @property
-    def max_batch(self) -> int | None:
+    def max_request_size(self) -> int | None:
         """Texts one call may take: any number."""
         return None
 
@@ -119,8 +120,15 @@ class _Defaults(BaseClassifier):
         return str(self.inner.identity)
 
     @property
-    def max_batch(self) -> int | None:
-        limit = getattr(self.inner, "max_batch", None)
+    def max_request_size(self) -> int | None:
+        limit = getattr(self.inner, "max_request_size", None)
+        if limit is None and getattr(self.inner, "max_batch", None) is not None:
+            warnings.warn(
+                f"{type(self.inner).__name__}.max_batch is now max_request_size; the old name goes in 0.3",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            limit = self.inner.max_batch
         return limit if isinstance(limit, int) else None
 
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from ._budget import Budget, Charge, Reservation
 from ._cache import QueryCache
-from ._checks import check_int
+from ._checks import check_int, renamed
 from ._classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
 from ._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
 from ._retry import RetryPolicy
@@ -57,8 +57,9 @@ def _outcome(future: asyncio.Future[Label]) -> BaseException | None:
 class QueryEngine:
     """Labels texts through a classifier, never asking for one text twice.
 
-    Texts not yet cached are sent in chunks of `request_size`; at most
-    ``max_concurrency`` chunks are in flight at once, across every
+    Texts not yet cached are sent ``request_size`` at a time (fewer when
+    the classifier's ``max_request_size`` says so), one request per call;
+    at most ``max_concurrency`` requests are in flight at once, across every
     explanation that shares this engine. A text already in flight for
     another explanation is awaited, not sent again. When a chunk fails the
     others still finish and are cached before the error is raised, so a
@@ -71,18 +72,20 @@ class QueryEngine:
         *,
         cache: QueryCache | None = None,
         max_concurrency: int = 8,
-        chunk_size: int = 100,
+        request_size: int = 100,
         retry: RetryPolicy | None = None,
         budget: Budget | None = None,
+        chunk_size: int | None = None,
     ) -> None:
+        request_size = renamed("QueryEngine", "chunk_size", "request_size", chunk_size, request_size)
         check_int("max_concurrency", max_concurrency)
-        check_int("chunk_size", chunk_size)
+        check_int("request_size", request_size)
         self.classifier = as_classifier(classifier)
         self.cache = cache if cache is not None else QueryCache()
         if self.cache.path is not None:
             require_stable_identity(classifier, f"the persisted query cache {self.cache.path}")
         self.max_concurrency = max_concurrency
-        self.chunk_size = chunk_size
+        self.request_size = request_size
         self.retry = retry or RetryPolicy()
         self.budget = budget
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -147,15 +150,15 @@ class QueryEngine:
         return [label for labels in await asyncio.gather(*map(send, self._chunks(texts))) for label in labels]
 
     def _chunks(self, texts: Sequence[str]) -> list[list[str]]:
-        step = self.request_size
+        step = self._call_size
         return [list(texts[i : i + step]) for i in range(0, len(texts), step)]
 
     @property
-    def request_size(self) -> int:
-        """Texts per call: ``chunk_size``, or less when one request of the
+    def _call_size(self) -> int:
+        """Texts per call: ``request_size``, or less when one request of the
         classifier's backend takes fewer (so a retry resends one request)."""
-        limit = self.classifier.max_batch
-        return min(self.chunk_size, limit) if isinstance(limit, int) and limit > 0 else self.chunk_size
+        limit = self.classifier.max_request_size
+        return min(self.request_size, limit) if isinstance(limit, int) and limit > 0 else self.request_size
 
     async def _send(self, chunk: list[str], stats: QueryStats) -> None:
         """Send one chunk and resolve its in-flight futures, whatever happens (even cancellation)."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._budget import Budget
 from ._cache import QueryCache
-from ._checks import check_int
+from ._checks import check_int, renamed
 from ._classifier import UNPARSED, Classifier, Label, as_classifier
 from ._engine import QueryEngine, QueryStats
 from ._exceptions import BudgetExceeded, ConfigError, NondeterminismWarning
@@ -62,8 +62,8 @@ class AnchorsExplainer:
     beam_size, min_samples_start, max_arms, max_anchor_size,
     coverage_samples: the search's parameters, see `SearchParams`. ``seed`` fixes every random
     draw (None: fresh entropy, recorded in the explanation's meta).
-    ``max_concurrency`` bounds model calls in flight; ``chunk_size`` is the
-    most texts per call (default: ``batch_size``). ``cache`` may be shared
+    ``max_concurrency`` bounds model requests in flight; ``request_size`` is
+    the most texts per request (default: ``batch_size``). ``cache`` may be shared
     between explainers of the same classifier; ``retry`` says how failed
     calls are retried (`RetryPolicy`). ``budget`` caps dollars, tokens and
     queries (`Budget`, which may be shared); when it runs out the
@@ -104,14 +104,16 @@ class AnchorsExplainer:
         sampler: Sampler | None = None,
         max_words: int = 256,
         max_concurrency: int = 8,
-        chunk_size: int | None = None,
+        request_size: int | None = None,
         cache: QueryCache | None = None,
         retry: RetryPolicy | None = None,
         budget: Budget | None = None,
         on_budget: Literal["raise", "return"] = "raise",
         n_examples: int = 5,
         verify_determinism: int = 0,
+        chunk_size: int | None = None,
     ) -> None:
+        request_size = renamed(type(self).__name__, "chunk_size", "request_size", chunk_size, request_size)
         complete = as_classifier(classifier)
         check_int("seed", seed, minimum=0, optional=True)
         check_int("n_examples", n_examples, minimum=0)
@@ -137,7 +139,7 @@ class AnchorsExplainer:
             complete,
             cache=cache,
             max_concurrency=max_concurrency,
-            chunk_size=batch_size if chunk_size is None else chunk_size,
+            request_size=batch_size if request_size is None else request_size,
             retry=retry,
             budget=budget,
         )
@@ -187,7 +189,7 @@ class AnchorsExplainer:
             "on_budget": self.on_budget,
             "sampler": self.sampler.settings(),
             "max_concurrency": self.engine.max_concurrency,
-            "chunk_size": self.engine.chunk_size,
+            "request_size": self.engine.request_size,
             "n_examples": self.n_examples,
         }
 
@@ -225,13 +227,8 @@ class AnchorsExplainer:
         input, or True for a bar on stderr. (``max_concurrency=`` is the
         name ``concurrent_inputs`` had before 0.2.)
         """
-        if max_concurrency is not None:
-            warnings.warn(
-                "explain_many(max_concurrency=) is now concurrent_inputs=; the old name goes in 0.3",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            concurrent_inputs = max_concurrency
+        concurrent_inputs = renamed("explain_many", "max_concurrency", "concurrent_inputs", max_concurrency,
+                                    concurrent_inputs)  # fmt: skip
         check_int("concurrent_inputs", concurrent_inputs)
         report = stream_reporter(progress)
         semaphore = asyncio.Semaphore(concurrent_inputs)

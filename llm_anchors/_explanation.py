@@ -148,8 +148,9 @@ class Explanation:
 
     def _repr_html_(self) -> str:
         d = self.data
-        parsed = TextInstance.parse(d.text)
-        if parsed.words == d.words:  # text: the sentence, anchor words marked
+        sampler = self.meta.params.get("sampler") or {}
+        if sampler.get("kind", "text") == "text":  # the sentence, anchor words marked
+            parsed = TextInstance.parse(d.text)
             sentence = parsed.mark(d.positions, lambda w: f"<mark><b>{w}</b></mark>", html.escape)
         else:  # tabular or image features: the rule
             sentence = " AND ".join(f"<mark><b>{html.escape(w)}</b></mark>" for w in d.anchor) or "(empty rule)"

@@ -59,7 +59,7 @@ class ImageSampler:
         model's own features; default the image's 8 × 8 mean-colour grid.
     max_images: images whose superpixels are kept for `render` (oldest dropped).
     max_pixels: the largest image accepted (H × W); a batch of perturbations
-        is ``chunk_size`` copies of it in memory, so downscale bigger ones.
+        is ``request_size`` copies of it in memory, so downscale bigger ones.
     """
 
     def __init__(
@@ -109,7 +109,7 @@ class ImageSampler:
         if pixels.shape[0] * pixels.shape[1] > self.max_pixels:
             raise InvalidInputError(
                 f"image of {pixels.shape[0]} × {pixels.shape[1]} pixels is over max_pixels={self.max_pixels}: "
-                "downscale it (or raise max_pixels and lower the explainer's chunk_size)"
+                "downscale it (or raise max_pixels and lower the explainer's request_size)"
             )
         digest = hashlib.sha1(pixels.tobytes() + repr(pixels.shape).encode()).hexdigest()[:16]
         if digest in self._images:

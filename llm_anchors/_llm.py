@@ -98,9 +98,9 @@ class LLMClassifier(BaseClassifier):
         return f"LLMClassifier({self.backend.identity!r}, labels={self.labels!r})"
 
     @property
-    def max_batch(self) -> int | None:
+    def max_request_size(self) -> int | None:
         """Prompts one request of the backend takes, if it says."""
-        limit = self.backend.max_prompts_per_request
+        limit = self.backend.max_request_size
         return limit if isinstance(limit, int) else None
 
     async def aclose(self) -> None:

@@ -49,9 +49,9 @@ class Sampler(Protocol):
         ...
 
 
-def keep_independently(n: int, n_features: int, rule: Rule, p_drop: float, rng: np.random.Generator) -> np.ndarray:
-    """An (n × features) kept matrix: each feature dropped with ``p_drop``, independently; ``rule``'s always kept."""
-    present = rng.random((n, n_features)) >= p_drop
+def keep_independently(n: int, n_features: int, rule: Rule, p_hide: float, rng: np.random.Generator) -> np.ndarray:
+    """An (n × features) kept matrix: each feature hidden with ``p_hide``, independently; ``rule``'s always kept."""
+    present = rng.random((n, n_features)) >= p_hide
     if rule:
         present[:, sorted(rule)] = True
     return present

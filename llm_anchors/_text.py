@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_int, check_number
+from ._checks import check_int, check_number, renamed
 from ._exceptions import ConfigError, InvalidInputError
 from ._rules import Rule
 from ._sampler import keep_independently
@@ -64,8 +64,9 @@ class TextSampler:
     """Perturbs a text by masking words, keeping a rule's words.
 
     mode "unk" (the Anchors papers' default): every word outside the rule
-    is replaced by ``mask`` with probability ``p_replace``, independently.
-    ``max_words`` bounds the input: the search's cost grows with it.
+    is hidden (replaced by ``mask``) with probability ``p_hide``,
+    independently (``p_replace`` before 0.2). ``max_words`` bounds the
+    input: the search's cost grows with it.
     """
 
     def __init__(
@@ -73,22 +74,30 @@ class TextSampler:
         *,
         mode: str = "unk",
         mask: str = "UNK",
-        p_replace: float = 0.5,
+        p_hide: float = 0.5,
         max_words: int = 256,
+        p_replace: float | None = None,
     ) -> None:
+        p_hide = renamed("TextSampler", "p_replace", "p_hide", p_replace, p_hide)
         if mode != "unk":
             raise ConfigError(f"unknown perturbation mode {mode!r}; available: 'unk'")
-        check_number("p_replace", p_replace, high=1.0)
+        check_number("p_hide", p_hide, high=1.0)
         check_int("max_words", max_words)
         if not isinstance(mask, str) or not mask.strip():
             raise ConfigError(f"mask must be a non-empty string (it replaces a word), got {mask!r}")
         self.mode = mode
         self.mask = mask
-        self.p_replace = p_replace
+        self.p_hide = p_hide
         self.max_words = max_words
 
     def settings(self) -> dict[str, object]:
-        return {"mode": self.mode, "mask": self.mask, "p_replace": self.p_replace, "max_words": self.max_words}
+        return {
+            "kind": "text",
+            "mode": self.mode,
+            "mask": self.mask,
+            "p_hide": self.p_hide,
+            "max_words": self.max_words,
+        }
 
     def features(self, text: object) -> TextInstance:
         """Split ``text`` into words; reject what cannot be explained."""
@@ -107,7 +116,7 @@ class TextSampler:
 
     def sample_present(self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
         """An (n × words) boolean matrix: which words each perturbation keeps."""
-        return keep_independently(n, len(instance.words), rule, self.p_replace, rng)
+        return keep_independently(n, len(instance.words), rule, self.p_hide, rng)
 
     def sample(
         self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator

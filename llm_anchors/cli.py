@@ -80,7 +80,7 @@ async def _explain(args: argparse.Namespace) -> int:
         from adapters.openai_compat import OpenAICompatibleBackend
 
         backend = OpenAICompatibleBackend(
-            base_urls, model, endpoint=args.endpoint, max_prompts_per_request=8, timeout=args.timeout
+            base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout
         )
         prices = load_prices(args.price_file) if args.price_file else None
         clf = LLMClassifier(backend, prompt, labels, prices=prices)

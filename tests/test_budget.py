@@ -75,7 +75,7 @@ def test_reserve_is_atomic_across_threads():
 
 
 def priced(url, **kw):
-    backend = OpenAICompatibleBackend(url, "hosted-model", timeout=0.5, max_prompts_per_request=4)
+    backend = OpenAICompatibleBackend(url, "hosted-model", timeout=0.5, max_request_size=4)
     return LLMClassifier(backend, PROMPT, LABELS, price=PRICE, **kw)
 
 

@@ -117,7 +117,7 @@ class Bare:
     """A classifier written against the protocol's two required members only."""
 
     identity = "bare"
-    max_batch = 3
+    max_request_size = 3
 
     def __init__(self):
         self.calls = []
@@ -130,13 +130,13 @@ class Bare:
 async def test_a_classifier_with_the_required_members_gets_the_documented_defaults():
     bare = Bare()
     full = as_classifier(bare)
-    assert isinstance(full, Classifier) and full.identity == "bare" and full.max_batch == 3
+    assert isinstance(full, Classifier) and full.identity == "bare" and full.max_request_size == 3
     charge, estimated = await full.quote(["a", "b"])
     assert (charge.queries, charge.tokens, charge.usd, estimated) == (2, 0, 0, False)
     async with AnchorsExplainer(bare, seed=0) as explainer:
         exp = await explainer.explain("a good film")
-    assert exp.data.label == "pos" and max(len(c) for c in bare.calls) <= 3  # max_batch honoured
-    assert as_classifier(FunctionClassifier(len)).max_batch is None
+    assert exp.data.label == "pos" and max(len(c) for c in bare.calls) <= 3  # max_request_size honoured
+    assert as_classifier(FunctionClassifier(len)).max_request_size is None
 
 
 @pytest.mark.parametrize("thing", [object(), lambda texts: texts, "clf"])

@@ -64,7 +64,7 @@ async def test_text_in_flight_is_awaited_not_resent():
 
 async def test_chunks_and_concurrency_bound():
     rec = Recorder(delay=0.02)
-    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=3, chunk_size=10)
+    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=3, request_size=10)
     texts = [f"t{i}" for i in range(95)]
     assert await engine.classify(texts, QueryStats()) == [t.upper() for t in texts]
     assert sorted(len(c) for c in rec.calls) == [5] + [10] * 9
@@ -73,7 +73,7 @@ async def test_chunks_and_concurrency_bound():
 
 async def test_failed_chunk_loses_nothing_else():
     rec = Recorder(fail_on="bad")
-    engine = QueryEngine(FunctionClassifier(rec, name="flaky"), chunk_size=2)
+    engine = QueryEngine(FunctionClassifier(rec, name="flaky"), request_size=2)
     with pytest.raises(ClassifierError, match="flaky"):
         await engine.classify(["a", "b", "bad", "c", "d", "e"], QueryStats())
     # The chunks that succeeded are cached: a retry sends only the lost chunk.
@@ -101,7 +101,7 @@ def test_engine_works_across_event_loops():
 
 async def test_disabled_cache_sends_every_text():
     rec = Recorder()
-    engine = QueryEngine(FunctionClassifier(rec), cache=QueryCache(enabled=False), chunk_size=3)
+    engine = QueryEngine(FunctionClassifier(rec), cache=QueryCache(enabled=False), request_size=3)
     stats = QueryStats()
     assert await engine.classify(["a", "a", "b", "a"], stats) == ["A", "A", "B", "A"]
     assert await engine.classify(["a"], stats) == ["A"]
@@ -159,7 +159,7 @@ async def test_a_cancelled_explanation_does_not_poison_the_texts_it_was_sending(
 
 async def test_cancelled_while_queued_for_the_semaphore_leaves_nothing_in_flight():
     rec = Recorder(delay=0.2)
-    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=1, chunk_size=1)
+    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=1, request_size=1)
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(engine.classify(["a", "b", "c", "d"], QueryStats()), 0.1)
     assert engine._inflight == {}

@@ -10,7 +10,9 @@ from llm_anchors import (
     FunctionClassifier,
     InvalidInputError,
     QueryCache,
+    TextSampler,
 )
+from llm_anchors.core import Batch
 from tests.conftest import needs_all
 
 SENTENCE = "this is a good and great movie with a fine plot overall"
@@ -85,14 +87,14 @@ async def test_cache_can_be_shared_between_explainers():
 
 async def test_same_seed_same_explanation_whatever_the_response_order():
     base = needs_all("good", "great")
-    calm = await explainer(base, seed=7, chunk_size=5).explain(SENTENCE)
+    calm = await explainer(base, seed=7, request_size=5).explain(SENTENCE)
     jitter = random.Random(99)
 
     async def shuffled(texts):
         await asyncio.sleep(jitter.random() * 0.003)
         return base(texts)
 
-    noisy = await explainer(shuffled, seed=7, chunk_size=5, max_concurrency=64).explain(SENTENCE)
+    noisy = await explainer(shuffled, seed=7, request_size=5, max_concurrency=64).explain(SENTENCE)
     assert noisy.data == calm.data
     assert (noisy.meta.samples, noisy.meta.queries) == (calm.meta.samples, calm.meta.queries)
     other_seed = await explainer(base, seed=8).explain(SENTENCE)
@@ -164,7 +166,13 @@ def test_bad_configuration():
         explainer(needs_all("good"), threshold=1.5)
     with pytest.raises(ConfigError):
         explainer(needs_all("good"), seed=-1)
-    for bad in ({"seed": True}, {"chunk_size": 0}, {"max_concurrency": 2.5}, {"threshold": "0.9"}, {"n_examples": -1}):
+    for bad in (
+        {"seed": True},
+        {"request_size": 0},
+        {"max_concurrency": 2.5},
+        {"threshold": "0.9"},
+        {"n_examples": -1},
+    ):
         with pytest.raises(ConfigError):
             explainer(needs_all("good"), **bad)
 
@@ -247,3 +255,32 @@ async def test_verify_determinism_catches_a_model_that_changes_its_mind():
         exp = await explainer(moody, verify_determinism=50).explain(SENTENCE)
     assert exp.meta.determinism["changed"] > 0
     assert any(issubclass(w.category, NondeterminismWarning) for w in caught)
+
+
+def test_old_keyword_names_work_for_one_release_with_a_warning():
+    clf = FunctionClassifier(lambda texts: [1] * len(texts), name="ones")
+    with pytest.warns(DeprecationWarning, match=r"chunk_size=\) is now request_size="):
+        explainer = AnchorsExplainer(clf, chunk_size=7)
+    assert explainer.engine.request_size == 7 and explainer.settings()["request_size"] == 7
+    with pytest.warns(DeprecationWarning, match=r"p_replace=\) is now p_hide="):
+        assert TextSampler(p_replace=0.3).p_hide == 0.3
+    assert TextSampler().settings()["kind"] == "text"
+
+
+async def test_a_classifier_that_still_says_max_batch_is_honoured_with_a_warning():
+    class Old:
+        identity = "old"
+        max_batch = 2
+
+        def __init__(self):
+            self.sizes = []
+
+        async def classify(self, texts):
+            self.sizes.append(len(texts))
+            return Batch([1] * len(texts))
+
+    old = Old()
+    with pytest.warns(DeprecationWarning, match="max_batch is now max_request_size"):
+        async with AnchorsExplainer(old, seed=0) as explainer:
+            await explainer.explain("a b c d e")
+    assert max(old.sizes) == 2

@@ -84,7 +84,7 @@ async def test_real_explanation_holds_on_fresh_samples(llama_url, text, label):
 
 @pytest.mark.parametrize("client", ["aiohttp", "openai"])
 async def test_both_clients_read_llama_server(llama_url, client):
-    backend = OpenAICompatibleBackend(llama_url, "gemma", client=client, max_prompts_per_request=4)
+    backend = OpenAICompatibleBackend(llama_url, "gemma", client=client, max_request_size=4)
     result = await backend.complete(["Review: great\nSentiment:"] * 3, CompletionParams())
     await backend.aclose()
     assert len(result.items) == 3 and all(item.top_logprobs for item in result.items)
@@ -102,7 +102,7 @@ async def test_faults_in_front_of_the_real_server_are_survived(llama_url):
     # server's own latency varies too much for a short timeout to tell a hang from a slow batch.
     faults = ["429", "500", "503", "drop"]
     async with FaultServer(upstream=llama_url, fail_rate=0.2, seed=3, kinds=faults) as proxy:
-        backend = OpenAICompatibleBackend(proxy.base_url, "gemma", timeout=60.0, max_prompts_per_request=8)
+        backend = OpenAICompatibleBackend(proxy.base_url, "gemma", timeout=60.0, max_request_size=8)
         clf = LLMClassifier(backend, embedded_classifier(llama_url).prompt, DEFAULT_LABELS)
         async with AnchorsExplainer(clf, seed=1, retry=policy) as explainer:
             exp = await explainer.explain(text)

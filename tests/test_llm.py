@@ -124,17 +124,17 @@ async def test_a_backend_with_the_required_members_gets_the_documented_defaults(
     clf = LLMClassifier(Minimal(), PROMPT, LABELS, price=PRICES["gpt-4o-mini"])
     backend = clf.backend
     assert isinstance(backend, Backend)
-    assert (backend.model, backend.is_local, backend.max_prompts_per_request) == (None, False, None)
+    assert (backend.model, backend.is_local, backend.max_request_size) == (None, False, None)
     assert backend.token_counter() is None and isinstance(clf.token_counter, EstimateCounter)
-    assert clf.max_batch is None
+    assert clf.max_request_size is None
     batch = await clf.classify(["a good and great film", "a dull film"])
     assert batch.labels == ["positive", "negative"] and batch.usd > 0
     await clf.aclose()
 
 
 def test_optional_backend_members_are_read_when_present():
-    clf = LLMClassifier(Minimal(is_local=True, max_prompts_per_request=4), PROMPT, LABELS)
-    assert clf.price == FREE and clf.max_batch == 4
+    clf = LLMClassifier(Minimal(is_local=True, max_request_size=4), PROMPT, LABELS)
+    assert clf.price == FREE and clf.max_request_size == 4
     with pytest.raises(ConfigError, match="cannot price"):
         LLMClassifier(Minimal(), PROMPT, LABELS)  # neither a model nor local: never free
     assert as_backend(MockBackend(sentiment)).is_local is True  # a full backend is used as it is

@@ -201,7 +201,7 @@ async def test_classify_through_http(client, endpoint):
 @pytest.mark.integration
 async def test_list_prompts_are_split_per_request_and_spread_over_replicas():
     async with FaultServer(answer=sentiment) as a, FaultServer(answer=sentiment) as b:
-        backend = OpenAICompatibleBackend([a.base_url, b.base_url], "fake", max_prompts_per_request=4)
+        backend = OpenAICompatibleBackend([a.base_url, b.base_url], "fake", max_request_size=4)
         result = await backend.complete([f"Review: w{i}" for i in range(32)], CompletionParams())
         await backend.aclose()
     assert len(result.items) == 32
@@ -232,8 +232,8 @@ async def test_each_fault_maps_to_a_typed_error(kind, error):
 
 
 def explainer_for(url, timeout=0.3, **kw):
-    backend = OpenAICompatibleBackend(url, "fake", timeout=timeout, max_prompts_per_request=8)
-    return AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), seed=3, chunk_size=20, retry=FAST_RETRY, **kw)
+    backend = OpenAICompatibleBackend(url, "fake", timeout=timeout, max_request_size=8)
+    return AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), seed=3, request_size=20, retry=FAST_RETRY, **kw)
 
 
 @pytest.mark.integration

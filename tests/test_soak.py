@@ -47,8 +47,8 @@ class Gate:
         return self.inner.identity
 
     @property
-    def max_batch(self):
-        return self.inner.max_batch
+    def max_request_size(self):
+        return self.inner.max_request_size
 
     async def classify(self, texts):
         self.calls += 1
@@ -61,7 +61,7 @@ class Gate:
 
 
 def explainer(url, embedder):
-    backend = OpenAICompatibleBackend(url, "fake", timeout=0.5, max_prompts_per_request=8)
+    backend = OpenAICompatibleBackend(url, "fake", timeout=0.5, max_request_size=8)
     classifier = Gate(LLMClassifier(backend, PROMPT, LABELS))
     retry = RetryPolicy(max_attempts=30, initial_wait=0.01, max_wait=0.05, jitter=0.01)
     return MAnchorsExplainer(classifier, seed=0, embedder=embedder, retry=retry, max_concurrency=8)

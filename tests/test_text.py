@@ -75,7 +75,7 @@ def test_word_limit():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"mode": "bert"}, {"p_replace": 0.0}, {"p_replace": "0.5"}, {"max_words": 0}, {"mask": ""}, {"mask": None}],
+    [{"mode": "bert"}, {"p_hide": 0.0}, {"p_hide": "0.5"}, {"max_words": 0}, {"mask": ""}, {"mask": None}],
 )
 def test_bad_sampler_settings(kwargs):
     with pytest.raises(ConfigError):
