@@ -9,17 +9,15 @@ averaged over the pieces of a word out of the vocabulary.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from typing import Any
 
 import numpy as np
 
 from ._exceptions import ConfigError
+from ._text import WORD
 
 __all__ = ["SentenceEmbedder"]
-
-_WORD = re.compile(r"\w+(?:['’\-]\w+)*")
 
 
 class SentenceEmbedder:
@@ -82,7 +80,7 @@ class SentenceEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def _mean_of_words(self, text: str) -> np.ndarray:
-        words = _WORD.findall(text) or [text]
+        words = WORD.findall(text) or [text]
         vector = self.word_vectors(words).mean(axis=0)
         return np.asarray(vector / (np.linalg.norm(vector) or 1.0))
 

@@ -27,12 +27,13 @@ from ._sync import SyncRunner, sync_twin
 from ._text import TextSampler
 from ._version import __version__
 
-__all__ = ["AnchorsExplainer"]
+__all__ = ["AnchorsExplainer", "Run"]
 
 
 @dataclass
-class _Run:
-    """One explanation in progress."""
+class Run:
+    """One explanation in progress: its input, random generator, counts and trace (shared with the
+    explainers built on `AnchorsExplainer`)."""
 
     instance: Instance
     seed: int
@@ -262,27 +263,27 @@ class AnchorsExplainer:
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
-    def _start(self, text: object, seed: int | None) -> _Run:
+    def _start(self, text: object, seed: int | None) -> Run:
         check_int("seed", seed, minimum=0, optional=True)
         instance = self.sampler.features(text)
         if seed is None:
             seed = self.seed
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-        return _Run(instance, seed, np.random.default_rng(seed), QueryStats(), time.perf_counter())
+        return Run(instance, seed, np.random.default_rng(seed), QueryStats(), time.perf_counter())
 
-    async def _label_target(self, run: _Run) -> None:
+    async def _label_target(self, run: Run) -> None:
         (run.target,) = await self.engine.classify([run.instance.text], run.stats)
 
-    async def _search(self, run: _Run, start: Rule | None) -> SearchResult:
+    async def _search(self, run: Run, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
         pool = self._coverage_pool(run)
         return await self._drive(run, BeamSearch(len(run.instance.words), pool, self.params, start))
 
-    def _coverage_pool(self, run: _Run) -> np.ndarray:
+    def _coverage_pool(self, run: Run) -> np.ndarray:
         return self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
 
-    async def _drive(self, run: _Run, search: BeamSearch) -> SearchResult:
+    async def _drive(self, run: Run, search: BeamSearch) -> SearchResult:
         """Run a search to its end, or to the best rule so far when the budget runs out (``on_budget``)."""
         try:
             return await drive(search.run(), lambda requests: self._answer(run, requests))
@@ -292,7 +293,7 @@ class AnchorsExplainer:
             run.budget_exhausted = True
             return search.best_so_far()
 
-    async def _recheck(self, run: _Run) -> dict[str, Any]:
+    async def _recheck(self, run: Run) -> dict[str, Any]:
         """Ask the model again about ``verify_determinism`` of the run's texts; meta fields."""
         texts = list(dict.fromkeys(run.texts))
         if not self.verify_determinism or not texts:
@@ -311,7 +312,7 @@ class AnchorsExplainer:
             )
         return {"determinism": {"rechecked": len(chosen), "changed": changed}}
 
-    async def _answer(self, run: _Run, requests: list[SampleRequest]) -> list[Samples]:
+    async def _answer(self, run: Run, requests: list[SampleRequest]) -> list[Samples]:
         """Draw, label and return the samples one round of the search asked for."""
         drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
         batch = [t for batch_texts, _ in drawn for t in batch_texts]
@@ -325,7 +326,7 @@ class AnchorsExplainer:
             offset += len(batch_texts)
         return out
 
-    async def _label(self, run: _Run, texts: list[str], stage: str) -> np.ndarray:
+    async def _label(self, run: Run, texts: list[str], stage: str) -> np.ndarray:
         """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
         queries = run.stats.queries
         labels = await self.engine.classify(texts, run.stats)
@@ -337,7 +338,7 @@ class AnchorsExplainer:
         return np.array([label == run.target for label in labels], dtype=bool)
 
     @staticmethod
-    def _progress(run: _Run) -> Progress:
+    def _progress(run: Run) -> Progress:
         s = run.stats
         elapsed = time.perf_counter() - run.started
         return Progress(run.samples, s.queries, s.cache_hits, s.prompt_tokens, s.completion_tokens, elapsed)
@@ -354,7 +355,7 @@ class AnchorsExplainer:
             usd_settled=str(stats.usd_settled),
         )
 
-    def _explanation(self, run: _Run, result: SearchResult, **extra: Any) -> Explanation:
+    def _explanation(self, run: Run, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
         instance, stats = run.instance, result.stats
         positions = tuple(sorted(result.rule))

@@ -23,7 +23,7 @@ from ._classifier import FunctionClassifier, model_name
 from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
-from ._memory import MemoryEntry
+from ._memory import MemoryEntry, nearest_unused
 from ._rules import Rule
 from ._sampler import keep_independently
 
@@ -234,14 +234,10 @@ class ImageSampler:
     def horizontal(self, entry: MemoryEntry, instance: ImageInstance) -> list[int]:
         """HT: each remembered superpixel → the nearest unused superpixel of ``instance`` (descriptor distance)."""
         table = _descriptors(instance)
-        used: list[int] = []
-        for vector in entry.rule_vectors:
-            free = [j for j in range(len(table)) if j not in used]
-            if not free:
-                break
-            distances = np.linalg.norm(table[free] - np.asarray(vector), axis=1)
-            used.append(free[int(np.argmin(distances))])
-        return used
+        if not entry.rule_vectors:
+            return []
+        remembered = np.asarray(entry.rule_vectors, dtype=float)
+        return nearest_unused(-np.linalg.norm(remembered[:, None, :] - table[None, :, :], axis=2))
 
     def keys(self, instance: ImageInstance) -> tuple[str, ...]:
         """Superpixels have no name shared across images: no anchor dictionary."""

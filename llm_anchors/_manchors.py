@@ -25,10 +25,10 @@ import numpy as np
 from ._classifier import Classifier, require_stable_identity
 from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
-from ._explainer import AnchorsExplainer, _Run
+from ._explainer import AnchorsExplainer, Run
 from ._explanation import Explanation
 from ._guided import GuidedSearch
-from ._memory import MemoryEntry, RuleMemory
+from ._memory import MemoryEntry, RuleMemory, nearest_unused
 from ._progress import Progress
 from ._rules import Rule
 from ._search import SearchResult
@@ -101,15 +101,8 @@ class TextMemoryFeatures:
             return []
         words = list(instance.words)
         sims = self.embedder.word_vectors(list(rule_words)) @ self.embedder.word_vectors(words).T
-        lower = [w.lower() for w in words]
-        used: list[int] = []
-        for i, word in enumerate(rule_words):
-            free = [j for j in range(len(words)) if j not in used]
-            if not free:
-                break
-            exact = [j for j in free if lower[j] == word.lower()]
-            used.append(exact[0] if exact else max(free, key=lambda j: (sims[i, j], -j)))
-        return used
+        same = np.array([[w.lower() == r.lower() for w in words] for r in rule_words])
+        return nearest_unused(sims + 3.0 * same)  # cosines lie in [-1, 1]: an identical word always wins
 
 
 Strategy = Literal["guided", "paper"]
@@ -247,7 +240,7 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     # -- "guided": what the memory proposes ----------------------------------
 
-    async def _guided(self, run: _Run, similar: Sequence[MemoryEntry], meta: dict[str, Any]) -> SearchResult:
+    async def _guided(self, run: Run, similar: Sequence[MemoryEntry], meta: dict[str, Any]) -> SearchResult:
         """The memory proposes rules, `GuidedSearch` certifies one or grows its own."""
         proposals = await asyncio.to_thread(self._proposals, run, similar)
         meta["memory_source"] = similar[0].text
@@ -259,7 +252,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         )
         return await self._drive(run, search)
 
-    def _proposals(self, run: _Run, similar: Sequence[MemoryEntry]) -> list[Rule]:
+    def _proposals(self, run: Run, similar: Sequence[MemoryEntry]) -> list[Rule]:
         """Rules the memory proposes for this input, most promising first.
 
         Earlier anchors of this label made only of this input's keys (words,
@@ -281,7 +274,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     # -- "paper": HT, pruning, VT ---------------------------------------------
 
     async def _vertical(
-        self, run: _Run, entry: MemoryEntry, *, memory_similarity: float | None, memory_lookup_s: float
+        self, run: Run, entry: MemoryEntry, *, memory_similarity: float | None, memory_lookup_s: float
     ) -> Explanation:
         mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
         kept = await self._prune(run, mapped)
@@ -306,7 +299,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             raise ConfigError("horizontal(rule_words, ...) maps words: it is for text inputs")
         return self.features.map_words(rule_words, instance)
 
-    async def _prune(self, run: _Run, positions: list[int]) -> list[int]:
+    async def _prune(self, run: Run, positions: list[int]) -> list[int]:
         """Drop words whose removal does not lower the rule's precision on a light sample."""
         if len(positions) < 2 or self.prune_samples == 0:
             return positions
@@ -314,13 +307,13 @@ class MAnchorsExplainer(AnchorsExplainer):
         full, *without = await self._precisions(run, rules, self.prune_samples, "prune")
         return [p for p, precision in zip(positions, without, strict=True) if precision < full]
 
-    async def _precisions(self, run: _Run, rules: list[Rule], n: int, stage: str) -> list[float]:
+    async def _precisions(self, run: Run, rules: list[Rule], n: int, stage: str) -> list[float]:
         """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
         drawn = [self.sampler.sample(run.instance, rule, n, run.rng)[0] for rule in rules]
         hits = await self._label(run, [t for texts in drawn for t in texts], stage)
         return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
 
-    def _remember(self, run: _Run, result: SearchResult, vector: np.ndarray) -> None:
+    def _remember(self, run: Run, result: SearchResult, vector: np.ndarray) -> None:
         """Store the input with its intermediate rule (at τ_mid) and its anchor."""
         mid = result.intermediate(self.tau_mid)
         if not mid.rule:

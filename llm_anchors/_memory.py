@@ -35,7 +35,7 @@ import numpy as np
 from ._classifier import Label
 from ._exceptions import ConfigError
 
-__all__ = ["MemoryEntry", "RuleMemory"]
+__all__ = ["MemoryEntry", "RuleMemory", "nearest_unused"]
 
 FORMAT_VERSION = 2
 _GENERATION = re.compile(r"gen-\d{6}")
@@ -312,3 +312,16 @@ def _entry(raw: dict[str, Any]) -> MemoryEntry:
         anchor_keys=tuple(raw.get("anchor_keys", ())),
         anchor_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("anchor_vectors", ())),
     )
+
+
+def nearest_unused(scores: np.ndarray) -> list[int]:
+    """HT's assignment: each row (a remembered feature) takes the best-scoring column (a
+    feature of the new input) that no earlier row took; ties go to the first column. Stops
+    when the columns run out."""
+    used: list[int] = []
+    for row in np.asarray(scores):
+        free = [j for j in range(len(row)) if j not in used]
+        if not free:
+            break
+        used.append(max(free, key=lambda j: (row[j], -j)))
+    return used

@@ -13,12 +13,12 @@ from ._exceptions import ConfigError, InvalidInputError
 from ._rules import Rule
 from ._sampler import keep_independently
 
-__all__ = ["TextInstance", "TextSampler"]
+__all__ = ["WORD", "TextInstance", "TextSampler"]
 
 # A word: letters/digits, with inner apostrophes or hyphens ("century's",
 # "jean-claud"). Everything between words (spaces, punctuation) is kept
 # verbatim, so a perturbation reads like the original.
-_WORD = re.compile(r"\w+(?:['’\-]\w+)*")
+WORD = re.compile(r"\w+(?:['’\-]\w+)*")
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class TextInstance:
 
     @classmethod
     def parse(cls, text: str) -> TextInstance:
-        matches = list(_WORD.finditer(text))
+        matches = list(WORD.finditer(text))
         return cls(text, tuple(m.group() for m in matches), tuple(m.span() for m in matches))
 
     def render(self, keep: np.ndarray, mask: str) -> str:

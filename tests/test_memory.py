@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError
+from llm_anchors._memory import nearest_unused
 from llm_anchors.core import MemoryEntry, RuleMemory
 
 DIM = 8
@@ -216,3 +217,10 @@ def test_a_format_1_save_is_rebuilt_from_its_vectors(tmp_path):
     assert back.entries == memory.entries
     for i in range(10):
         assert back.nearest(unit(i), label="pos")[0] == memory.nearest(unit(i), label="pos")[0]
+
+
+def test_nearest_unused_gives_each_row_the_best_free_column_first_on_ties():
+    scores = np.array([[0.9, 0.8, 0.1], [0.9, 0.2, 0.2], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    assert nearest_unused(scores) == [0, 1, 2]  # row 1's best is taken; row 2 gets what is left; then none
+    assert nearest_unused(np.array([[0.5, 0.5]])) == [0]
+    assert nearest_unused(np.zeros((0, 3))) == []
