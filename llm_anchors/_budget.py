@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -46,9 +46,10 @@ class Charge:
 
 @dataclass(frozen=True)
 class Reservation:
+    """A worst case held against the caps until its call is settled."""
+
     id: int
     charge: Charge
-    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,6 @@ class BudgetReport:
     calls: int
     refused: int
     over_reservation: int
-    per_label: dict[str, Charge] = field(default_factory=dict)
     passed: str = ""
     """Which cap settled spend passed, and by how much ("" if none): it can
     only happen when calls cost more than reserved, i.e. a server reported
@@ -72,7 +72,7 @@ class BudgetReport:
 
     def table(self) -> str:
         lines = ["| | queries | prompt tokens | completion tokens | USD |", "| --- | ---: | ---: | ---: | ---: |"]
-        rows = [*self.per_label.items(), ("**settled**", self.settled), ("reserved now", self.reserved)]
+        rows = [("**settled**", self.settled), ("reserved now", self.reserved)]
         for name, c in rows:
             lines.append(f"| {name} | {c.queries:,} | {c.prompt_tokens:,} | {c.completion_tokens:,} | {c.usd:.6f} |")
         caps = ", ".join(f"{k} {v}" for k, v in self.caps.items() if v is not None) or "none"
@@ -123,7 +123,6 @@ class Budget:
         self._ids = itertools.count(1)
         self._open: dict[int, Reservation] = {}
         self._settled = Charge()
-        self._per_label: dict[str, Charge] = {}
         self._calls = 0
         self._refused = 0
         self._over = 0
@@ -141,7 +140,7 @@ class Budget:
         with self._lock:
             return sum((r.charge for r in self._open.values()), Charge())
 
-    def reserve(self, charge: Charge, label: str = "") -> Reservation:
+    def reserve(self, charge: Charge) -> Reservation:
         """Hold ``charge`` against the caps, or raise `BudgetExceeded` and hold nothing."""
         with self._lock:
             committed = self._settled + sum((r.charge for r in self._open.values()), Charge()) + charge
@@ -149,7 +148,7 @@ class Budget:
             if over:
                 self._refused += 1
                 raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
-            reservation = Reservation(next(self._ids), charge, label)
+            reservation = Reservation(next(self._ids), charge)
             self._open[reservation.id] = reservation
             return reservation
 
@@ -163,8 +162,6 @@ class Budget:
             self._settled = self._settled + actual
             if not self._passed and (over := self._over_cap(self._settled)):
                 self._passed = f"settled spend passed the cap: {over} (calls cost more than reserved)"
-            label = reservation.label
-            self._per_label[label] = self._per_label.get(label, Charge()) + actual
             self._calls += 1
 
     @property
@@ -199,6 +196,5 @@ class Budget:
                 calls=self._calls,
                 refused=self._refused,
                 over_reservation=self._over,
-                per_label=dict(self._per_label),
                 passed=self._passed,
             )

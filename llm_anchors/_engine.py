@@ -32,7 +32,6 @@ class QueryStats:
     tokens_estimated: bool = False
     usd_reserved: Decimal = Decimal(0)
     usd_settled: Decimal = Decimal(0)
-    label: str = ""
     failures: dict[str, int] = field(default_factory=dict)
     """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
 
@@ -197,7 +196,7 @@ class QueryEngine:
         worst = reservation = None
         if self.budget is not None:
             worst = await self._quote(chunk, stats)
-            reservation = self.budget.reserve(worst, stats.label)
+            reservation = self.budget.reserve(worst)
             stats.usd_reserved += worst.usd
         if retry:
             stats.retries += 1

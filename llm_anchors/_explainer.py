@@ -351,8 +351,8 @@ class AnchorsExplainer:
             prompt_tokens=stats.prompt_tokens,
             completion_tokens=stats.completion_tokens,
             tokens_estimated=stats.tokens_estimated,
-            usd_reserved=str(stats.usd_reserved),
-            usd_settled=str(stats.usd_settled),
+            usd_reserved=stats.usd_reserved,
+            usd_settled=stats.usd_settled,
         )
 
     def _explanation(self, run: Run, result: SearchResult, **extra: Any) -> Explanation:

@@ -19,8 +19,9 @@ __all__ = ["AnchorData", "Cost", "Explanation", "Meta"]
 class Cost:
     """What one explanation cost: queries sent, cache hits, tokens, dollars.
 
-    Dollars are exact decimal strings: ``usd_reserved`` sums the worst
-    cases held before each call, ``usd_settled`` what the calls cost.
+    Dollars are exact `Decimal`s (strings in JSON): ``usd_reserved`` sums
+    the worst cases held before each call, ``usd_settled`` what the calls
+    cost (also ``usd``).
     ``tokens_estimated`` is True when a token count is an estimate, not
     the model tokenizer's.
     """
@@ -30,12 +31,16 @@ class Cost:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_estimated: bool = False
-    usd_reserved: str = "0"
-    usd_settled: str = "0"
+    usd_reserved: Decimal = Decimal(0)
+    usd_settled: Decimal = Decimal(0)
+
+    def __post_init__(self) -> None:  # from JSON (or an old caller): exact decimals from strings
+        object.__setattr__(self, "usd_reserved", Decimal(str(self.usd_reserved)))
+        object.__setattr__(self, "usd_settled", Decimal(str(self.usd_settled)))
 
     @property
     def usd(self) -> Decimal:
-        return Decimal(self.usd_settled)
+        return self.usd_settled
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ class Explanation:
 
     def to_json(self, **dumps_kwargs: Any) -> str:
         """JSON text; `from_json` reads it back into an equal object."""
-        return json.dumps({"meta": asdict(self.meta), "data": asdict(self.data)}, **dumps_kwargs)
+        return json.dumps({"meta": asdict(self.meta), "data": asdict(self.data)}, default=_plain, **dumps_kwargs)
 
     @classmethod
     def from_json(cls, text: str) -> Explanation:
@@ -170,3 +175,10 @@ def _rule_stats(raw: dict[str, Any]) -> RuleStats:
 def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in raw.items() if k in names}
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what json does not know: a `Decimal` as its exact string."""
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

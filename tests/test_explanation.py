@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -39,3 +40,17 @@ def test_str_is_one_readable_line(exp):
     assert "\n" not in line
     assert line.startswith("good AND great -> 1")
     assert "precision" in line and "coverage" in line and "queries" in line
+
+
+def test_dollars_are_exact_decimals_in_python_and_strings_in_json(exp):
+    from decimal import Decimal
+
+    from llm_anchors.core import Cost
+
+    cost = Cost(queries=3, usd_reserved=Decimal("0.000300"), usd_settled=Decimal("0.000125"))
+    priced = type(exp)(replace(exp.meta, cost=cost), exp.data)
+    raw = json.loads(priced.to_json())
+    assert raw["meta"]["cost"]["usd_settled"] == "0.000125"
+    back = Explanation.from_json(priced.to_json())
+    assert back.meta.cost.usd == Decimal("0.000125") and isinstance(back.meta.cost.usd_reserved, Decimal)
+    assert back == priced
