@@ -49,7 +49,8 @@ async def measure(cache_ram: int | None, prompts: list[str]) -> dict[str, Any]:
 
     with LlamaServer(cache_ram_mib=cache_ram) as server:
         backend = OpenAICompatibleBackend(server.base_url, "gemma", max_request_size=8)
-        engine = QueryEngine(LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS), max_concurrency=8, request_size=8)
+        llm = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
+        engine = QueryEngine(llm, max_concurrency=8, request_size=8)
         samples: list[float] = [server.rss_mb()]
         done = asyncio.Event()
 
@@ -65,7 +66,7 @@ async def measure(cache_ram: int | None, prompts: list[str]) -> dict[str, Any]:
         done.set()
         await watcher
         samples.append(server.rss_mb())
-        await backend.aclose()
+        await llm.aclose()  # the backend's session and the /tokenize counter's
     return {"cache_ram_mib": cache_ram, "prompts": len(prompts), "seconds": elapsed,
             "prompts_per_s": len(prompts) / elapsed, "rss_start_mb": samples[0], "rss_end_mb": samples[-1],
             "rss_peak_mb": max(samples)}  # fmt: skip
