@@ -114,6 +114,15 @@ class _Defaults(BaseClassifier):
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        limit = getattr(inner, "max_request_size", None)
+        if limit is None and getattr(inner, "max_batch", None) is not None:
+            warnings.warn(
+                f"{type(inner).__name__}.max_batch is now max_request_size; the old name goes in 0.3",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            limit = inner.max_batch
+        self._limit = limit if isinstance(limit, int) else None  # read once: the engine asks per request
 
     @property
     def identity(self) -> str:
@@ -121,15 +130,7 @@ class _Defaults(BaseClassifier):
 
     @property
     def max_request_size(self) -> int | None:
-        limit = getattr(self.inner, "max_request_size", None)
-        if limit is None and getattr(self.inner, "max_batch", None) is not None:
-            warnings.warn(
-                f"{type(self.inner).__name__}.max_batch is now max_request_size; the old name goes in 0.3",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            limit = self.inner.max_batch
-        return limit if isinstance(limit, int) else None
+        return self._limit
 
     def __repr__(self) -> str:
         return repr(self.inner)

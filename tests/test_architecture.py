@@ -18,11 +18,7 @@ def local_imports(module: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
             found.add(node.module)
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module == "adapters"
-            or (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("adapters."))
-        ):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "adapters":
             found.add("adapters")
     return found
 
