@@ -24,7 +24,7 @@ from urllib.parse import urlparse, urlunparse
 
 from adapters.token_counters import ServerTokenCounter, TiktokenCounter
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
-from llm_anchors.core import Completion, CompletionParams, Completions, TokenCounter, Usage
+from llm_anchors.core import Charge, Completion, CompletionParams, Completions, TokenCounter
 
 __all__ = ["OpenAICompatibleBackend", "parse_response", "parse_retry_after", "redact"]
 
@@ -157,7 +157,7 @@ class OpenAICompatibleBackend:
         parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
         results = await asyncio.gather(*(self._request(part, params) for part in parts))
         items = [item for r in results for item in r.items]
-        usage = sum((r.usage for r in results), Usage())
+        usage = sum((r.usage for r in results), Charge())
         covered = [r.usage_prompts for r in results]
         return Completions(items, usage, None if None in covered else sum(c for c in covered if c is not None))
 
@@ -352,7 +352,7 @@ def parse_response(raw: dict[str, Any], n_prompts: int, who: str) -> Completions
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadResponseError(f"unreadable choice: {type(exc).__name__}: {exc}", classifier=who) from exc
     usage_raw = raw.get("usage") or {}
-    usage = Usage(int(usage_raw.get("prompt_tokens") or 0), int(usage_raw.get("completion_tokens") or 0))
+    usage = Charge(n_prompts, int(usage_raw.get("prompt_tokens") or 0), int(usage_raw.get("completion_tokens") or 0))
     # llama-server reports the usage of the first prompt only for a list of prompts.
     covered = n_prompts if usage_raw and (n_prompts == 1 or usage.completion_tokens >= n_prompts) else None
     return Completions(items, usage, covered)

@@ -124,7 +124,7 @@ class MemoLabels(BaseClassifier):
         batch = await self.llm.classify(missing) if missing else Batch([])
         self.memo.put_many(self.identity, zip(missing, batch.labels, strict=True))
         answers = dict(zip(missing, batch.labels, strict=True))
-        return Batch([answers[t] if t in answers else known[t][1] for t in texts], batch.usage, batch.usd)
+        return Batch([answers[t] if t in answers else known[t][1] for t in texts], batch.charge)
 
 
 def stream_order(texts: list[str], args: argparse.Namespace, held_out: int) -> list[int]:

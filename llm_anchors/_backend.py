@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ._classifier import Usage
+from ._budget import Charge
 from ._exceptions import ConfigError
 from ._tokens import TokenCounter
 
@@ -46,7 +46,7 @@ class Completions:
     """
 
     items: list[Completion]
-    usage: Usage = field(default_factory=Usage)
+    usage: Charge = field(default_factory=Charge)
     usage_prompts: int | None = None
 
 
@@ -227,7 +227,7 @@ class MockBackend(BaseBackend):
             items.append(Completion(text, top))
         if not self.report_usage:
             return Completions(items)
-        usage = Usage(sum(len(p.split()) for p in prompts), len(prompts) * params.max_tokens)
+        usage = Charge(len(prompts), sum(len(p.split()) for p in prompts), len(prompts) * params.max_tokens)
         return Completions(items, usage, len(prompts))
 
     def _answers(self, prompts: list[str]) -> list[str]:

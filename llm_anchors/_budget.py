@@ -24,12 +24,25 @@ __all__ = ["Budget", "BudgetReport", "Charge", "Reservation"]
 
 @dataclass(frozen=True)
 class Charge:
-    """Queries, tokens and dollars of one call (worst case, or as settled)."""
+    """Queries, tokens and dollars: of one call (its worst case before it is
+    sent, or what it cost), or a sum of calls (``a + b``).
+
+    The one accounting value of the library: a classifier's `Batch` and
+    quote, a backend's `Completions`, the budget's ledger, an explanation's
+    `Cost` and its progress reports all carry a `Charge`. ``usd`` is an
+    exact `Decimal` (a string in JSON); ``estimated`` is True when a token
+    count is an estimate rather than the model tokenizer's.
+    """
 
     queries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usd: Decimal = Decimal(0)
+    estimated: bool = False
+
+    def __post_init__(self) -> None:  # from JSON: exact decimals from strings
+        if not isinstance(self.usd, Decimal):
+            object.__setattr__(self, "usd", Decimal(str(self.usd)))
 
     @property
     def tokens(self) -> int:
@@ -41,6 +54,7 @@ class Charge:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.usd + other.usd,
+            self.estimated or other.estimated,
         )
 
 

@@ -8,7 +8,7 @@ import math
 import secrets
 import warnings
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,8 +22,6 @@ __all__ = [
     "Classifier",
     "FunctionClassifier",
     "Label",
-    "Quote",
-    "Usage",
     "as_classifier",
     "check_labels",
     "model_name",
@@ -33,33 +31,51 @@ __all__ = [
 Label = Hashable
 """A class label: a str or an int, typically."""
 
-Quote = tuple[Charge, bool]
-"""A call's worst-case cost, and whether its tokens are estimated rather than counted."""
-
 UNPARSED = "<unparsed>"
 """The label of an answer that names no label: a class of its own, never
 silently the explained input's label."""
 
 
-@dataclass(frozen=True)
-class Usage:
-    """Tokens one call consumed."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Batch:
-    """A classifier's answer to a list of texts: one label each, the tokens
-    the call consumed and what they cost in USD."""
+    """A classifier's answer to a list of texts: one label each, and what the
+    call cost (its tokens and dollars; the engine counts the queries).
+
+    ``usd`` and ``usage`` are the arguments from before 0.2 (a call's
+    dollars and its tokens): given, they are folded into ``charge`` with a
+    `DeprecationWarning`, and read back as properties.
+    """
 
     labels: list[Label]
-    usage: Usage = field(default_factory=Usage)
-    usd: Decimal = Decimal(0)
+    charge: Charge
+
+    def __init__(
+        self,
+        labels: list[Label],
+        charge: Charge | None = None,
+        usd: Decimal | str | None = None,
+        *,
+        usage: Charge | None = None,
+    ) -> None:
+        charge = charge if charge is not None else (usage if usage is not None else Charge())
+        if usd is not None or usage is not None:
+            warnings.warn(_OLD_BATCH, DeprecationWarning, stacklevel=2)
+            charge = replace(charge, usd=Decimal(str(usd)) if usd is not None else charge.usd)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "charge", charge)
+
+    @property
+    def usage(self) -> Charge:
+        warnings.warn(_OLD_BATCH, DeprecationWarning, stacklevel=2)
+        return self.charge
+
+    @property
+    def usd(self) -> Decimal:
+        warnings.warn(_OLD_BATCH, DeprecationWarning, stacklevel=2)
+        return self.charge.usd
+
+
+_OLD_BATCH = "Batch(usage=, usd=) is now Batch(charge=Charge(...)); the old names go in 0.3"
 
 
 @runtime_checkable
@@ -87,7 +103,7 @@ class Classifier(Protocol):
 
     async def classify(self, texts: Sequence[str]) -> Batch: ...
 
-    async def quote(self, texts: Sequence[str]) -> Quote: ...
+    async def quote(self, texts: Sequence[str]) -> Charge: ...
 
     async def aclose(self) -> None: ...
 
@@ -101,9 +117,9 @@ class BaseClassifier:
         """Texts one call may take: any number."""
         return None
 
-    async def quote(self, texts: Sequence[str]) -> Quote:
+    async def quote(self, texts: Sequence[str]) -> Charge:
         """One query per text and nothing else: a model that is not paid by the token."""
-        return Charge(queries=len(texts)), False
+        return Charge(queries=len(texts))
 
     async def aclose(self) -> None:
         return None
@@ -139,9 +155,10 @@ class _Defaults(BaseClassifier):
         batch: Batch = await self.inner.classify(texts)
         return batch
 
-    async def quote(self, texts: Sequence[str]) -> Quote:
+    async def quote(self, texts: Sequence[str]) -> Charge:
         own = getattr(self.inner, "quote", None)
-        return await own(texts) if own is not None else await super().quote(texts)
+        charge: Charge = await own(texts) if own is not None else await super().quote(texts)
+        return charge
 
     async def aclose(self) -> None:
         own = getattr(self.inner, "aclose", None)

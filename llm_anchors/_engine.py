@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass, field, replace
 
 from ._budget import Budget, Charge, Reservation
 from ._cache import QueryCache
@@ -20,18 +20,21 @@ __all__ = ["QueryEngine", "QueryStats"]
 
 @dataclass
 class QueryStats:
-    """Counts for one explanation: texts sent to the model, texts answered
-    from the cache (or by a request already in flight), failed calls
-    retried, and the tokens the calls consumed."""
+    """What one explanation's queries came to, accumulated as its calls end.
+
+    ``queries``: texts sent to the model (a text counts once, however many
+    times it is resent); ``cache_hits``: texts answered from the cache or
+    by a request already in flight; ``retries``: failed calls sent again;
+    ``reserved``: the worst cases held against the budget before each call
+    (only with a budget); ``settled``: what the calls cost (a billed retry
+    included).
+    """
 
     queries: int = 0
     cache_hits: int = 0
     retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    tokens_estimated: bool = False
-    usd_reserved: Decimal = Decimal(0)
-    usd_settled: Decimal = Decimal(0)
+    reserved: Charge = field(default_factory=Charge)
+    settled: Charge = field(default_factory=Charge)
     failures: dict[str, int] = field(default_factory=dict)
     """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
 
@@ -195,9 +198,9 @@ class QueryEngine:
         """
         worst = reservation = None
         if self.budget is not None:
-            worst = await self._quote(chunk, stats)
+            worst = await self._quote(chunk)
             reservation = self.budget.reserve(worst)
-            stats.usd_reserved += worst.usd
+            stats.reserved += worst
         if retry:
             stats.retries += 1
         else:
@@ -214,26 +217,30 @@ class QueryEngine:
             if billed:
                 if worst is None and isinstance(exc, Exception):
                     with contextlib.suppress(Exception):
-                        worst = await self._quote(chunk, stats)
+                        worst = await self._quote(chunk)
                 self._settle(reservation, worst or Charge(queries=len(chunk)), stats)
             elif reservation is not None and self.budget is not None:
                 self.budget.release(reservation)
             raise
-        actual = Charge(len(chunk), batch.usage.prompt_tokens, batch.usage.completion_tokens, batch.usd)
-        self._settle(reservation, actual, stats)
+        self._settle(reservation, replace(batch.charge, queries=len(chunk)), stats)
         return batch
 
-    async def _quote(self, chunk: list[str], stats: QueryStats) -> Charge:
-        charge, estimated = await self.classifier.quote(chunk)
-        stats.tokens_estimated |= estimated
-        return charge
+    async def _quote(self, chunk: list[str]) -> Charge:
+        quoted: Charge | tuple[Charge, bool] = await self.classifier.quote(chunk)
+        if isinstance(quoted, tuple):  # (charge, estimated) before 0.2
+            warnings.warn(
+                f"{self.classifier!r}.quote returned (Charge, estimated); it now returns a Charge "
+                "with .estimated set; the old form goes in 0.3",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return replace(quoted[0], estimated=quoted[0].estimated or quoted[1])
+        return quoted
 
     def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, actual)
-        stats.prompt_tokens += actual.prompt_tokens
-        stats.completion_tokens += actual.completion_tokens
-        stats.usd_settled += actual.usd
+        stats.settled += actual
 
     def _fail(self, chunk: list[str], exc: BaseException) -> None:
         """End the chunk's in-flight futures: with its error, or, when its sender was

@@ -341,19 +341,11 @@ class AnchorsExplainer:
     def _progress(run: Run) -> Progress:
         s = run.stats
         elapsed = time.perf_counter() - run.started
-        return Progress(run.samples, s.queries, s.cache_hits, s.prompt_tokens, s.completion_tokens, elapsed)
+        return Progress(run.samples, s.queries, s.cache_hits, s.settled, elapsed)
 
     @staticmethod
     def _cost(stats: QueryStats) -> Cost:
-        return Cost(
-            queries=stats.queries,
-            cache_hits=stats.cache_hits,
-            prompt_tokens=stats.prompt_tokens,
-            completion_tokens=stats.completion_tokens,
-            tokens_estimated=stats.tokens_estimated,
-            usd_reserved=stats.usd_reserved,
-            usd_settled=stats.usd_settled,
-        )
+        return Cost(stats.queries, stats.cache_hits, stats.settled, stats.reserved)
 
     def _explanation(self, run: Run, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""

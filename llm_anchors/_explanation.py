@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
+from ._budget import Charge
 from ._classifier import Label
 from ._search import RoundTrace, RuleStats
 from ._text import TextInstance
@@ -17,30 +18,60 @@ __all__ = ["AnchorData", "Cost", "Explanation", "Meta"]
 
 @dataclass(frozen=True)
 class Cost:
-    """What one explanation cost: queries sent, cache hits, tokens, dollars.
+    """What one explanation cost.
 
-    Dollars are exact `Decimal`s (strings in JSON): ``usd_reserved`` sums
-    the worst cases held before each call, ``usd_settled`` what the calls
-    cost (also ``usd``).
-    ``tokens_estimated`` is True when a token count is an estimate, not
-    the model tokenizer's.
+    ``queries``: texts sent to the model (each once, however often resent);
+    ``cache_hits``: texts answered without a query; ``settled``: what the
+    calls cost (`Charge`: billed queries, tokens, exact `Decimal` dollars);
+    ``reserved``: the worst cases held against the budget before the calls
+    (empty without a budget). The properties read the settled charge.
     """
 
     queries: int = 0
     cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    tokens_estimated: bool = False
-    usd_reserved: Decimal = Decimal(0)
-    usd_settled: Decimal = Decimal(0)
+    settled: Charge = field(default_factory=Charge)
+    reserved: Charge = field(default_factory=Charge)
 
-    def __post_init__(self) -> None:  # from JSON (or an old caller): exact decimals from strings
-        object.__setattr__(self, "usd_reserved", Decimal(str(self.usd_reserved)))
-        object.__setattr__(self, "usd_settled", Decimal(str(self.usd_settled)))
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Cost:
+        """From `Explanation.to_json`'s form, or the flat one written before 0.2."""
+        if "settled" not in raw:  # before 0.2: one flat record
+            estimated = bool(raw.get("tokens_estimated", False))
+            settled = Charge(
+                0,
+                raw.get("prompt_tokens", 0),
+                raw.get("completion_tokens", 0),
+                Decimal(str(raw.get("usd_settled", 0))),
+                estimated,
+            )
+            reserved = Charge(usd=Decimal(str(raw.get("usd_reserved", 0))), estimated=estimated)
+            return cls(raw.get("queries", 0), raw.get("cache_hits", 0), settled, reserved)
+        charges = {k: Charge(**_known(Charge, raw[k])) for k in ("settled", "reserved")}
+        return cls(raw.get("queries", 0), raw.get("cache_hits", 0), **charges)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.settled.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.settled.completion_tokens
+
+    @property
+    def tokens_estimated(self) -> bool:
+        return self.settled.estimated or self.reserved.estimated
 
     @property
     def usd(self) -> Decimal:
-        return self.usd_settled
+        return self.settled.usd
+
+    @property
+    def usd_settled(self) -> Decimal:
+        return self.settled.usd
+
+    @property
+    def usd_reserved(self) -> Decimal:
+        return self.reserved.usd
 
 
 @dataclass(frozen=True)
@@ -127,7 +158,7 @@ class Explanation:
     def from_json(cls, text: str) -> Explanation:
         raw = json.loads(text)
         meta = dict(raw["meta"])
-        meta["cost"] = Cost(**_known(Cost, meta["cost"]))
+        meta["cost"] = Cost.from_dict(meta["cost"])
         for name in ("ht_rule", "ht_pruned"):
             meta[name] = tuple(meta.get(name, ()))
         meta["memory_proposals"] = tuple(tuple(r) for r in meta.get("memory_proposals", ()))

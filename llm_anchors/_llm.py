@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ._backend import Backend, Completion, CompletionParams, as_backend
 from ._budget import Charge
-from ._classifier import UNPARSED, BaseClassifier, Batch, Label, Usage
+from ._classifier import UNPARSED, BaseClassifier, Batch, Label
 from ._exceptions import BadResponseError, ConfigError
 from ._pricing import FREE, Price, price_for
 from ._tokens import EstimateCounter, TokenCounter
@@ -112,11 +113,12 @@ class LLMClassifier(BaseClassifier):
     def render(self, text: str) -> str:
         return self.prompt.replace("{text}", text)
 
-    async def quote(self, texts: Sequence[str]) -> tuple[Charge, bool]:
-        """Worst-case cost of classifying ``texts``, and whether its tokens are estimated."""
+    async def quote(self, texts: Sequence[str]) -> Charge:
+        """Worst-case cost of classifying ``texts`` (``estimated`` when its tokens are)."""
         count = await self.token_counter.count([self.render(t) for t in texts])
         completion = len(texts) * self.params.max_tokens
-        return Charge(len(texts), count.total, completion, self.price.cost(count.total, completion)), count.estimated
+        usd = self.price.cost(count.total, completion)
+        return Charge(len(texts), count.total, completion, usd, count.estimated)
 
     async def classify(self, texts: Sequence[str]) -> Batch:
         prompts = [self.render(t) for t in texts]
@@ -136,12 +138,11 @@ class LLMClassifier(BaseClassifier):
         usage = result.usage
         self._usage_partial = result.usage_prompts != len(prompts)
         if self._usage_partial:
-            counted, _ = await (counting or self.quote(texts))
-            usage = Usage(counted.prompt_tokens, counted.completion_tokens)
+            usage = await (counting or self.quote(texts))
         else:
             _discard(counting)
         usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens)
-        return Batch([self.read(c) for c in result.items], usage, usd)
+        return Batch([self.read(c) for c in result.items], replace(usage, queries=len(texts), usd=usd))
 
     def read(self, completion: Completion) -> Label:
         """The label a completion names, or `UNPARSED`."""

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._budget import Charge
+
 if TYPE_CHECKING:
     from ._explanation import Explanation
 
@@ -22,14 +24,23 @@ __all__ = ["Progress", "StreamProgress", "stream_reporter"]
 
 @dataclass(frozen=True)
 class Progress:
-    """Where an explanation stands, passed to ``explain(progress=...)`` after each batch."""
+    """Where an explanation stands, passed to ``explain(progress=...)`` after each batch:
+    samples labelled, texts sent (``queries``), cache hits, what the calls cost so far
+    (``spent``) and the time since it began."""
 
     samples: int
     queries: int
     cache_hits: int
-    prompt_tokens: int
-    completion_tokens: int
+    spent: Charge
     elapsed_s: float
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.spent.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.spent.completion_tokens
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,13 @@ pieces the explainers are made of:
 These names may change between minor releases; the top-level ones do not.
 """
 
+import warnings as _warnings
+from typing import Any as _Any
+
 from ._backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
 from ._budget import BudgetReport, Charge, Reservation
-from ._classifier import BaseClassifier, Batch, Classifier, Label, Quote, Usage, as_classifier
+from ._classifier import BaseClassifier, Batch, Classifier, Label, as_classifier
 from ._embeddings import SentenceEmbedder
 from ._engine import QueryEngine, QueryStats
 from ._explanation import AnchorData, Cost, Meta
@@ -66,7 +69,6 @@ __all__ = [
     "Progress",
     "QueryEngine",
     "QueryStats",
-    "Quote",
     "Reservation",
     "RoundTrace",
     "Rule",
@@ -84,7 +86,6 @@ __all__ = [
     "TextMemoryFeatures",
     "TokenCount",
     "TokenCounter",
-    "Usage",
     "as_backend",
     "as_classifier",
     "compute_beta",
@@ -98,3 +99,21 @@ __all__ = [
     "make_rule",
     "price_for",
 ]
+
+
+def _usage(prompt_tokens: int = 0, completion_tokens: int = 0) -> Charge:
+    """Before 0.2: a call's tokens. Now a `Charge`."""
+    return Charge(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+
+
+_REPLACED = {"Usage": (_usage, "Charge(prompt_tokens=, completion_tokens=)"), "Quote": (Charge, "Charge")}
+
+
+def __getattr__(name: str) -> _Any:
+    """Accounting names from before 0.2 (``Usage``, ``Quote``) resolve, with a `DeprecationWarning`."""
+    if name not in _REPLACED:
+        raise AttributeError(f"module 'llm_anchors.core' has no attribute {name!r}")
+    value, instead = _REPLACED[name]
+    message = f"llm_anchors.core.{name} is now {instead}; the old name goes in 0.3"
+    _warnings.warn(message, DeprecationWarning, stacklevel=2)
+    return value

@@ -1,6 +1,7 @@
 import asyncio
 import random
 import threading
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -213,10 +214,10 @@ class _OverReporting:
         return "over-reporting"
 
     async def complete(self, prompts, params):
-        from llm_anchors.core import Completions, Usage
+        from llm_anchors.core import Completions
 
         got = await self.inner.complete(prompts, params)
-        return Completions(got.items, Usage(got.usage.prompt_tokens, 20 * len(prompts)), len(prompts))
+        return Completions(got.items, replace(got.usage, completion_tokens=20 * len(prompts)), len(prompts))
 
     async def aclose(self):
         pass

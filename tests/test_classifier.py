@@ -131,8 +131,8 @@ async def test_a_classifier_with_the_required_members_gets_the_documented_defaul
     bare = Bare()
     full = as_classifier(bare)
     assert isinstance(full, Classifier) and full.identity == "bare" and full.max_request_size == 3
-    charge, estimated = await full.quote(["a", "b"])
-    assert (charge.queries, charge.tokens, charge.usd, estimated) == (2, 0, 0, False)
+    charge = await full.quote(["a", "b"])
+    assert (charge.queries, charge.tokens, charge.usd, charge.estimated) == (2, 0, 0, False)
     async with AnchorsExplainer(bare, seed=0) as explainer:
         exp = await explainer.explain("a good film")
     assert exp.data.label == "pos" and max(len(c) for c in bare.calls) <= 3  # max_request_size honoured

@@ -206,3 +206,40 @@ async def test_labels_that_are_not_json_stay_in_memory(tmp_path):
     with pytest.warns(CacheWriteWarning):
         labels = await asyncio.wait_for(engine.classify(["a"], QueryStats()), 10)
     assert labels == [frozenset(["a"])]
+
+
+class OldStyleClassifier:
+    """A classifier written before 0.2: Batch(usage=, usd=), quote -> (Charge, estimated)."""
+
+    identity = "old-style"
+
+    async def classify(self, texts):
+        from llm_anchors.core import Batch, Charge
+
+        return Batch([t.upper() for t in texts], usage=Charge(prompt_tokens=10 * len(texts)), usd="0.001")
+
+    async def quote(self, texts):
+        from decimal import Decimal
+
+        from llm_anchors.core import Charge
+
+        return Charge(len(texts), 20 * len(texts), 0, Decimal("0.002")), True
+
+
+async def test_old_style_batches_and_quotes_still_settle_with_warnings():
+    from decimal import Decimal
+
+    from llm_anchors import Budget
+
+    engine = QueryEngine(OldStyleClassifier(), cache=QueryCache(enabled=False), budget=Budget(max_queries=10))
+    stats = QueryStats()
+    with pytest.warns(DeprecationWarning) as caught:
+        assert await engine.classify(["a", "b"], stats) == ["A", "B"]
+    messages = " ".join(str(w.message) for w in caught)
+    assert "Batch(usage=, usd=)" in messages and "returns a Charge" in messages
+    assert (stats.queries, stats.settled.queries, stats.settled.prompt_tokens) == (2, 2, 20)
+    assert (stats.settled.usd, stats.reserved.usd, stats.reserved.estimated) == (
+        Decimal("0.001"),
+        Decimal("0.002"),
+        True,
+    )

@@ -45,12 +45,31 @@ def test_str_is_one_readable_line(exp):
 def test_dollars_are_exact_decimals_in_python_and_strings_in_json(exp):
     from decimal import Decimal
 
-    from llm_anchors.core import Cost
+    from llm_anchors.core import Charge, Cost
 
-    cost = Cost(queries=3, usd_reserved=Decimal("0.000300"), usd_settled=Decimal("0.000125"))
+    cost = Cost(3, 1, Charge(3, 40, 3, Decimal("0.000125")), Charge(3, 48, 30, Decimal("0.000300"), estimated=True))
     priced = type(exp)(replace(exp.meta, cost=cost), exp.data)
     raw = json.loads(priced.to_json())
-    assert raw["meta"]["cost"]["usd_settled"] == "0.000125"
+    assert raw["meta"]["cost"]["settled"]["usd"] == "0.000125"
     back = Explanation.from_json(priced.to_json())
-    assert back.meta.cost.usd == Decimal("0.000125") and isinstance(back.meta.cost.usd_reserved, Decimal)
+    assert back.meta.cost.usd == Decimal("0.000125") and back.meta.cost.usd_reserved == Decimal("0.000300")
+    assert isinstance(back.meta.cost.reserved.usd, Decimal) and back.meta.cost.tokens_estimated
     assert back == priced
+
+
+def test_an_explanation_saved_before_0_2_with_a_flat_cost_still_reads(exp):
+    from decimal import Decimal
+
+    raw = json.loads(exp.to_json())
+    raw["meta"]["cost"] = {
+        "queries": 5,
+        "cache_hits": 2,
+        "prompt_tokens": 70,
+        "completion_tokens": 5,
+        "tokens_estimated": True,
+        "usd_reserved": "0.0009",
+        "usd_settled": "0.0004",
+    }
+    cost = Explanation.from_json(json.dumps(raw)).meta.cost
+    assert (cost.queries, cost.cache_hits, cost.prompt_tokens, cost.completion_tokens) == (5, 2, 70, 5)
+    assert (cost.usd, cost.usd_reserved, cost.tokens_estimated) == (Decimal("0.0004"), Decimal("0.0009"), True)

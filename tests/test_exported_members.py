@@ -68,3 +68,15 @@ def test_unknown_names_are_attribute_errors():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="no_such_name"):
             _ = llm_anchors.no_such_name
+
+
+def test_accounting_names_from_before_0_2_resolve_to_charge_with_a_warning():
+    from llm_anchors.core import Charge
+
+    with pytest.warns(DeprecationWarning, match="Usage is now Charge"):
+        usage = llm_anchors.core.Usage(12, 3)
+    assert usage == Charge(prompt_tokens=12, completion_tokens=3)
+    with pytest.warns(DeprecationWarning, match="Quote is now Charge"):
+        assert llm_anchors.core.Quote is Charge
+    with pytest.raises(AttributeError, match="Nothing"):
+        _ = llm_anchors.core.Nothing

@@ -64,7 +64,7 @@ async def test_real_model_labels_reviews(llama_url):
     batch = await clf.classify([POSITIVE, NEGATIVE, "a masterpiece", "a waste of time"])
     await clf.aclose()
     assert batch.labels == ["positive", "negative", "positive", "negative"]
-    assert batch.usage.prompt_tokens > 0
+    assert batch.charge.prompt_tokens > 0
 
 
 @pytest.mark.parametrize(("text", "label"), [(POSITIVE, "positive"), (NEGATIVE, "negative")])

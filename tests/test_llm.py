@@ -53,7 +53,7 @@ async def test_classify_renders_prompts_and_reports_usage():
     batch = await clf.classify(["good and great", "bad"])
     assert batch.labels == ["positive", "negative"]
     assert backend.calls == [["Review: good and great\nSentiment:", "Review: bad\nSentiment:"]]
-    assert batch.usage.prompt_tokens == 8 and batch.usage.completion_tokens == 2
+    assert batch.charge.prompt_tokens == 8 and batch.charge.completion_tokens == 2 and batch.charge.queries == 2
 
 
 async def test_wrong_number_of_completions_is_a_bad_response():
@@ -128,7 +128,7 @@ async def test_a_backend_with_the_required_members_gets_the_documented_defaults(
     assert backend.token_counter() is None and isinstance(clf.token_counter, EstimateCounter)
     assert clf.max_request_size is None
     batch = await clf.classify(["a good and great film", "a dull film"])
-    assert batch.labels == ["positive", "negative"] and batch.usd > 0
+    assert batch.labels == ["positive", "negative"] and batch.charge.usd > 0
     await clf.aclose()
 
 
