@@ -273,12 +273,12 @@ class AnchorsExplainer:
         return Run(instance, seed, np.random.default_rng(seed), QueryStats(), time.perf_counter())
 
     async def _label_target(self, run: Run) -> None:
-        (run.target,) = await self.engine.classify([run.instance.text], run.stats)
+        (run.target,) = await self.engine.classify([run.instance.query], run.stats)
 
     async def _search(self, run: Run, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
         pool = self._coverage_pool(run)
-        return await self._drive(run, BeamSearch(len(run.instance.words), pool, self.params, start))
+        return await self._drive(run, BeamSearch(len(run.instance.features), pool, self.params, start))
 
     def _coverage_pool(self, run: Run) -> np.ndarray:
         return self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
@@ -355,10 +355,10 @@ class AnchorsExplainer:
         held = [run.texts[r] for r in result.rows if hits[r]]
         failed = [run.texts[r] for r in result.rows if not hits[r]]
         data = AnchorData(
-            text=instance.text,
-            words=instance.words,
+            query=instance.query,
+            features=instance.features,
             label=run.target,
-            anchor=tuple(instance.words[p] for p in positions),
+            anchor=tuple(instance.features[p] for p in positions),
             positions=positions,
             precision=stats.precision,
             precision_bounds=(result.lower, result.upper),

@@ -123,14 +123,17 @@ class Meta:
 class AnchorData:
     """The anchor and its statistics.
 
-    ``anchor``: the anchor's words, in sentence order; ``positions``: their
-    indices among ``words``. ``precision`` is the search's estimate, with
+    ``query``: the explained input as the model was asked about it (the
+    text; a row as JSON; an image's digest); ``features``: its features by
+    name (the words; predicates; superpixels), read as ``text`` and
+    ``words`` too. ``anchor``: the anchor's features, in input order;
+    ``positions``: their indices among ``features``. ``precision`` is the search's estimate, with
     KL bounds ``precision_bounds``; ``success`` is False when no rule
     reached the threshold and the best-precision rule is returned instead.
     """
 
-    text: str
-    words: tuple[str, ...]
+    query: str
+    features: tuple[str, ...]
     label: Label
     anchor: tuple[str, ...]
     positions: tuple[int, ...]
@@ -143,6 +146,16 @@ class AnchorData:
     examples_covered_false: tuple[str, ...] = ()
     path: tuple[RuleStats, ...] = ()
     rounds: tuple[RoundTrace, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The query, named for a text explanation."""
+        return self.query
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The features, named for a text explanation."""
+        return self.features
 
 
 @dataclass(frozen=True)
@@ -162,7 +175,7 @@ class Explanation:
         for name in ("ht_rule", "ht_pruned"):
             meta[name] = tuple(meta.get(name, ()))
         meta["memory_proposals"] = tuple(tuple(r) for r in meta.get("memory_proposals", ()))
-        data = dict(raw["data"])
+        data = {_OLD_DATA.get(k, k): v for k, v in raw["data"].items()}  # "text"/"words" before 0.2
         for name in _TUPLES:
             data[name] = tuple(data[name])
         data["path"] = tuple(_rule_stats(s) for s in data["path"])
@@ -186,7 +199,7 @@ class Explanation:
         d = self.data
         sampler = self.meta.params.get("sampler") or {}
         if sampler.get("kind", "text") == "text":  # the sentence, anchor words marked
-            parsed = TextInstance.parse(d.text)
+            parsed = TextInstance.parse(d.query)
             sentence = parsed.mark(d.positions, lambda w: f"<mark><b>{w}</b></mark>", html.escape)
         else:  # tabular or image features: the rule
             sentence = " AND ".join(f"<mark><b>{html.escape(w)}</b></mark>" for w in d.anchor) or "(empty rule)"
@@ -196,7 +209,8 @@ class Explanation:
         )
 
 
-_TUPLES = ("words", "anchor", "positions", "precision_bounds", "examples_covered_true", "examples_covered_false")
+_OLD_DATA = {"text": "query", "words": "features"}
+_TUPLES = ("features", "anchor", "positions", "precision_bounds", "examples_covered_true", "examples_covered_false")
 
 
 def _rule_stats(raw: dict[str, Any]) -> RuleStats:

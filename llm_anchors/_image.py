@@ -36,8 +36,8 @@ _GRID = 8  # the default memory key: the image as an 8 × 8 grid of mean colours
 class ImageInstance:
     """One image (H × W × 3 floats), its superpixels and the picture hidden ones take."""
 
-    text: str
-    words: tuple[str, ...]
+    query: str
+    features: tuple[str, ...]
     image: np.ndarray
     segments: np.ndarray
     fill: np.ndarray
@@ -139,7 +139,7 @@ class ImageSampler:
         return dense.reshape(segments.shape)
 
     def sample_present(self, instance: ImageInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
-        return keep_independently(n, len(instance.words), rule, self.p_hide, rng)
+        return keep_independently(n, len(instance.features), rule, self.p_hide, rng)
 
     def sample(
         self, instance: ImageInstance, rule: Rule, n: int, rng: np.random.Generator
@@ -153,7 +153,7 @@ class ImageSampler:
         for text in texts:
             digest, _, bits = text.partition(":")
             instance = self._images.get(digest)
-            if instance is None or len(bits) != len(instance.words):
+            if instance is None or len(bits) != len(instance.features):
                 raise InvalidInputError(f"unknown image perturbation {text[:40]!r}: explain the image first")
             out.append(instance.compose(np.array([b == "1" for b in bits])))
         return np.stack(out)
@@ -175,7 +175,7 @@ class ImageSampler:
     def anchor_image(self, explanation: Explanation, image: object | None = None) -> np.ndarray:
         """The explained image with everything outside the anchor dimmed and the anchor outlined."""
         instance = self._instance(explanation, image)
-        kept = np.zeros(len(instance.words), dtype=bool)
+        kept = np.zeros(len(instance.features), dtype=bool)
         kept[list(explanation.data.positions)] = True
         mask = kept[instance.segments]
         scaled = _unit_range(instance.image)
@@ -200,7 +200,7 @@ class ImageSampler:
     def _instance(self, explanation: Explanation, image: object | None) -> ImageInstance:
         if image is not None:
             return self.features(image)
-        instance = self._images.get(explanation.data.text.partition(":")[0])
+        instance = self._images.get(explanation.data.query.partition(":")[0])
         if instance is None:
             raise InvalidInputError("this image is no longer held by the sampler: pass image=")
         return instance
@@ -296,7 +296,7 @@ def _descriptors(instance: ImageInstance) -> np.ndarray:
     h, w = segments.shape
     ys, xs = np.mgrid[0:h, 0:w]
     rows = []
-    for s in range(len(instance.words)):
+    for s in range(len(instance.features)):
         mask = segments == s
         colours = scaled[mask]
         rows.append([*colours.mean(axis=0), *colours.std(axis=0), ys[mask].mean() / h, xs[mask].mean() / w,

@@ -86,7 +86,7 @@ class TextMemoryFeatures:
         return ()  # the words themselves are remembered
 
     def horizontal(self, entry: MemoryEntry, instance: TextInstance) -> list[int]:
-        return self.map_words(entry.rule_words, instance)
+        return self.map_words(entry.rule_features, instance)
 
     def keys(self, instance: TextInstance) -> tuple[str, ...]:
         return tuple(w.lower() for w in instance.words)
@@ -243,9 +243,9 @@ class MAnchorsExplainer(AnchorsExplainer):
     async def _guided(self, run: Run, similar: Sequence[MemoryEntry], meta: dict[str, Any]) -> SearchResult:
         """The memory proposes rules, `GuidedSearch` certifies one or grows its own."""
         proposals = await asyncio.to_thread(self._proposals, run, similar)
-        meta["memory_source"] = similar[0].text
-        meta["memory_proposals"] = tuple(tuple(run.instance.words[p] for p in sorted(r)) for r in proposals)
-        n = len(run.instance.words)
+        meta["memory_source"] = similar[0].query
+        meta["memory_proposals"] = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
+        n = len(run.instance.features)
         pool = self._coverage_pool(run)
         search = GuidedSearch(
             n, pool, self.params, proposals=proposals, min_accept=self.min_accept_samples, root=self.hit_root_samples
@@ -280,16 +280,16 @@ class MAnchorsExplainer(AnchorsExplainer):
         kept = await self._prune(run, mapped)
         start = frozenset(kept) if kept else None
         result = await self._search(run, start)
-        words = run.instance.words
+        names = run.instance.features
         return self._explanation(
             run,
             result,
             memory_hit=True,
             memory_similarity=memory_similarity,
             memory_lookup_s=memory_lookup_s,
-            memory_source=entry.text,
-            ht_rule=tuple(words[p] for p in mapped),
-            ht_pruned=tuple(words[p] for p in mapped if p not in kept),
+            memory_source=entry.query,
+            ht_rule=tuple(names[p] for p in mapped),
+            ht_pruned=tuple(names[p] for p in mapped if p not in kept),
             **await self._recheck(run),
         )
 
@@ -318,20 +318,20 @@ class MAnchorsExplainer(AnchorsExplainer):
         mid = result.intermediate(self.tau_mid)
         if not mid.rule:
             return  # an empty rule maps onto nothing: no use to a later input
-        instance, words = run.instance, run.instance.words
+        instance, names = run.instance, run.instance.features
         anchor = tuple(sorted(result.rule))
         keys = self.features.keys(instance)
         entry = MemoryEntry(
-            text=instance.text,
-            words=words,
+            query=instance.query,
+            features=names,
             label=run.target,
             rule_positions=mid.rule,
-            rule_words=tuple(words[p] for p in mid.rule),
+            rule_features=tuple(names[p] for p in mid.rule),
             rule_vectors=self.features.describe(instance, mid.rule),
             precision=mid.precision,
             coverage=mid.coverage,
             anchor_positions=anchor if result.success else (),
-            anchor_words=tuple(words[p] for p in anchor) if result.success else (),
+            anchor_features=tuple(names[p] for p in anchor) if result.success else (),
             anchor_keys=tuple(keys[p] for p in anchor) if result.success and keys else (),
             anchor_vectors=self.features.describe(instance, anchor) if result.success else (),
         )
@@ -340,5 +340,5 @@ class MAnchorsExplainer(AnchorsExplainer):
 
 def _anchor_as_rule(entry: MemoryEntry) -> MemoryEntry:
     """The entry with its anchor in place of its intermediate rule (for `MemoryFeatures.horizontal`)."""
-    return replace(entry, rule_positions=entry.anchor_positions, rule_words=entry.anchor_words,
+    return replace(entry, rule_positions=entry.anchor_positions, rule_features=entry.anchor_features,
                    rule_vectors=entry.anchor_vectors)  # fmt: skip

@@ -45,23 +45,26 @@ _GENERATION = re.compile(r"gen-\d{6}")
 class MemoryEntry:
     """One remembered input, its intermediate rule and its anchor.
 
-    ``rule_*``: the intermediate rule (words and positions; for tabular and
-    image inputs also a descriptor of each rule feature). ``anchor_*``: the
+    ``query``, ``features``: the input as its `Instance` named them (a
+    text and its words; a row and its predicates; an image's digest and
+    its superpixels). ``rule_*``: the intermediate rule (features and
+    positions; for tabular and image inputs also a descriptor of each rule
+    feature). ``anchor_*``: the
     anchor the explanation returned; ``anchor_keys`` name its features in a
     way comparable across inputs (a lower-cased word, a predicate), empty
     where features have no such name (superpixels).
     """
 
-    text: str
-    words: tuple[str, ...]
+    query: str
+    features: tuple[str, ...]
     label: Label
     rule_positions: tuple[int, ...]
-    rule_words: tuple[str, ...]
+    rule_features: tuple[str, ...]
     precision: float
     coverage: float
     rule_vectors: tuple[tuple[float, ...], ...] = ()
     anchor_positions: tuple[int, ...] = ()
-    anchor_words: tuple[str, ...] = ()
+    anchor_features: tuple[str, ...] = ()
     anchor_keys: tuple[str, ...] = ()
     anchor_vectors: tuple[tuple[float, ...], ...] = ()
 
@@ -295,20 +298,24 @@ def _fsync(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
+_OLD_NAMES = {"text": "query", "words": "features", "rule_words": "rule_features", "anchor_words": "anchor_features"}
+
+
 def _entry(raw: dict[str, Any]) -> MemoryEntry:
     if isinstance(raw.get("label"), (list, dict)):
         raise TypeError(f"unhashable label {raw['label']!r}")
+    raw = {_OLD_NAMES.get(k, k): v for k, v in raw.items()}  # a memory saved before 0.2
     return MemoryEntry(
-        text=str(raw["text"]),
-        words=tuple(raw["words"]),
+        query=str(raw["query"]),
+        features=tuple(raw["features"]),
         label=raw["label"],
         rule_positions=tuple(int(p) for p in raw["rule_positions"]),
-        rule_words=tuple(raw["rule_words"]),
+        rule_features=tuple(raw["rule_features"]),
         precision=float(raw["precision"]),
         coverage=float(raw["coverage"]),
         rule_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("rule_vectors", ())),
         anchor_positions=tuple(int(p) for p in raw.get("anchor_positions", ())),
-        anchor_words=tuple(raw.get("anchor_words", ())),
+        anchor_features=tuple(raw.get("anchor_features", ())),
         anchor_keys=tuple(raw.get("anchor_keys", ())),
         anchor_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("anchor_vectors", ())),
     )

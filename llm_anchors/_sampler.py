@@ -14,16 +14,17 @@ __all__ = ["Instance", "Sampler", "keep_independently"]
 class Instance(Protocol):
     """One input to explain, split into features.
 
-    ``text`` is the query string the classifier is asked about; ``words``
-    names each feature as it appears in an anchor (a word, a predicate
-    such as "age > 47.00", a superpixel).
+    ``query`` is the string the classifier is asked about (a text; a row as
+    JSON; an image's ``digest:kept-bits``); ``features`` names each feature
+    as it appears in an anchor (a word, a predicate such as "age > 47.00",
+    a superpixel).
     """
 
     @property
-    def text(self) -> str: ...
+    def query(self) -> str: ...
 
     @property
-    def words(self) -> tuple[str, ...]: ...
+    def features(self) -> tuple[str, ...]: ...
 
 
 @runtime_checkable

@@ -32,8 +32,8 @@ __all__ = ["TabularExplainer", "TabularInstance", "TabularSampler"]
 class TabularInstance:
     """One row: its query string, one readable predicate per feature, values and bins."""
 
-    text: str
-    words: tuple[str, ...]
+    query: str
+    features: tuple[str, ...]
     values: np.ndarray
     bins: np.ndarray
 
@@ -252,7 +252,7 @@ class TabularSampler:
 
     def keys(self, instance: TabularInstance) -> tuple[str, ...]:
         """Predicates name the same (feature, bin) in every row."""
-        return tuple(instance.words)
+        return tuple(instance.features)
 
 
 class TabularExplainer(AnchorsExplainer):

@@ -29,6 +29,16 @@ class TextInstance:
     words: tuple[str, ...]
     spans: tuple[tuple[int, int], ...]
 
+    @property
+    def query(self) -> str:
+        """The text itself: what the classifier is asked about."""
+        return self.text
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The words."""
+        return self.words
+
     @classmethod
     def parse(cls, text: str) -> TextInstance:
         matches = list(WORD.finditer(text))

@@ -73,3 +73,12 @@ def test_an_explanation_saved_before_0_2_with_a_flat_cost_still_reads(exp):
     cost = Explanation.from_json(json.dumps(raw)).meta.cost
     assert (cost.queries, cost.cache_hits, cost.prompt_tokens, cost.completion_tokens) == (5, 2, 70, 5)
     assert (cost.usd, cost.usd_reserved, cost.tokens_estimated) == (Decimal("0.0004"), Decimal("0.0009"), True)
+
+
+def test_features_read_as_words_and_old_text_words_json_reads(exp):
+    assert exp.data.words == exp.data.features and exp.data.text == exp.data.query
+    raw = json.loads(exp.to_json())
+    assert "query" in raw["data"] and "text" not in raw["data"]
+    raw["data"]["text"] = raw["data"].pop("query")
+    raw["data"]["words"] = raw["data"].pop("features")
+    assert Explanation.from_json(json.dumps(raw)) == exp

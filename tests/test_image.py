@@ -30,16 +30,16 @@ def sampler():
 
 def test_superpixels_cover_the_image_and_render_back(sampler):
     instance = sampler.features(picture())
-    k = len(instance.words)
+    k = len(instance.features)
     assert 4 <= k <= 40 and set(np.unique(instance.segments)) == set(range(k))
-    assert instance.text == f"{instance.digest}:{'1' * k}"
+    assert instance.query == f"{instance.digest}:{'1' * k}"
     texts, present = sampler.sample(instance, frozenset({0}), 20, np.random.default_rng(0))
     assert present[:, 0].all() and present.shape == (20, k)
     images = sampler.render(texts)
     for image, kept in zip(images, present, strict=True):
         hidden = ~kept[instance.segments]
         assert np.array_equal(image[~hidden], instance.image[~hidden]) and (image[hidden] == 0.0).all()
-    assert np.array_equal(sampler.render([instance.text])[0], instance.image)
+    assert np.array_equal(sampler.render([instance.query])[0], instance.image)
 
 
 def test_grey_uint8_images_are_accepted(sampler):
@@ -97,7 +97,7 @@ async def test_manchors_maps_superpixels_onto_the_shifted_square(sampler):
     second = await m.explain(picture(shift=2))
     assert second.meta.memory_hit is True and second.meta.memory_similarity >= 0.6
     moved = sampler.features(picture(shift=2))
-    mapped = [moved.words.index(w) for w in second.meta.ht_rule]
+    mapped = [moved.features.index(w) for w in second.meta.ht_rule]
     red = (moved.image[..., 0] > 0.8) & (moved.image[..., 1] < 0.2)
     assert all(red[moved.segments == p].any() for p in mapped)  # HT landed on the red square
     assert await m.estimate_precision(picture(shift=2), second.data.positions) >= 0.95
@@ -106,8 +106,8 @@ async def test_manchors_maps_superpixels_onto_the_shifted_square(sampler):
 def test_quickshift_and_a_fixed_fill():
     images = ImageSampler(segmentation="quickshift", kernel_size=3, max_dist=6, fill=0.25)
     instance = images.features(picture())
-    assert len(instance.words) >= 3
-    hidden = images.render([f"{instance.digest}:{'0' * len(instance.words)}"])[0]
+    assert len(instance.features) >= 3
+    hidden = images.render([f"{instance.digest}:{'0' * len(instance.features)}"])[0]
     assert (hidden == 0.25).all()
 
 

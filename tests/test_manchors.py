@@ -57,7 +57,7 @@ async def test_paper_miss_then_hit(embedder):
     first = await m.explain(STREAM[0])
     assert first.meta.memory_hit is False and len(m.memory) == 1
     entry = m.memory.entries[0]
-    assert set(entry.rule_words) <= {"good", "great"} and entry.rule_positions
+    assert set(entry.rule_features) <= {"good", "great"} and entry.rule_positions
     second = await m.explain(STREAM[1])
     assert second.meta.memory_hit is True
     assert second.meta.memory_similarity >= 0.6
@@ -74,7 +74,7 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     first = await m.explain(STREAM[0])
     assert first.meta.memory_hit is False and len(m.memory) == 1
     entry = m.memory.entries[0]
-    assert entry.anchor_words == first.data.anchor == ("good", "great") and entry.anchor_keys == ("good", "great")
+    assert entry.anchor_features == first.data.anchor == ("good", "great") and entry.anchor_keys == ("good", "great")
     second = await m.explain(STREAM[1])
     assert second.meta.memory_hit is True and second.meta.memory_source == STREAM[0]
     assert second.meta.memory_proposals[0] == ("good", "great")
@@ -89,7 +89,7 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
 async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder):
     m = MAnchorsExplainer(FunctionClassifier(needs_all("great"), name="great"), seed=0, embedder=embedder)
     await m.explain("a great movie with a good plot")
-    assert m.memory.entries[0].anchor_words == ("great",)
+    assert m.memory.entries[0].anchor_features == ("great",)
     # Same label, similar sentence, but the word that anchored before is absent: HT maps it elsewhere.
     exp = await m.explain("a great film with a fine plot")
     assert exp.meta.memory_hit and exp.data.anchor == ("great",)

@@ -32,7 +32,7 @@ def filled(n=50):
 def test_nearest_is_scoped_by_label():
     memory = filled()
     found, sim = memory.nearest(unit(7), label="pos")
-    assert found.text == "text number 7" and sim == pytest.approx(1.0, abs=1e-5)
+    assert found.query == "text number 7" and sim == pytest.approx(1.0, abs=1e-5)
     found, sim = memory.nearest(unit(7), label="neg")
     assert found.label == "neg" and sim < 0.99
     assert memory.nearest(unit(7), label="other") is None
@@ -42,7 +42,7 @@ def test_nearest_is_scoped_by_label():
 def test_grows_past_its_initial_capacity():
     memory = filled(1500)
     assert len(memory) == 1500
-    assert memory.nearest(unit(1499), label="pos")[0].text == "text number 1499"
+    assert memory.nearest(unit(1499), label="pos")[0].query == "text number 1499"
 
 
 def test_save_load_round_trip(tmp_path):
@@ -104,13 +104,13 @@ def anchored_entry(text, anchor, label="pos"):
     words = tuple(text.split())
     positions = tuple(words.index(w) for w in anchor)
     return MemoryEntry(text, words, label, positions, anchor, 0.85, 0.5, anchor_positions=positions,
-                       anchor_words=anchor, anchor_keys=tuple(w.lower() for w in anchor))  # fmt: skip
+                       anchor_features=anchor, anchor_keys=tuple(w.lower() for w in anchor))  # fmt: skip
 
 
 def test_neighbours_are_ordered_and_scoped():
     memory = filled()
     found = memory.neighbours(unit(7), label="pos", k=3)
-    assert len(found) == 3 and found[0][0].text == "text number 7"
+    assert len(found) == 3 and found[0][0].query == "text number 7"
     assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
     assert all(e.label == "pos" for e, _ in found)
     assert len(memory.neighbours(unit(7), label="pos", k=1000)) == 25
@@ -137,6 +137,22 @@ def test_anchors_and_their_index_survive_save_and_load(tmp_path):
     back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
     assert back.entries == memory.entries and back.entries[0].anchor_keys == ("dull", "boring")
     assert back.anchored({"dull", "boring", "x"}, label="pos") == [(("boring", "dull"), 1)]
+
+
+def test_a_memory_saved_with_the_names_before_0_2_loads(tmp_path):
+    import json
+
+    memory = RuleMemory(DIM, "emb", "clf")
+    memory.add(anchored_entry("a dull and boring film", ("dull", "boring")), unit(1))
+    memory.save(tmp_path / "m")
+    gen = next((tmp_path / "m").glob("gen-*"))
+    meta = json.loads((gen / "entries.json").read_text())
+    old = {"query": "text", "features": "words", "rule_features": "rule_words", "anchor_features": "anchor_words"}
+    meta["entries"] = [{old.get(k, k): v for k, v in e.items()} for e in meta["entries"]]
+    assert "words" in meta["entries"][0] and "features" not in meta["entries"][0]
+    (gen / "entries.json").write_text(json.dumps(meta))
+    back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
+    assert back.entries == memory.entries
 
 
 def _damaged(tmp_path, damage):
@@ -184,7 +200,7 @@ DAMAGES = {
     "index missing": (lambda gen, root, other: (gen / "index.bin").unlink(), "index.bin"),
     "vectors truncated": (lambda gen, root, other: _truncate(gen / "vectors.npy"), "vectors.npy"),
     "entries truncated": (lambda gen, root, other: _truncate(gen / "entries.json", 50), "entries.json"),
-    "entry without text": (_edit_entries(lambda m: m["entries"][3].pop("text")), "entries.json"),
+    "entry without its query": (_edit_entries(lambda m: m["entries"][3].pop("query")), "entries.json"),
     "entry with a list label": (_edit_entries(lambda m: m["entries"][3].update(label=[1])), "entries.json"),
     "entries not a list": (_edit_entries(lambda m: m.update(entries={"a": 1})), "entries.json"),
     "unknown format": (_edit_entries(lambda m: m.update(format_version=99)), "entries.json"),

@@ -33,10 +33,10 @@ def test_numeric_features_are_cut_at_the_training_quartiles(sampler):
     assert np.allclose(sampler.edges[0], expected)
     assert 1 not in sampler.edges  # categorical: its codes are its bins
     instance = sampler.features([90.0, "blue", 0.3])
-    assert instance.words[0] == f"age > {expected[2]:.2f}"
-    assert instance.words[1] == "colour = blue"
-    assert instance.words[2].endswith(f"< noise <= {sampler.edges[2][2]:.2f}")
-    assert sampler.features({"age": 10, "colour": 0, "noise": 0.0}).words[:2] == (
+    assert instance.features[0] == f"age > {expected[2]:.2f}"
+    assert instance.features[1] == "colour = blue"
+    assert instance.features[2].endswith(f"< noise <= {sampler.edges[2][2]:.2f}")
+    assert sampler.features({"age": 10, "colour": 0, "noise": 0.0}).features[:2] == (
         f"age <= {expected[0]:.2f}",
         "colour = red",
     )
