@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import Explanation, ImageExplainer, ImageSampler, MAnchorsExplainer
+from llm_anchors import Explanation, ImageClassifier, ImageExplainer, ImageSampler, MAnchorsExplainer
 from llm_anchors.datasets import shuffled
+from llm_anchors.display import anchor_image
 
 from ._common import (
     FIDELITY,
@@ -57,7 +58,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         a = await explain_rows(plain, stream, order, args.fresh_samples, label="Anchors")
         sheet = [(stream[i], await plain.explain(stream[i])) for i in range(min(8, len(stream)))]
     memory_sampler = sampler()
-    classifier = memory_sampler.classifier(model.predict, name="digits-mlp-manchors")
+    classifier = ImageClassifier(model.predict, memory_sampler, name="digits-mlp-manchors")
     options = dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
     async with MAnchorsExplainer(classifier, sampler=memory_sampler, seed=args.seed, **options) as memory:
         m = await explain_rows(memory, stream, order, args.fresh_samples, label="MAnchors")
@@ -76,7 +77,7 @@ def anchor_sheet(images: ImageSampler, shown: list[tuple[np.ndarray, Explanation
     for j, (image, exp) in enumerate(shown):
         axes[0, j].imshow(image)
         axes[0, j].set_title(f"label {exp.data.label}", fontsize=9)
-        axes[1, j].imshow(images.anchor_image(exp, image))
+        axes[1, j].imshow(anchor_image(exp, images, image))
         axes[1, j].set_title(f"prec {exp.data.precision:.2f}", fontsize=9)
         for ax in axes[:, j]:
             ax.axis("off")

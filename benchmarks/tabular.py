@@ -18,7 +18,7 @@ import asyncio
 import time
 from typing import Any
 
-from llm_anchors import MAnchorsExplainer, TabularExplainer, TabularSampler
+from llm_anchors import MAnchorsExplainer, TabularClassifier, TabularExplainer, TabularSampler
 from llm_anchors.datasets import load_adult, shuffled
 
 from ._common import (
@@ -52,7 +52,7 @@ async def run_model(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     settings = search_settings(args)
     async with TabularExplainer(model.predict, sampler, seed=args.seed, name=f"{kind}-anchors", **settings) as plain:
         a = await explain_rows(plain, rows, order, args.fresh_samples, label=f"{kind} Anchors")
-    classifier = sampler.classifier(model.predict, name=f"{kind}-manchors")
+    classifier = TabularClassifier(model.predict, sampler, name=f"{kind}-manchors")
     options = dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
     async with MAnchorsExplainer(classifier, sampler=sampler, seed=args.seed, **options) as memory:
         m = await explain_rows(memory, rows, order, args.fresh_samples, label=f"{kind} MAnchors")

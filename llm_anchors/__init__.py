@@ -27,11 +27,11 @@ from ._exceptions import (
 )
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
-from ._image import ImageExplainer, ImageSampler
+from ._image import ImageClassifier, ImageExplainer, ImageSampler
 from ._llm import LLMClassifier
 from ._manchors import MAnchorsExplainer
 from ._retry import RetryPolicy
-from ._tabular import TabularExplainer, TabularSampler
+from ._tabular import TabularClassifier, TabularExplainer, TabularSampler
 from ._text import TextSampler
 from ._version import __version__
 
@@ -48,6 +48,7 @@ __all__ = [
     "ConfigError",
     "Explanation",
     "FunctionClassifier",
+    "ImageClassifier",
     "ImageExplainer",
     "ImageSampler",
     "InvalidInputError",
@@ -58,6 +59,7 @@ __all__ = [
     "QueryCache",
     "RateLimitError",
     "RetryPolicy",
+    "TabularClassifier",
     "TabularExplainer",
     "TabularSampler",
     "TextSampler",

@@ -11,6 +11,7 @@ apply as for text; `ImageSampler.render` turns them back into pixels.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,15 @@ from ._memory import MemoryEntry, nearest_unused
 from ._rules import Rule
 from ._sampler import keep_independently
 
-__all__ = ["ImageExplainer", "ImageInstance", "ImageSampler"]
+__all__ = [
+    "ImageClassifier",
+    "ImageExplainer",
+    "ImageInstance",
+    "ImageMemoryFeatures",
+    "ImageSampler",
+    "anchor_image",
+    "save_anchor_png",
+]
 
 _GRID = 8  # the default memory key: the image as an 8 × 8 grid of mean colours
 
@@ -55,8 +64,8 @@ class ImageSampler:
         (``kernel_size``, ``max_dist``).
     fill: "mean" (each superpixel's mean colour) or a number (a flat grey).
     p_hide: chance that a superpixel outside the rule is hidden (0.5).
-    embed, embed_dim: MAnchors' memory key for an image, e.g. the explained
-        model's own features; default the image's 8 × 8 mean-colour grid.
+    embed, embed_dim: before 0.2, MAnchors' memory key; now given to
+        `ImageMemoryFeatures` (``MAnchorsExplainer(memory_features=...)``).
     max_images: images whose superpixels are kept for `render` (oldest dropped).
     max_pixels: the largest image accepted (H × W); a batch of perturbations
         is ``request_size`` copies of it in memory, so downscale bigger ones.
@@ -85,6 +94,11 @@ class ImageSampler:
             raise ConfigError(f"p_hide must lie strictly between 0 and 1, got {p_hide}")
         if (embed is None) != (embed_dim is None):
             raise ConfigError("embed and embed_dim go together")
+        if embed is not None:
+            _moved(
+                "ImageSampler(embed=, embed_dim=)",
+                "MAnchorsExplainer(memory_features=ImageMemoryFeatures(embed, embed_dim))",
+            )
         try:
             import skimage.segmentation
         except ImportError as exc:
@@ -158,54 +172,59 @@ class ImageSampler:
             out.append(instance.compose(np.array([b == "1" for b in bits])))
         return np.stack(out)
 
-    def classifier(self, predict: Any, *, name: str | None = None) -> FunctionClassifier:
-        """A `Classifier` calling ``predict(images) -> labels`` on (n × H × W × 3) float batches.
+    def held(self, query: str) -> ImageInstance | None:
+        """The instance of an image this sampler segmented, by its query string (None once dropped)."""
+        return self._images.get(query.partition(":")[0])
 
-        ``name``: the model's identity, as `FunctionClassifier`'s.
-        """
+    def memory_features(self) -> ImageMemoryFeatures:
+        """MAnchors' memory key and HT for images (`ImageMemoryFeatures`; its default key)."""
+        return ImageMemoryFeatures(self._embed, self._embed_dim)
 
-        def classify(texts: list[str]) -> Any:
-            return predict(self.render(texts))
-
-        classify.__qualname__ = f"image:{model_name(predict)}"
-        return FunctionClassifier(classify, name=f"image:{name}" if name else None)
-
-    # -- display -----------------------------------------------------------
+    def classifier(self, predict: Any, *, name: str | None = None) -> ImageClassifier:
+        """Before 0.2: `ImageClassifier` (``ImageClassifier(predict, sampler)``)."""
+        _moved("ImageSampler.classifier(predict)", "ImageClassifier(predict, sampler)")
+        return ImageClassifier(predict, self, name=name)
 
     def anchor_image(self, explanation: Explanation, image: object | None = None) -> np.ndarray:
-        """The explained image with everything outside the anchor dimmed and the anchor outlined."""
-        instance = self._instance(explanation, image)
-        kept = np.zeros(len(instance.features), dtype=bool)
-        kept[list(explanation.data.positions)] = True
-        mask = kept[instance.segments]
-        scaled = _unit_range(instance.image)
-        out = np.where(mask[..., None], scaled, 0.25 * scaled + 0.75 * 0.5)
-        outline = np.where(mask, instance.segments + 1, 0)  # 0: background, never outlined
-        edges = self._segmentation.find_boundaries(outline, mode="inner", background=0)  # type: ignore[no-untyped-call]
-        out[edges] = (1.0, 0.85, 0.0)
-        return out
+        """Before 0.2: `llm_anchors.display.anchor_image`."""
+        _moved("ImageSampler.anchor_image(exp)", "llm_anchors.display.anchor_image(exp, sampler)")
+        return anchor_image(explanation, self, image)
 
     def save_anchor_png(self, explanation: Explanation, path: str | Path, image: object | None = None) -> Path:
-        """Write `anchor_image` as a PNG (needs Pillow, which scikit-image installs)."""
-        from PIL import Image
+        """Before 0.2: `llm_anchors.display.save_anchor_png`."""
+        _moved("ImageSampler.save_anchor_png(exp, path)", "llm_anchors.display.save_anchor_png(exp, path, sampler)")
+        return save_anchor_png(explanation, path, self, image)
 
-        pixels = (np.clip(self.anchor_image(explanation, image), 0, 1) * 255).astype(np.uint8)
-        scale = max(1, 256 // max(pixels.shape[:2]))  # small images are enlarged to be seen
-        size = (pixels.shape[1] * scale, pixels.shape[0] * scale)
-        picture = Image.fromarray(pixels).resize(size, Image.Resampling.NEAREST)
-        path = Path(path)
-        picture.save(path, format="PNG")
-        return path
 
-    def _instance(self, explanation: Explanation, image: object | None) -> ImageInstance:
-        if image is not None:
-            return self.features(image)
-        instance = self._images.get(explanation.data.query.partition(":")[0])
-        if instance is None:
-            raise InvalidInputError("this image is no longer held by the sampler: pass image=")
-        return instance
+def _moved(old: str, new: str) -> None:
+    warnings.warn(f"{old} is now {new}; the old form goes in 0.3", DeprecationWarning, stacklevel=3)
 
-    # -- MAnchors: the memory key, and HT by superpixel descriptors ------------
+
+class ImageClassifier(FunctionClassifier):
+    """An image model as a `Classifier`: ``predict(images) -> labels`` on the
+    (n × H × W × 3) float batches ``sampler``'s query strings name.
+
+    ``name``: the model's identity, as `FunctionClassifier`'s.
+    """
+
+    def __init__(self, predict: Any, sampler: ImageSampler, *, name: str | None = None) -> None:
+        def classify(texts: list[str]) -> Any:
+            return predict(sampler.render(texts))
+
+        classify.__qualname__ = f"image:{model_name(predict)}"
+        super().__init__(classify, name=f"image:{name}" if name else None)
+
+
+class ImageMemoryFeatures:
+    """MAnchors for images: the memory key is ``embed(image)`` (e.g. the
+    explained model's own features; ``embed_dim`` numbers) or by default the
+    image's centred 8 × 8 mean-colour grid; HT maps each remembered
+    superpixel to the nearest unused one by colour, place and size."""
+
+    def __init__(self, embed: Callable[[np.ndarray], np.ndarray] | None = None, embed_dim: int | None = None) -> None:
+        if (embed is None) != (embed_dim is None):
+            raise ConfigError("embed and embed_dim go together")
+        self._embed, self._embed_dim = embed, embed_dim
 
     @property
     def identity(self) -> str:
@@ -249,14 +268,62 @@ class ImageExplainer(AnchorsExplainer):
 
     >>> explainer = ImageExplainer(model.predict, ImageSampler(n_segments=16), seed=0)
     >>> exp = await explainer.explain(image)
-    >>> explainer.sampler.save_anchor_png(exp, "anchor.png")
+    >>> save_anchor_png(exp, "anchor.png", explainer.sampler)   # llm_anchors.display
     """
 
     name = "ImageExplainer"
 
     def __init__(self, predict: Any, sampler: ImageSampler | None = None, *, name: str | None = None, **kwargs: Any):
         sampler = sampler or ImageSampler()
-        super().__init__(sampler.classifier(predict, name=name), sampler=sampler, **kwargs)
+        super().__init__(ImageClassifier(predict, sampler, name=name), sampler=sampler, **kwargs)
+
+
+# -- display (public as llm_anchors.display) ----------------------------------
+
+
+def anchor_image(explanation: Explanation, sampler: ImageSampler, image: object | None = None) -> np.ndarray:
+    """The explained image (H × W × 3, 0–1) with everything outside the anchor
+    dimmed and the anchor's superpixels outlined.
+
+    ``image``: the explained image, needed once ``sampler`` no longer holds it
+    (it keeps its ``max_images`` most recent).
+    """
+    import skimage.segmentation
+
+    instance = _instance(explanation, sampler, image)
+    kept = np.zeros(len(instance.features), dtype=bool)
+    kept[list(explanation.data.positions)] = True
+    mask = kept[instance.segments]
+    scaled = _unit_range(instance.image)
+    out = np.where(mask[..., None], scaled, 0.25 * scaled + 0.75 * 0.5)
+    outline = np.where(mask, instance.segments + 1, 0)  # 0: background, never outlined
+    edges = skimage.segmentation.find_boundaries(outline, mode="inner", background=0)  # type: ignore[no-untyped-call]
+    out[edges] = (1.0, 0.85, 0.0)
+    return out
+
+
+def save_anchor_png(
+    explanation: Explanation, path: str | Path, sampler: ImageSampler, image: object | None = None
+) -> Path:
+    """Write `anchor_image` as a PNG (Pillow, which scikit-image installs); small images are enlarged."""
+    from PIL import Image
+
+    pixels = (np.clip(anchor_image(explanation, sampler, image), 0, 1) * 255).astype(np.uint8)
+    scale = max(1, 256 // max(pixels.shape[:2]))
+    size = (pixels.shape[1] * scale, pixels.shape[0] * scale)
+    picture = Image.fromarray(pixels).resize(size, Image.Resampling.NEAREST)
+    path = Path(path)
+    picture.save(path, format="PNG")
+    return path
+
+
+def _instance(explanation: Explanation, sampler: ImageSampler, image: object | None) -> ImageInstance:
+    if image is not None:
+        return sampler.features(image)
+    instance = sampler.held(explanation.data.query)
+    if instance is None:
+        raise InvalidInputError("this image is no longer held by the sampler: pass image=")
+    return instance
 
 
 def _as_rgb(image: object) -> np.ndarray:

@@ -43,8 +43,9 @@ class MemoryFeatures(Protocol):
 
     ``embed`` gives unit vectors (compared by cosine); ``describe`` what an
     entry keeps of its rule's features for HT; ``horizontal`` maps a
-    remembered rule onto the positions of a new input's features. The
-    tabular and image samplers implement it; text uses `TextMemoryFeatures`.
+    remembered rule onto the positions of a new input's features.
+    `TextMemoryFeatures`, `TabularMemoryFeatures` and `ImageMemoryFeatures`
+    implement it; a sampler offers its kind's as ``memory_features()``.
     """
 
     @property
@@ -133,8 +134,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         ("guided"; more while the empty rule may hold, up to Anchors' root).
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
     embedder: for text, the `SentenceEmbedder` (default: packaged
-        all-MiniLM-L6-v2). A sampler that implements `MemoryFeatures`
-        (`TabularSampler`, `ImageSampler`) brings its own key and HT.
+        all-MiniLM-L6-v2).
+    memory_features: the memory key and HT (`MemoryFeatures`); by default
+        the sampler's ``memory_features()`` (`TabularSampler`,
+        `ImageSampler`), or text's over ``embedder``.
     Other arguments as `AnchorsExplainer`. The memory lives in the
     explainer: each explanation can reuse the earlier ones; `save` and
     `load` keep it across runs.
@@ -157,6 +160,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         hit_root_samples: int = 25,
         prune_samples: int = 50,
         embedder: SentenceEmbedder | None = None,
+        memory_features: MemoryFeatures | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(classifier, **kwargs)
@@ -175,12 +179,18 @@ class MAnchorsExplainer(AnchorsExplainer):
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
         self.k_nearest, self.max_proposals, self.min_accept_samples = k_nearest, max_proposals, min_accept_samples
         self.hit_root_samples = hit_root_samples
-        self.features: MemoryFeatures
-        if isinstance(self.sampler, MemoryFeatures):
-            self.features = self.sampler
-        else:
-            self.features = TextMemoryFeatures(embedder or SentenceEmbedder())
+        self.features: MemoryFeatures = memory_features or self._default_features(embedder)
         self._memory: RuleMemory | None = None
+
+    def _default_features(self, embedder: SentenceEmbedder | None) -> MemoryFeatures:
+        """The sampler's `memory_features()` (rows, images), or text's."""
+        make = getattr(self.sampler, "memory_features", None)
+        if callable(make):
+            features: MemoryFeatures = make()
+            return features
+        if isinstance(self.sampler, MemoryFeatures):  # a sampler that is its own memory features
+            return self.sampler
+        return TextMemoryFeatures(embedder or SentenceEmbedder())
 
     @property
     def embedder(self) -> SentenceEmbedder | None:

@@ -13,6 +13,7 @@ text); `TabularSampler.decode` turns them back into a numeric matrix.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from ._explainer import AnchorsExplainer
 from ._memory import MemoryEntry
 from ._rules import Rule
 
-__all__ = ["TabularExplainer", "TabularInstance", "TabularSampler"]
+__all__ = ["TabularClassifier", "TabularExplainer", "TabularInstance", "TabularMemoryFeatures", "TabularSampler"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,8 +83,6 @@ class TabularSampler:
         self.train_bins = self.discretize(data)
         self._codes = [{name: code for code, name in enumerate(n)} for n in self._names_by_column()]
         self._in_bin: dict[tuple[int, int], np.ndarray] = {}
-        sizes = [len(names) or len(self.edges[f]) + 1 for f, names in enumerate(self._names_by_column())]
-        self._offsets = np.cumsum([0, *sizes])
 
     def _names_by_column(self) -> list[tuple[str, ...]]:
         return [self.categorical_names.get(f, ()) for f in range(len(self.feature_names))]
@@ -207,23 +206,47 @@ class TabularSampler:
             raise InvalidInputError(f"{self.feature_names[feature]}: {value!r} is not a valid value")
         return number
 
-    def classifier(self, predict: Any, *, name: str | None = None) -> FunctionClassifier:
-        """A `Classifier` calling ``predict(matrix) -> labels`` (e.g. a scikit-learn model's).
+    def memory_features(self) -> TabularMemoryFeatures:
+        """MAnchors' memory key and HT for these rows (`MemoryFeatures`)."""
+        return TabularMemoryFeatures(self)
 
-        ``name``: the model's identity, as `FunctionClassifier`'s.
-        """
+    def classifier(self, predict: Any, *, name: str | None = None) -> TabularClassifier:
+        """Before 0.2: `TabularClassifier` (``TabularClassifier(predict, sampler)``)."""
+        warnings.warn(
+            "TabularSampler.classifier(predict) is now TabularClassifier(predict, sampler); it goes in 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return TabularClassifier(predict, self, name=name)
 
+
+class TabularClassifier(FunctionClassifier):
+    """A tabular model as a `Classifier`: ``predict(matrix) -> labels`` (a
+    scikit-learn model's, say) on the rows ``sampler``'s query strings name.
+
+    ``name``: the model's identity, as `FunctionClassifier`'s.
+    """
+
+    def __init__(self, predict: Any, sampler: TabularSampler, *, name: str | None = None) -> None:
         def classify(texts: list[str]) -> Any:
-            return predict(self.decode(texts))
+            return predict(sampler.decode(texts))
 
         classify.__qualname__ = f"tabular:{model_name(predict)}"
-        return FunctionClassifier(classify, name=f"tabular:{name}" if name else None)
+        super().__init__(classify, name=f"tabular:{name}" if name else None)
 
-    # -- MAnchors: memory over discretised rows, HT on the same feature ---------
+
+class TabularMemoryFeatures:
+    """MAnchors for rows: a row's memory key is its one-hot (feature, bin)
+    vector; HT keeps each remembered predicate's feature."""
+
+    def __init__(self, sampler: TabularSampler) -> None:
+        self.n_features = len(sampler.feature_names)
+        sizes = [len(sampler.categorical_names.get(f, ())) or len(sampler.edges[f]) + 1 for f in range(self.n_features)]
+        self._offsets = np.cumsum([0, *sizes])
 
     @property
     def identity(self) -> str:
-        return f"tabular-bins:{len(self.feature_names)}:{self.dim}"
+        return f"tabular-bins:{self.n_features}:{self.dim}"
 
     @property
     def dim(self) -> int:
@@ -234,7 +257,7 @@ class TabularSampler:
         out = np.zeros((len(instances), self.dim), dtype=np.float32)
         for i, instance in enumerate(instances):
             out[i, self._offsets[:-1] + instance.bins] = 1.0
-        out /= np.sqrt(len(self.feature_names))
+        out /= np.sqrt(self.n_features)
         return out
 
     def describe(self, instance: TabularInstance, positions: Sequence[int]) -> tuple[tuple[float, ...], ...]:
@@ -262,10 +285,10 @@ class TabularExplainer(AnchorsExplainer):
     >>> explainer = TabularExplainer(forest.predict, sampler, seed=0)
     >>> exp = await explainer.explain(row)   # "education = Bachelors AND ..."
 
-    For MAnchors: ``MAnchorsExplainer(sampler.classifier(forest.predict), sampler=sampler)``.
+    For MAnchors: ``MAnchorsExplainer(TabularClassifier(forest.predict, sampler), sampler=sampler)``.
     """
 
     name = "TabularExplainer"
 
     def __init__(self, predict: Any, sampler: TabularSampler, *, name: str | None = None, **kwargs: Any) -> None:
-        super().__init__(sampler.classifier(predict, name=name), sampler=sampler, **kwargs)
+        super().__init__(TabularClassifier(predict, sampler, name=name), sampler=sampler, **kwargs)

@@ -5,7 +5,8 @@ what writing a new backend, classifier, sampler or search needs, and the
 pieces the explainers are made of:
 
 - contracts and their defaults: `Backend` / `BaseBackend`, `Classifier` /
-  `BaseClassifier`, `Sampler`, `TokenCounter`, `MemoryFeatures`;
+  `BaseClassifier`, `Sampler`, `TokenCounter`, `MemoryFeatures` (with
+  `TextMemoryFeatures`, `TabularMemoryFeatures`, `ImageMemoryFeatures`);
 - the pure search: `BeamSearch`, `GuidedSearch`, `SearchParams`, the KL
   bounds and LUCB (`kl_*`, `compute_beta`, `lucb`), rules;
 - the query engine and its accounting: `QueryEngine`, `QueryStats`,
@@ -27,7 +28,7 @@ from ._embeddings import SentenceEmbedder
 from ._engine import QueryEngine, QueryStats
 from ._explanation import AnchorData, Cost, Meta
 from ._guided import GuidedSearch
-from ._image import ImageInstance
+from ._image import ImageInstance, ImageMemoryFeatures
 from ._manchors import MemoryFeatures, TextMemoryFeatures
 from ._memory import MemoryEntry, RuleMemory
 from ._pricing import FREE, PRICES, Price, load_prices, price_for
@@ -36,7 +37,7 @@ from ._retry import is_retryable
 from ._rules import Rule, covers, make_rule
 from ._sampler import Instance, Sampler
 from ._search import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
-from ._tabular import TabularInstance
+from ._tabular import TabularInstance, TabularMemoryFeatures
 from ._text import TextInstance
 from ._tokens import EstimateCounter, TokenCount, TokenCounter
 
@@ -59,6 +60,7 @@ __all__ = [
     "EstimateCounter",
     "GuidedSearch",
     "ImageInstance",
+    "ImageMemoryFeatures",
     "Instance",
     "Label",
     "MemoryEntry",
@@ -82,6 +84,7 @@ __all__ = [
     "SentenceEmbedder",
     "StreamProgress",
     "TabularInstance",
+    "TabularMemoryFeatures",
     "TextInstance",
     "TextMemoryFeatures",
     "TokenCount",

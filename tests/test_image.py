@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from llm_anchors import ConfigError, ImageExplainer, ImageSampler, InvalidInputError, MAnchorsExplainer
+from llm_anchors import ConfigError, ImageClassifier, ImageExplainer, ImageSampler, InvalidInputError, MAnchorsExplainer
+from llm_anchors.core import ImageMemoryFeatures
+from llm_anchors.display import anchor_image, save_anchor_png
 
 
 def picture(shift=0, size=32):
@@ -66,7 +68,7 @@ def test_unknown_perturbations_and_bad_settings_are_refused(sampler):
     with pytest.raises(ConfigError):
         ImageSampler(segmentation="watershed")
     with pytest.raises(ConfigError):
-        ImageSampler(embed=lambda image: image.ravel())
+        ImageMemoryFeatures(embed=lambda image: image.ravel())
 
 
 async def test_the_red_square_is_the_anchor(sampler, tmp_path):
@@ -83,14 +85,14 @@ async def test_the_red_square_is_the_anchor(sampler, tmp_path):
     assert not (blue & anchored & (image[..., 2] > 0.8)).any()  # and none of the blue one
     assert covered <= square
     assert await explainer.estimate_precision(image, exp.data.positions, n=1000) >= 0.95
-    path = sampler.save_anchor_png(exp, tmp_path / "anchor.png")
+    path = save_anchor_png(exp, tmp_path / "anchor.png", sampler)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    shown = sampler.anchor_image(exp)
+    shown = anchor_image(exp, sampler)
     assert shown.shape == image.shape and not np.allclose(shown[~anchored], image[~anchored])
 
 
 async def test_manchors_maps_superpixels_onto_the_shifted_square(sampler):
-    m = MAnchorsExplainer(sampler.classifier(predict), sampler=sampler, seed=0)
+    m = MAnchorsExplainer(ImageClassifier(predict, sampler), sampler=sampler, seed=0)
     first = await m.explain(picture())
     assert first.meta.memory_hit is False and len(m.memory) == 1
     assert len(m.memory.entries[0].rule_vectors[0]) == 9  # colour mean and spread, centre, size
@@ -118,11 +120,25 @@ def test_a_model_embedding_keys_the_memory():
         calls.append(image.shape)
         return np.array([image[..., 0].mean(), image[..., 2].mean()])
 
-    images = ImageSampler(n_segments=16, fill=0.0, embed=features, embed_dim=2)
-    vectors = images.embed([images.features(picture())])
+    images = ImageSampler(n_segments=16, fill=0.0)
+    keyed = ImageMemoryFeatures(features, embed_dim=2)
+    vectors = keyed.embed([images.features(picture())])
     assert calls == [(32, 32, 3)] and vectors.shape == (1, 2)
     assert np.linalg.norm(vectors[0]) == pytest.approx(1.0)
-    assert images.identity.startswith("image-embed:") and images.identity.endswith(".features")
-    wrong = ImageSampler(embed=features, embed_dim=3)
+    assert keyed.identity.startswith("image-embed:") and keyed.identity.endswith(".features")
+    m = MAnchorsExplainer(ImageClassifier(predict, images), sampler=images, memory_features=keyed, seed=0)
+    assert m.features is keyed and m.memory.embedder_id == keyed.identity
     with pytest.raises(ConfigError, match="embed_dim"):
-        wrong.embed([wrong.features(picture())])
+        ImageMemoryFeatures(features, embed_dim=3).embed([images.features(picture())])
+
+
+def test_the_sampler_forms_before_0_2_still_work_with_warnings(sampler, tmp_path):
+    with pytest.warns(DeprecationWarning, match="ImageClassifier"):
+        clf = sampler.classifier(predict)
+    assert isinstance(clf, ImageClassifier)
+    exp = ImageExplainer(predict, sampler, seed=0).explain_sync(picture())
+    with pytest.warns(DeprecationWarning, match="llm_anchors.display"):
+        assert np.array_equal(sampler.anchor_image(exp), anchor_image(exp, sampler))
+    with pytest.warns(DeprecationWarning, match="ImageMemoryFeatures"):
+        old = ImageSampler(embed=lambda image: image[..., 0].ravel()[:4], embed_dim=4)
+    assert old.memory_features().dim == 4

@@ -5,7 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from llm_anchors import ConfigError, InvalidInputError, MAnchorsExplainer, TabularExplainer, TabularSampler
+from llm_anchors import (
+    ConfigError,
+    InvalidInputError,
+    MAnchorsExplainer,
+    TabularClassifier,
+    TabularExplainer,
+    TabularSampler,
+)
 from llm_anchors.core import make_rule
 
 NAMES = ("age", "colour", "noise")
@@ -105,7 +112,7 @@ async def test_the_known_anchor_is_recovered_with_fresh_precision(sampler):
 
 
 async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
-    m = MAnchorsExplainer(sampler.classifier(predict, name="age-colour"), sampler=sampler, seed=0)
+    m = MAnchorsExplainer(TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0)
     first = await m.explain([90.0, "blue", 0.3])
     assert first.meta.memory_hit is False and len(m.memory) == 1
     entry = m.memory.entries[0]
@@ -116,6 +123,14 @@ async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
     assert set(second.data.positions) == {0, 1}
     assert await m.estimate_precision([95.0, "blue", 1.9], second.data.positions) >= 0.95
     m.save(tmp_path)
-    again = MAnchorsExplainer(sampler.classifier(predict, name="age-colour"), sampler=sampler, seed=0)
+    again = MAnchorsExplainer(TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0)
     again.load(tmp_path)
     assert again.memory.entries == m.memory.entries
+
+
+def test_the_classifier_factory_before_0_2_still_works_with_a_warning(sampler):
+    with pytest.warns(DeprecationWarning, match="TabularClassifier"):
+        old = sampler.classifier(predict, name="age-colour")
+    new = TabularClassifier(predict, sampler, name="age-colour")
+    assert old.identity == new.identity and new.identity.endswith("tabular:age-colour")
+    assert sampler.memory_features().identity.startswith("tabular-bins:3:")
