@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from dataclasses import asdict, dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from ._exceptions import BudgetExceeded, ConfigError
@@ -94,6 +96,59 @@ class BudgetReport:
         return "\n".join(lines)
 
 
+def _plain(charge: Charge) -> dict[str, Any]:
+    return {"q": charge.queries, "p": charge.prompt_tokens, "c": charge.completion_tokens, "usd": str(charge.usd)}
+
+
+def _charge(record: dict[str, Any]) -> Charge:
+    return Charge(int(record["q"]), int(record["p"]), int(record["c"]), Decimal(record["usd"]))
+
+
+class _Journal:
+    """An append-only JSON-lines ledger of a budget's reserve/settle/release steps."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._keep_whole_lines()
+        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the budget's life)
+
+    def _keep_whole_lines(self) -> None:
+        """Drop a last line cut short by a killed process, so that appending stays readable."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        whole = data[: data.rfind(b"\n") + 1]
+        if len(whole) != len(data):
+            self.path.write_bytes(whole)
+
+    def replay(self) -> tuple[Charge, int]:
+        """What the journal records as spent (open reservations at their worst case), and the last id."""
+        settled, open_, last = Charge(), {}, 0
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"budget journal {self.path} is damaged: {line[:60]!r}") from exc
+            key = next(k for k in ("r", "s", "x") if k in record)
+            last = max(last, int(record[key]))
+            if key == "r":
+                open_[record["r"]] = _charge(record)
+            elif key == "s":
+                open_.pop(record["s"], None)
+                settled = settled + _charge(record)
+            else:
+                open_.pop(record["x"], None)
+        return sum(open_.values(), settled), last
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
 def _decimal(value: float | int | str | Decimal | None, name: str) -> Decimal | None:
     if value is None:
         return None
@@ -117,6 +172,16 @@ class Budget:
     nothing more is sent, the explanations end as on any exhaustion, and
     `passed` (and the report) say by how much.
 
+    ``parent``: a budget this one draws on as well (a cap per explanation
+    inside a run's cap): a call is sent only if both hold it.
+
+    ``journal``: a file where every reservation, settlement and release is
+    appended (and flushed) before the call goes out. A budget opened on an
+    existing journal starts with what it records as spent, counting a
+    reservation never settled (a process killed mid-call) at its worst
+    case, so a run stopped at any point and started again never spends
+    past its cap in total; start it again with a higher cap to go on.
+
     >>> budget = Budget(max_usd=0.50)
     >>> explainer = AnchorsExplainer(clf, budget=budget)
     """
@@ -126,6 +191,9 @@ class Budget:
         max_usd: float | int | str | Decimal | None = None,
         max_tokens: int | None = None,
         max_queries: int | None = None,
+        *,
+        parent: Budget | None = None,
+        journal: str | os.PathLike[str] | None = None,
     ) -> None:
         self.max_usd = _decimal(max_usd, "max_usd")
         for name, value in (("max_tokens", max_tokens), ("max_queries", max_queries)):
@@ -141,6 +209,12 @@ class Budget:
         self._refused = 0
         self._over = 0
         self._passed = ""
+        self.parent = parent
+        self._in_parent: dict[int, Reservation] = {}
+        self._journal = _Journal(Path(journal)) if journal is not None else None
+        if self._journal is not None:
+            self._settled, last_id = self._journal.replay()
+            self._ids = itertools.count(last_id + 1)
 
     def __repr__(self) -> str:
         return f"Budget(max_usd={self.max_usd}, max_tokens={self.max_tokens}, max_queries={self.max_queries})"
@@ -163,6 +237,10 @@ class Budget:
                 self._refused += 1
                 raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
             reservation = Reservation(next(self._ids), charge)
+            if self.parent is not None:
+                self._in_parent[reservation.id] = self.parent.reserve(charge)  # may refuse: nothing held here
+            if self._journal is not None:
+                self._journal.write({"r": reservation.id, **_plain(charge)})
             self._open[reservation.id] = reservation
             return reservation
 
@@ -174,6 +252,10 @@ class Budget:
             if actual.usd > reservation.charge.usd or actual.tokens > reservation.charge.tokens:
                 self._over += 1
             self._settled = self._settled + actual
+            if self._journal is not None:
+                self._journal.write({"s": reservation.id, **_plain(actual)})
+            if (held := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
+                self.parent.settle(held, actual)
             if not self._passed and (over := self._over_cap(self._settled)):
                 self._passed = f"settled spend passed the cap: {over} (calls cost more than reserved)"
             self._calls += 1
@@ -186,7 +268,10 @@ class Budget:
     def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose call was not billed (refused before any work)."""
         with self._lock:
-            self._open.pop(reservation.id, None)
+            if self._open.pop(reservation.id, None) is not None and self._journal is not None:
+                self._journal.write({"x": reservation.id})
+            if (held := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
+                self.parent.release(held)
 
     def _over_cap(self, c: Charge) -> str:
         if self.max_usd is not None and c.usd > self.max_usd:
@@ -212,3 +297,14 @@ class Budget:
                 over_reservation=self._over,
                 passed=self._passed,
             )
+
+    def close(self) -> None:
+        """Close the journal file, if any."""
+        if self._journal is not None:
+            self._journal.close()
+
+    def __enter__(self) -> Budget:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

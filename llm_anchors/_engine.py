@@ -37,6 +37,12 @@ class QueryStats:
     settled: Charge = field(default_factory=Charge)
     failures: dict[str, int] = field(default_factory=dict)
     """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
+    budget: Budget | None = None
+    """The budget this explanation's calls reserve against (one with the
+    engine's as its ``parent``, for a cap per explanation); None: the engine's."""
+
+    def cap(self, engine_budget: Budget | None) -> Budget | None:
+        return self.budget if self.budget is not None else engine_budget
 
 
 class _Abandoned(Exception):
@@ -178,8 +184,9 @@ class QueryEngine:
         for text, label in zip(chunk, labels, strict=True):
             self._inflight.pop(text).set_result(label)
         self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True))
-        if self.budget is not None and self.budget.passed:  # labels kept; the explanation ends here
-            raise BudgetExceeded(f"{self.budget.passed}: does the server honour max_tokens?")
+        budget = stats.cap(self.budget)
+        if budget is not None and budget.passed:  # labels kept; the explanation ends here
+            raise BudgetExceeded(f"{budget.passed}: does the server honour max_tokens?")
 
     async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
         """One call, retried on 429, 5xx, timeouts and dropped connections."""
@@ -197,9 +204,10 @@ class QueryEngine:
         resend is a retry.
         """
         worst = reservation = None
-        if self.budget is not None:
+        budget = stats.cap(self.budget)
+        if budget is not None:
             worst = await self._quote(chunk)
-            reservation = self.budget.reserve(worst)
+            reservation = budget.reserve(worst)
             stats.reserved += worst
         if retry:
             stats.retries += 1
@@ -219,8 +227,8 @@ class QueryEngine:
                     with contextlib.suppress(Exception):
                         worst = await self._quote(chunk)
                 self._settle(reservation, worst or Charge(queries=len(chunk)), stats)
-            elif reservation is not None and self.budget is not None:
-                self.budget.release(reservation)
+            elif reservation is not None and budget is not None:
+                budget.release(reservation)
             raise
         self._settle(reservation, replace(batch.charge, queries=len(chunk)), stats)
         return batch
@@ -238,8 +246,9 @@ class QueryEngine:
         return quoted
 
     def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
-        if reservation is not None and self.budget is not None:
-            self.budget.settle(reservation, actual)
+        budget = stats.cap(self.budget)
+        if reservation is not None and budget is not None:
+            budget.settle(reservation, actual)
         stats.settled += actual
 
     def _fail(self, chunk: list[str], exc: BaseException) -> None:

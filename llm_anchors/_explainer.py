@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Self
 
@@ -28,6 +29,8 @@ from ._text import TextSampler
 from ._version import __version__
 
 __all__ = ["AnchorsExplainer", "Run"]
+
+_END = object()  # the end of an input stream
 
 
 @dataclass
@@ -195,19 +198,69 @@ class AnchorsExplainer:
         }
 
     async def explain(
-        self, text: Any, *, seed: int | None = None, progress: Callable[[Progress], None] | None = None
+        self,
+        text: Any,
+        *,
+        seed: int | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        budget: Budget | None = None,
     ) -> Explanation:
         """Find the anchor of ``text``: the words that keep its label.
 
         ``text`` is whatever the sampler takes: a str (the default
         `TextSampler`), a row (`TabularSampler`), an image (`ImageSampler`).
         ``progress``, if given, is called after every batch of queries.
+        ``budget``: a cap for this explanation alone (give it the
+        explainer's budget as ``parent`` to hold both).
         """
-        run = self._start(text, seed)
+        run = self._start(text, seed, budget)
         run.progress = progress
         await self._label_target(run)
         result = await self._search(run, None)
         return self._explanation(run, result, **await self._recheck(run))
+
+    async def explain_stream(
+        self,
+        texts: Iterable[Any],
+        *,
+        concurrent_inputs: int = 1,
+        budget_per_input: Callable[[], Budget | None] | None = None,
+    ) -> AsyncIterator[Explanation]:
+        """Explain a stream, yielding each explanation in input order as soon as
+        it and those before it are done.
+
+        ``texts`` may be any iterable, read lazily (a file of millions of
+        lines). Inputs start in order, at most ``concurrent_inputs`` at a time
+        (the explainer's ``max_concurrency`` bounds the requests they send
+        together). For MAnchors an input cannot hit an entry that a
+        neighbour still being explained will store, so more than one at a
+        time buys wall time with some memory hits, and the memory then
+        depends on timing (1, the default, is deterministic).
+        ``budget_per_input``: makes each input's own cap (see `explain`).
+        Leaving the loop early (``break``, an error, cancellation) cancels
+        the inputs still being explained.
+        """
+        check_int("concurrent_inputs", concurrent_inputs)
+        pending: deque[asyncio.Future[Explanation]] = deque()
+        source = iter(texts)
+        try:
+            while True:
+                running = [f for f in pending if not f.done()]
+                while len(running) < concurrent_inputs and (text := next(source, _END)) is not _END:
+                    budget = budget_per_input() if budget_per_input is not None else None
+                    running.append(asyncio.ensure_future(self.explain(text, budget=budget)))
+                    pending.append(running[-1])
+                if not pending:
+                    return
+                if pending[0].done():
+                    yield pending.popleft().result()
+                else:  # start the next input as soon as any finishes; yield in order
+                    await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in pending:
+                future.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
 
     async def explain_many(
         self,
@@ -217,35 +270,22 @@ class AnchorsExplainer:
         progress: bool | Callable[[StreamProgress], None] = False,
         max_concurrency: int | None = None,
     ) -> list[Explanation]:
-        """Explain a stream; results in input order.
+        """Explain a stream; results in input order (`explain_stream`, collected).
 
-        Inputs start in order, at most ``concurrent_inputs`` at a time (the
-        explainer's ``max_concurrency`` bounds the requests they send
-        together). For MAnchors an input cannot hit an entry that a
-        neighbour still being explained will store, so more than one at a
-        time buys wall time with some memory hits (1, the default, misses
-        none). ``progress``: a callback given a `StreamProgress` after each
-        input, or True for a bar on stderr. (``max_concurrency=`` is the
-        name ``concurrent_inputs`` had before 0.2.)
+        ``progress``: a callback given a `StreamProgress` after each input (in
+        input order), or True for a bar on stderr. (``max_concurrency=`` is
+        the name ``concurrent_inputs`` had before 0.2.)
         """
         concurrent_inputs = renamed("explain_many", "max_concurrency", "concurrent_inputs", max_concurrency,
                                     concurrent_inputs)  # fmt: skip
         check_int("concurrent_inputs", concurrent_inputs)
-        report = stream_reporter(progress)
-        semaphore = asyncio.Semaphore(concurrent_inputs)
-        done = 0
-
-        async def one(text: Any) -> Explanation:
-            nonlocal done
-            async with semaphore:
-                exp = await self.explain(text)
-            done += 1
+        report = stream_reporter(progress, len(texts))
+        out: list[Explanation] = []
+        async for exp in self.explain_stream(texts, concurrent_inputs=concurrent_inputs):
+            out.append(exp)
             if report is not None:
-                report(StreamProgress(done, len(texts), exp))
-            return exp
-
-        tasks = [asyncio.ensure_future(one(text)) for text in texts]  # in order: each waits its turn
-        return list(await asyncio.gather(*tasks))
+                report(StreamProgress(len(out), len(texts), exp))
+        return out
 
     explain_sync = sync_twin(explain)
     explain_many_sync = sync_twin(explain_many)
@@ -263,14 +303,14 @@ class AnchorsExplainer:
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
-    def _start(self, text: object, seed: int | None) -> Run:
+    def _start(self, text: object, seed: int | None, budget: Budget | None = None) -> Run:
         check_int("seed", seed, minimum=0, optional=True)
         instance = self.sampler.features(text)
         if seed is None:
             seed = self.seed
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-        return Run(instance, seed, np.random.default_rng(seed), QueryStats(), time.perf_counter())
+        return Run(instance, seed, np.random.default_rng(seed), QueryStats(budget=budget), time.perf_counter())
 
     async def _label_target(self, run: Run) -> None:
         (run.target,) = await self.engine.classify([run.instance.query], run.stats)

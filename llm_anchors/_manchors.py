@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from ._budget import Budget
 from ._classifier import Classifier, require_stable_identity
 from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
@@ -225,9 +226,14 @@ class MAnchorsExplainer(AnchorsExplainer):
         )
 
     async def explain(
-        self, text: Any, *, seed: int | None = None, progress: Callable[[Progress], None] | None = None
+        self,
+        text: Any,
+        *,
+        seed: int | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        budget: Budget | None = None,
     ) -> Explanation:
-        run = self._start(text, seed)
+        run = self._start(text, seed, budget)
         run.progress = progress
         await self._label_target(run)
         started = time.perf_counter()

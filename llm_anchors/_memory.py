@@ -35,7 +35,7 @@ import numpy as np
 from ._classifier import Label
 from ._exceptions import ConfigError
 
-__all__ = ["MemoryEntry", "RuleMemory", "nearest_unused"]
+__all__ = ["MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused"]
 
 FORMAT_VERSION = 2
 _GENERATION = re.compile(r"gen-\d{6}")
@@ -195,7 +195,7 @@ class RuleMemory:
         if meta.get("scope") != scope:
             raise ConfigError(f"memory {root} was built for another model: {meta.get('scope')!r}, not {scope!r}")
         try:
-            entries = [_entry(raw) for raw in meta["entries"]]
+            entries = [entry_from_dict(raw) for raw in meta["entries"]]
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
         checksums = meta.get("checksums") if meta["format_version"] >= 2 else None
@@ -301,7 +301,8 @@ def _fsync(path: Path) -> None:
 _OLD_NAMES = {"text": "query", "words": "features", "rule_words": "rule_features", "anchor_words": "anchor_features"}
 
 
-def _entry(raw: dict[str, Any]) -> MemoryEntry:
+def entry_from_dict(raw: dict[str, Any]) -> MemoryEntry:
+    """A `MemoryEntry` from its JSON form (``dataclasses.asdict``; the names before 0.2 too)."""
     if isinstance(raw.get("label"), (list, dict)):
         raise TypeError(f"unhashable label {raw['label']!r}")
     raw = {_OLD_NAMES.get(k, k): v for k, v in raw.items()}  # a memory saved before 0.2

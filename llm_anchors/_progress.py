@@ -12,14 +12,15 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._budget import Charge
 
 if TYPE_CHECKING:
     from ._explanation import Explanation
 
-__all__ = ["Progress", "StreamProgress", "stream_reporter"]
+__all__ = ["Progress", "RunProgress", "StreamProgress", "stream_reporter"]
 
 
 @dataclass(frozen=True)
@@ -52,24 +53,74 @@ class StreamProgress:
     explanation: Explanation
 
 
-def bar(step: StreamProgress) -> None:
-    """A progress bar on stderr, when it is a terminal."""
-    if sys.stderr.isatty():
-        width = 30
-        filled = width * step.done // max(step.total, 1)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {step.done}/{step.total}")
+class RunProgress:
+    """One progress bar over a stream of inputs (tqdm): inputs done, ETA, dollars
+    and queries so far, memory hit rate.
+
+    On a terminal it redraws in place; otherwise it stays quiet but for a
+    line every ``every`` (a share of the inputs) and one at the end.
+    """
+
+    def __init__(self, total: int, done: int = 0, *, stream: TextIO | None = None, every: float = 0.05) -> None:
+        from tqdm import tqdm
+
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.total, self.done, self.every = total, done, every
+        self.usd, self.queries, self.hits, self.seen = Decimal(0), 0, 0, 0
+        self._next_line = done + max(1, int(total * every))
+        self.bar = tqdm(total=total, initial=done, file=self.stream, disable=not self.live, unit="input",
+                        dynamic_ncols=True, smoothing=0.1)  # fmt: skip
+
+    def update(self, index: int, explanation: Explanation, *_: Any) -> None:
+        """Count one finished input (the signature `explain_resumable`'s ``on_result`` has)."""
+        meta = explanation.meta
+        self.done += 1
+        self.seen += 1
+        self.usd += meta.cost.usd
+        self.queries += meta.queries
+        self.hits += bool(meta.memory_hit)
+        self.bar.set_postfix_str(self._numbers(), refresh=False)
+        self.bar.update(1)
+        if not self.live and (self.done >= self._next_line or self.done == self.total):
+            self._next_line = self.done + max(1, int(self.total * self.every))
+            rate = self.bar.format_dict.get("rate") or 0
+            self.stream.write(f"{self.done:,}/{self.total:,} inputs · {self._numbers()} · {rate:.2f} inputs/s\n")
+            self.stream.flush()
+
+    def _numbers(self) -> str:
+        hit_rate = f" · {self.hits / self.seen:.0%} memory hits" if self.seen else ""
+        return f"${self.usd} · {self.queries:,} queries{hit_rate}"
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> RunProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def bar(total: int) -> Callable[[StreamProgress], None]:
+    """``explain_many(progress=True)``: a `RunProgress` on stderr."""
+    shown = RunProgress(total)
+
+    def report(step: StreamProgress) -> None:
+        shown.update(step.done - 1, step.explanation)
         if step.done == step.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+            shown.close()
+
+    return report
 
 
-def stream_reporter(progress: bool | Callable[..., Any]) -> Callable[[StreamProgress], None] | None:
+def stream_reporter(progress: bool | Callable[..., Any], total: int) -> Callable[[StreamProgress], None] | None:
     """The callback ``explain_many`` calls: the user's, the bar (``True``) or none.
 
     A callback of two arguments ``(done, total)`` (before 0.2) still works, with a `DeprecationWarning`.
     """
     if not callable(progress):
-        return bar if progress else None
+        return bar(total) if progress else None
     if _positional_arity(progress) == 2:
         warnings.warn(
             "explain_many's progress callback now takes one StreamProgress (.done, .total, .explanation); "

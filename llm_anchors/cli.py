@@ -6,49 +6,63 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ._budget import Budget
+from ._cache import QueryCache
 from ._exceptions import ConfigError, LLMAnchorsError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
+from ._inputs import read_inputs
 from ._llm import LLMClassifier
+from ._manchors import MAnchorsExplainer
 from ._pricing import load_prices
-from ._progress import Progress
+from ._progress import Progress, RunProgress
+from ._resumable import ResultsFile, RunReport, explain_resumable
 from ._retry import RetryPolicy
 from ._text import TextInstance
 
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llm-anchors", description="Explain an LLM's classification with an anchor.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    explain = sub.add_parser("explain", help="explain the label of one text")
-    explain.add_argument("text", help="the text to explain")
-    explain.add_argument(
+def _model_options() -> argparse.ArgumentParser:
+    """The options `explain` and `run` share: backend, prompt, labels, search, retries, caps."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
         "--base-url",
         action="append",
         help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (repeat for replicas); "
         "default: start the embedded local LLM",
     )
-    explain.add_argument("--model", default=None, help="model name at --base-url")
-    explain.add_argument("--endpoint", choices=["auto", "completions", "chat"], default="auto")
-    explain.add_argument("--prompt", default=None, help="prompt template with {text}, or @FILE to read it from")
-    explain.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")
-    explain.add_argument("--seed", type=int, default=0)
-    explain.add_argument("--threshold", type=float, default=0.95, help="precision an anchor must reach (τ)")
-    explain.add_argument("--max-concurrency", type=int, default=8, help="requests in flight")
-    explain.add_argument("--timeout", type=float, default=60.0, help="seconds for one HTTP request")
-    explain.add_argument(
+    common.add_argument("--model", default=None, help="model name at --base-url")
+    common.add_argument("--endpoint", choices=["auto", "completions", "chat"], default="auto")
+    common.add_argument("--prompt", default=None, help="prompt template with {text}, or @FILE to read it from")
+    common.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")
+    common.add_argument("--seed", type=int, default=0)
+    common.add_argument("--threshold", type=float, default=0.95, help="precision an anchor must reach (τ)")
+    common.add_argument(
+        "--max-concurrency", "--concurrency", dest="max_concurrency", type=int, default=8, help="requests in flight"
+    )
+    common.add_argument("--timeout", type=float, default=60.0, help="seconds for one HTTP request")
+    common.add_argument(
         "--max-attempts", type=int, default=6, help="attempts per request on 429/5xx/timeouts (default 6)"
     )
-    explain.add_argument("--max-usd", default=None, help="spend cap in USD")
-    explain.add_argument("--max-queries", type=int, default=None, help="cap on model queries")
-    explain.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
+    common.add_argument("--max-usd", default=None, help="spend cap in USD")
+    common.add_argument("--max-queries", type=int, default=None, help="cap on model queries")
+    common.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llm-anchors", description="Explain an LLM's classification with an anchor.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = _model_options()
+    explain = sub.add_parser("explain", parents=[common], help="explain the label of one text")
+    explain.add_argument("text", help="the text to explain")
     explain.add_argument(
         "--on-budget",
         choices=["raise", "return"],
@@ -56,12 +70,32 @@ def _parser() -> argparse.ArgumentParser:
         help="when a cap is reached: fail, or print the best rule so far (default)",
     )
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="explain every text of a file: resumable, under a spend cap",
+        description="Explain every input of INPUT into --out (JSON lines, appended as each finishes). "
+        "Run the same command again to carry on after a crash, Ctrl-C or a spent cap; caps (--max-usd, "
+        "--max-queries) hold for the whole run, across restarts.",
+    )
+    run.add_argument("input", help="JSONL, CSV or plain text (one input per line); - reads standard input")
+    run.add_argument("--format", choices=["auto", "jsonl", "csv", "text"], default="auto")
+    run.add_argument("--text-field", default="text", help="JSONL: the field holding the text (default text)")
+    run.add_argument("--text-column", default="text", help="CSV: the column holding the text (default text)")
+    run.add_argument("--out", default="results.jsonl", help="results file (default results.jsonl)")
+    memory = run.add_mutually_exclusive_group()
+    memory.add_argument("--memory", default=None, help="MAnchors' memory directory (default: OUT.memory)")
+    memory.add_argument("--no-memory", action="store_true", help="plain Anchors: no memory")
+    run.add_argument("--max-usd-per-text", default=None, help="spend cap of each explanation in USD")
+    run.add_argument("--inputs-at-once", type=int, default=1, help="inputs explained at once (MAnchors: 1 is exact)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "run":
+            return _run(args)
         return asyncio.run(_explain(args))
     except LLMAnchorsError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -69,37 +103,110 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except asyncio.CancelledError:  # llm-anchors run, stopped by a signal after its handler ran
+        return 130
 
 
-async def _explain(args: argparse.Namespace) -> int:
+def _classifier(args: argparse.Namespace, base_urls: list[str], model: str) -> LLMClassifier:
     from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+    from adapters.openai_compat import OpenAICompatibleBackend
 
     prompt = _read_prompt(args.prompt) if args.prompt else DEFAULT_PROMPT
     labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
-    with _backend(args) as (base_urls, model):
-        from adapters.openai_compat import OpenAICompatibleBackend
+    backend = OpenAICompatibleBackend(
+        base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout
+    )
+    prices = load_prices(args.price_file) if args.price_file else None
+    return LLMClassifier(backend, prompt, labels, prices=prices)
 
-        backend = OpenAICompatibleBackend(
-            base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout
-        )
-        prices = load_prices(args.price_file) if args.price_file else None
-        clf = LLMClassifier(backend, prompt, labels, prices=prices)
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "seed": args.seed,
+        "threshold": args.threshold,
+        "max_concurrency": args.max_concurrency,
+        "retry": RetryPolicy(max_attempts=args.max_attempts),
+    }
+
+
+async def _explain(args: argparse.Namespace) -> int:
+    with _backend(args) as (base_urls, model):
+        clf = _classifier(args, base_urls, model)
         budget = None
         if args.max_usd is not None or args.max_queries is not None:
             budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
-        async with AnchorsExplainer(
-            clf,
-            seed=args.seed,
-            threshold=args.threshold,
-            max_concurrency=args.max_concurrency,
-            retry=RetryPolicy(max_attempts=args.max_attempts),
-            budget=budget,
-            on_budget=args.on_budget,
-        ) as explainer:
+        async with AnchorsExplainer(clf, budget=budget, on_budget=args.on_budget, **_settings(args)) as explainer:
             with _ProgressLine(sys.stderr) as progress:
                 exp = await explainer.explain(args.text, progress=progress)
     print(exp.to_json(indent=2) if args.json else render(exp, color=sys.stdout.isatty()))
     return 0
+
+
+# -- llm-anchors run -----------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Explain a file of inputs; exit 0 when all are done, 3 when the run's cap stopped it,
+    130/143 on SIGINT/SIGTERM (everything finished is kept)."""
+    texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
+    out = Path(args.out)
+    results = ResultsFile(out)
+    stopped_by: list[int] = []
+    try:
+        report = asyncio.run(_run_async(args, texts, results, stopped_by))
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+    finally:
+        results.close()
+    if stopped_by:
+        print(f"stopped by signal {stopped_by[0]}: finished explanations are kept in {out}", file=sys.stderr)
+        return 128 + stopped_by[0]
+    print(report.summary(), file=sys.stderr)
+    return 3 if report.stopped == "budget" else 0
+
+
+async def _run_async(
+    args: argparse.Namespace, texts: list[str], results: ResultsFile, stopped_by: list[int]
+) -> RunReport:
+    out = Path(args.out)
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, _stop, task, number, stopped_by)
+    run_budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries, journal=f"{out}.budget.jsonl")
+    per_text = None
+    if args.max_usd_per_text is not None:
+        per_text = lambda: Budget(max_usd=args.max_usd_per_text, parent=run_budget)  # noqa: E731
+    todo = len(texts) - len(results.records)
+    if todo == 0:
+        print(f"{out}: all {len(texts):,} inputs are explained already", file=sys.stderr)
+    with _backend(args) as (base_urls, model):
+        clf = _classifier(args, base_urls, model)
+        cache = QueryCache(f"{out}.cache.sqlite")
+        kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
+        options = {**_settings(args), "budget": run_budget, "on_budget": "return", "cache": cache}
+        async with kind(clf, **options) as explainer:
+            with RunProgress(len(texts), len(results.records)) as bar:
+                try:
+                    return await explain_resumable(
+                        explainer,
+                        texts,
+                        results,
+                        memory_dir=None if args.no_memory else (args.memory or f"{out}.memory"),
+                        run_budget=run_budget,
+                        budget_per_input=per_text,
+                        concurrent_inputs=args.inputs_at_once,
+                        on_result=bar.update,
+                    )
+                finally:
+                    run_budget.close()
+
+
+def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) -> None:
+    stopped_by.append(int(number))
+    if task is not None:
+        task.cancel()
 
 
 @contextlib.contextmanager

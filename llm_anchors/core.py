@@ -32,7 +32,8 @@ from ._image import ImageInstance, ImageMemoryFeatures
 from ._manchors import MemoryFeatures, TextMemoryFeatures
 from ._memory import MemoryEntry, RuleMemory
 from ._pricing import FREE, PRICES, Price, load_prices, price_for
-from ._progress import Progress, StreamProgress
+from ._progress import Progress, RunProgress, StreamProgress
+from ._resumable import ResultsFile, RunReport, explain_resumable, input_hash
 from ._retry import is_retryable
 from ._rules import Rule, covers, make_rule
 from ._sampler import Instance, Sampler
@@ -72,10 +73,13 @@ __all__ = [
     "QueryEngine",
     "QueryStats",
     "Reservation",
+    "ResultsFile",
     "RoundTrace",
     "Rule",
     "RuleMemory",
     "RuleStats",
+    "RunProgress",
+    "RunReport",
     "SampleRequest",
     "Sampler",
     "Samples",
@@ -93,6 +97,8 @@ __all__ = [
     "as_classifier",
     "compute_beta",
     "covers",
+    "explain_resumable",
+    "input_hash",
     "is_retryable",
     "kl_bernoulli",
     "kl_lower_bound",

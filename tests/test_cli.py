@@ -39,3 +39,47 @@ def test_a_missing_prompt_file_is_a_clear_error(capsys, tmp_path):
     code = main(["explain", "a good film", "--base-url", "http://127.0.0.1:9/v1", "--prompt", f"@{tmp_path}/none.txt"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: --prompt @") and "none.txt" in err and "Traceback" not in err
+
+
+REVIEWS = [
+    "a gorgeous, witty and moving film",
+    "dull, lifeless and far too long",
+    "the cast is wonderful and the story is touching",
+    "a boring mess with no reason to exist",
+    "funny, smart and beautifully made",
+    "an ugly, tedious waste of time",
+]
+
+
+@pytest.mark.integration
+def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    (tmp_path / "reviews.jsonl").write_text("".join(json.dumps({"text": r}) + "\n" for r in REVIEWS))
+    out = tmp_path / "results.jsonl"
+    command = [sys.executable, "-m", "llm_anchors.cli", "run", str(tmp_path / "reviews.jsonl"), "--out", str(out),
+               "--base-url", llama_url, "--max-queries", "20000", "--seed", "0"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (out.exists() and out.read_text().count("\n") >= 1) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    kept = out.read_text().splitlines()
+    assert 1 <= len(kept) < len(REVIEWS) and (tmp_path / "results.jsonl.memory" / "CURRENT").exists()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(REVIEWS)}/{len(REVIEWS)} inputs explained" in done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["index"] for r in lines) == list(range(len(REVIEWS)))
+    assert lines[: len(kept)] == [json.loads(line) for line in kept]  # nothing finished was redone
+    labels = {r["index"]: r["explanation"]["data"]["label"] for r in lines}
+    assert labels[0] == "positive" and labels[1] == "negative"

@@ -1,0 +1,219 @@
+"""A dataset explained as a resumable, budgeted run.
+
+Each finished explanation is appended to a JSON-lines results file (its
+input's index, a hash of the input, the explanation and, for MAnchors, the
+memory entry it stored) and flushed, so a killed run loses at most the
+inputs in flight. Starting the run again skips what the file holds, puts
+the remembered entries the saved memory lacks back in it, and explains
+the rest with the same seeds, so it ends with the results an uninterrupted
+run gives. The spend of the whole run is capped by a journaled `Budget`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ._budget import Budget, Charge
+from ._exceptions import ConfigError
+from ._explainer import AnchorsExplainer
+from ._explanation import Explanation
+from ._manchors import MAnchorsExplainer
+from ._memory import MemoryEntry, entry_from_dict
+
+__all__ = ["ResultsFile", "RunReport", "explain_resumable", "input_hash"]
+
+
+def input_hash(text: Any) -> str:
+    """A short stable hash of an input (its JSON, or its str)."""
+    try:
+        raw = json.dumps(text, sort_keys=True, ensure_ascii=False)
+    except TypeError:
+        raw = str(text)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+class ResultsFile:
+    """``results.jsonl``: one JSON object per finished input, appended and flushed.
+
+    A last line cut short (a killed process) is dropped when the file is
+    opened, so that input is explained again; a damaged line before it is
+    a `ConfigError` (the file is not ours, or was edited).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.records: dict[int, dict[str, Any]] = {}
+        self._read()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open for the run)
+
+    def _read(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        whole, tail = lines[:-1], lines[-1]
+        for number, line in enumerate(whole, 1):
+            try:
+                record = json.loads(line)
+                self.records[int(record["index"])] = record
+            except (ValueError, KeyError, TypeError) as exc:
+                if number == len(whole) and not tail:  # the last line, cut inside its JSON
+                    self._truncate(data, len(data) - len(line) - 1)
+                    return
+                raise ConfigError(f"{self.path}:{number} is not a results line: {line[:60]!r}") from exc
+        if tail:  # no newline: cut short while written
+            warnings.warn(f"{self.path}: dropping a last line cut short; that input is explained again", stacklevel=3)
+            self._truncate(data, len(data) - len(tail))
+
+    def _truncate(self, data: bytes, size: int) -> None:
+        self.path.write_bytes(data[:size])
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, default=str) + "\n")
+        self._handle.flush()
+        self.records[int(record["index"])] = record
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def explanations(self) -> list[tuple[int, Explanation]]:
+        """Every recorded explanation, by input index."""
+        return [(i, Explanation.from_json(json.dumps(r["explanation"]))) for i, r in sorted(self.records.items())]
+
+
+@dataclass
+class RunReport:
+    """Where a run stands: inputs done (this time and before), what it spent, why it stopped."""
+
+    total: int
+    done_before: int
+    done_now: int = 0
+    memory_hits: int = 0
+    spent: Charge = field(default_factory=Charge)
+    stopped: str = ""
+    """"" (every input done), "budget" (the run's cap), or "interrupted"."""
+    elapsed_s: float = 0.0
+
+    @property
+    def done(self) -> int:
+        return self.done_before + self.done_now
+
+    def summary(self) -> str:
+        spent = f"${self.spent.usd.quantize(Decimal('0.000001'))}, {self.spent.queries:,} queries"
+        why = {"": "", "budget": " — stopped: the run's cap is reached", "interrupted": " — interrupted"}[self.stopped]
+        return (
+            f"{self.done:,}/{self.total:,} inputs explained ({self.done_now:,} now, {self.done_before:,} before); "
+            f"spent {spent} in all{why}"
+        )
+
+
+async def explain_resumable(
+    explainer: AnchorsExplainer,
+    texts: Sequence[Any],
+    results: ResultsFile,
+    *,
+    memory_dir: str | Path | None = None,
+    run_budget: Budget | None = None,
+    budget_per_input: Callable[[], Budget | None] | None = None,
+    concurrent_inputs: int = 1,
+    save_every: int = 10,
+    on_result: Callable[[int, Explanation, RunReport], None] | None = None,
+) -> RunReport:
+    """Explain ``texts`` into ``results``, skipping the inputs it already holds.
+
+    ``run_budget`` (the explainer's budget, typically journaled) caps the
+    whole run: when it refuses a call the explanation it cut short is not
+    recorded, the run stops with ``stopped="budget"``, and the same call
+    with a higher cap carries on. A MAnchors explainer's memory is loaded
+    from ``memory_dir`` if saved there, completed from the results file and
+    saved (atomically) every ``save_every`` inputs and at the end, however
+    the run ends.
+    """
+    _check_inputs(texts, results)
+    report = RunReport(len(texts), len(results.records))
+    manchors = explainer if isinstance(explainer, MAnchorsExplainer) else None
+    if manchors is not None and memory_dir is not None:
+        await asyncio.to_thread(_restore_memory, manchors, Path(memory_dir), results)
+    todo = [i for i in range(len(texts)) if i not in results.records]
+    refused_before = run_budget.report().refused if run_budget is not None else 0
+    started = time.perf_counter()
+    remembered = len(manchors.memory) if manchors is not None else 0
+    try:
+        stream = explainer.explain_stream(
+            (texts[i] for i in todo), concurrent_inputs=concurrent_inputs, budget_per_input=budget_per_input
+        )
+        position = 0
+        async for exp in stream:
+            index = todo[position]
+            position += 1
+            if exp.meta.budget_exhausted and run_budget is not None and run_budget.report().refused > refused_before:
+                report.stopped = "budget"
+                break
+            entries: list[MemoryEntry] = []
+            if manchors is not None:
+                entries = manchors.memory.entries[remembered:]
+                remembered = len(manchors.memory)
+            results.append(_record(index, texts[index], exp, entries))
+            report.done_now += 1
+            report.memory_hits += bool(exp.meta.memory_hit)
+            report.elapsed_s = time.perf_counter() - started
+            if on_result is not None:
+                on_result(index, exp, report)
+            if manchors is not None and memory_dir is not None and report.done_now % save_every == 0:
+                await asyncio.to_thread(manchors.save, memory_dir)
+    except asyncio.CancelledError:
+        report.stopped = "interrupted"
+        raise
+    finally:
+        report.elapsed_s = time.perf_counter() - started
+        if run_budget is not None:
+            report.spent = run_budget.settled
+        if manchors is not None and memory_dir is not None:
+            manchors.save(memory_dir)
+    return report
+
+
+def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry]) -> dict[str, Any]:
+    return {
+        "index": index,
+        "input_sha256": input_hash(text),
+        "explanation": json.loads(exp.to_json()),
+        "memory_entries": [asdict(e) for e in entries],
+    }
+
+
+def _check_inputs(texts: Sequence[Any], results: ResultsFile) -> None:
+    """The results must be of these inputs: same index, same hash."""
+    for index, record in results.records.items():
+        if index >= len(texts) or record.get("input_sha256") != input_hash(texts[index]):
+            raise ConfigError(
+                f"{results.path} holds a result for input {index} that is not this input: "
+                "the input file changed since; write to a new --out"
+            )
+
+
+def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: ResultsFile) -> None:
+    """Load the saved memory and put back the entries recorded after its last save, in order."""
+    if (directory / "CURRENT").exists():
+        explainer.load(directory)
+    known = {(e.query, e.rule_positions) for e in explainer.memory.entries}
+    missing = [
+        entry_from_dict(raw)
+        for _, record in sorted(results.records.items())
+        for raw in record.get("memory_entries", ())
+    ]
+    missing = [e for e in missing if (e.query, e.rule_positions) not in known]
+    if missing:
+        vectors = explainer.features.embed([explainer.sampler.features(e.query) for e in missing])
+        for entry, vector in zip(missing, vectors, strict=True):
+            explainer.memory.add(entry, vector)

@@ -1,0 +1,170 @@
+"""A dataset as a resumable, budgeted run: the results file, the journaled budget, inputs, kills."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from llm_anchors import AnchorsExplainer, Budget, BudgetExceeded, ConfigError, FunctionClassifier
+from llm_anchors._inputs import read_inputs
+from llm_anchors.core import Charge, ResultsFile, explain_resumable, input_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(__file__).with_name("run_stream_script.py")
+
+
+def keywords(texts):
+    return ["pos" if "good" in t else "neg" for t in texts]
+
+
+# -- the results file ------------------------------------------------------------
+
+
+def test_a_last_line_cut_short_is_dropped_and_a_damaged_middle_line_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    results = ResultsFile(path)
+    results.append({"index": 0, "input_sha256": "a"})
+    results.append({"index": 1, "input_sha256": "b"})
+    results.close()
+    with open(path, "a") as handle:
+        handle.write('{"index": 2, "inp')  # killed while writing
+    with pytest.warns(UserWarning, match="cut short"):
+        again = ResultsFile(path)
+    assert sorted(again.records) == [0, 1]
+    again.append({"index": 2, "input_sha256": "c"})
+    again.close()
+    assert [json.loads(line)["index"] for line in path.read_text().splitlines()] == [0, 1, 2]
+    path.write_text('{"index": 0}\nnot json\n{"index": 2}\n')
+    with pytest.raises(ConfigError, match="r.jsonl:2"):
+        ResultsFile(path)
+
+
+async def test_results_of_other_inputs_are_refused_not_overwritten(tmp_path):
+    results = ResultsFile(tmp_path / "r.jsonl")
+    results.append({"index": 0, "input_sha256": input_hash("another text")})
+    async with AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0) as explainer:
+        with pytest.raises(ConfigError, match="not this input"):
+            await explain_resumable(explainer, ["a good film"], results)
+    results.close()
+
+
+async def test_a_run_skips_what_is_done_and_stops_at_its_cap(tmp_path):
+    texts = [f"a good film number {i}" for i in range(6)]  # 30 queries for the first, 16 for each other
+    clf = FunctionClassifier(keywords, name="kw")
+    results = ResultsFile(tmp_path / "r.jsonl")
+    budget = Budget(max_queries=70)
+    async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as explainer:
+        report = await explain_resumable(explainer, texts, results, run_budget=budget)
+    assert report.stopped == "budget" and 0 < report.done < len(texts)
+    assert budget.settled.queries <= 70 and all(not exp.meta.budget_exhausted for _, exp in results.explanations())
+    done = report.done
+    more = Budget(max_queries=100_000)
+    async with AnchorsExplainer(clf, seed=0, budget=more, on_budget="return") as explainer:
+        rest = await explain_resumable(explainer, texts, results, run_budget=more)
+    assert (rest.done_before, rest.done_now, rest.stopped) == (done, len(texts) - done, "")
+    assert [i for i, _ in results.explanations()] == list(range(len(texts)))
+    results.close()
+
+
+# -- the budget: a journal across restarts, a cap per explanation --------------------
+
+
+def test_a_journal_counts_what_earlier_processes_spent_and_held(tmp_path):
+    journal = tmp_path / "b.jsonl"
+    first = Budget(max_queries=100, journal=journal)
+    done = first.reserve(Charge(queries=30))
+    first.settle(done, Charge(queries=20))
+    first.reserve(Charge(queries=40))  # in flight when the process dies: counted at its worst case
+    refused = first.reserve(Charge(queries=10))
+    first.release(refused)
+    first.close()
+    with open(journal, "a") as handle:
+        handle.write('{"r": 9, "q"')  # cut short
+    second = Budget(max_queries=100, journal=journal)
+    assert second.settled.queries == 60
+    with pytest.raises(BudgetExceeded):
+        second.reserve(Charge(queries=41))
+    second.settle(second.reserve(Charge(queries=40)), Charge(queries=40))
+    second.close()
+    with Budget(max_queries=1000, journal=journal) as third:
+        assert third.settled.queries == 100
+
+
+def test_a_child_budget_holds_its_own_cap_and_its_parents():
+    run = Budget(max_usd="1.00")
+    one = Budget(max_usd="0.30", parent=run)
+    held = one.reserve(Charge(usd=Decimal("0.25")))
+    with pytest.raises(BudgetExceeded):
+        one.reserve(Charge(usd=Decimal("0.10")))  # its own cap
+    one.settle(held, Charge(usd=Decimal("0.20")))
+    assert run.settled.usd == Decimal("0.20") and run.reserved.usd == 0
+    other = Budget(max_usd="0.90", parent=run)
+    with pytest.raises(BudgetExceeded):
+        other.reserve(Charge(usd=Decimal("0.85")))  # the parent's cap
+    assert other.reserved.usd == 0 and run.reserved.usd == 0
+    other.release(other.reserve(Charge(usd=Decimal("0.5"))))
+    assert run.reserved.usd == 0
+
+
+# -- inputs ----------------------------------------------------------------------
+
+
+def test_inputs_from_jsonl_csv_and_text(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"text": "one", "id": 1}\n\n{"text": "two"}\n')
+    (tmp_path / "a.csv").write_text('id,review\n1,"one, with a comma"\n2,two\n')
+    (tmp_path / "a.txt").write_text("one\n\ntwo\n")
+    assert read_inputs(str(tmp_path / "a.jsonl")) == ["one", "two"]
+    assert read_inputs(str(tmp_path / "a.csv"), text_column="review") == ["one, with a comma", "two"]
+    assert read_inputs(str(tmp_path / "a.txt")) == ["one", "two"]
+    with pytest.raises(ConfigError, match="a.jsonl:1 has no text field 'body'"):
+        read_inputs(str(tmp_path / "a.jsonl"), text_field="body")
+    with pytest.raises(ConfigError, match="no column 'text'"):
+        read_inputs(str(tmp_path / "a.csv"))
+
+
+# -- killed at random points --------------------------------------------------------
+
+
+def _run(out: Path, cap: int, kill_after: float | None = None) -> int | None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, str(SCRIPT), str(out), str(cap)], env=env, stderr=subprocess.DEVNULL)
+    if kill_after is None:
+        return process.wait(timeout=300)
+    time.sleep(kill_after)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    return None
+
+
+def _results(out: Path) -> dict[int, dict]:
+    lines = out.read_text().splitlines()
+    return {json.loads(line)["index"]: json.loads(line)["explanation"]["data"] for line in lines}
+
+
+def _spent(out: Path) -> int:
+    with Budget(journal=Path(f"{out}.budget.jsonl")) as budget:
+        return budget.settled.queries
+
+
+@pytest.mark.integration
+def test_killed_at_random_points_and_resumed_a_run_ends_as_one_never_past_its_cap(tmp_path):
+    assert _run(tmp_path / "whole.jsonl", 100_000) == 0
+    whole = _results(tmp_path / "whole.jsonl")
+    cap = _spent(tmp_path / "whole.jsonl") * 2 // 3
+    for seed in range(5):
+        out = tmp_path / f"killed-{seed}.jsonl"
+        rng = random.Random(seed)
+        for _ in range(3):
+            _run(out, cap, kill_after=rng.uniform(2.0, 8.0))
+            assert _spent(out) <= cap
+        assert _run(out, cap) == 3  # the cap stops it, however often it was killed
+        assert _spent(out) <= cap and len(_results(out)) < len(whole)
+        assert _run(out, 100_000) == 0  # a higher cap carries on
+        assert _results(out) == whole, seed
