@@ -7,7 +7,6 @@ import json
 import math
 import platform
 import resource
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, MAnchorsExplainer
-from llm_anchors.core import PRICES
+from llm_anchors.core import PRICES, RunProgress
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY = ("fresh_precision", "coverage", "length")
@@ -97,36 +96,6 @@ def rss_mb() -> float:
     return int(fields[1]) * resource.getpagesize() / 2**20
 
 
-class ProgressBar:
-    """A one-line progress bar with rate and ETA on stderr (a line per 5% when not a terminal)."""
-
-    def __init__(self, total: int, label: str = "") -> None:
-        self.total, self.label = total, label
-        self.started = time.perf_counter()
-        self._last_step = -1
-
-    def update(self, done: int, note: str = "") -> None:
-        elapsed = time.perf_counter() - self.started
-        eta = elapsed / done * (self.total - done) if done else math.nan
-        width = 30
-        filled = width * done // max(self.total, 1)
-        line = (
-            f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-            f"{elapsed:6.0f}s elapsed, ETA {eta:5.0f}s {note}"
-        )
-        if sys.stderr.isatty():
-            sys.stderr.write("\r" + line[:160].ljust(160))
-            if done == self.total:
-                sys.stderr.write("\n")
-        else:
-            step = 20 * done // max(self.total, 1)
-            if step == self._last_step and done != self.total:
-                return
-            self._last_step = step
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-
 ROW_METRICS = ("time_s", "samples", "queries", "cache_hits", "fresh_precision", "coverage", "length")
 
 
@@ -150,7 +119,7 @@ async def explain_rows(
     bar goes to stderr; ``verbose`` also prints one line per explanation.
     """
     rows = []
-    bar = ProgressBar(len(texts), label)
+    bar = RunProgress(len(texts), label=label)
     for i, (index, text) in enumerate(zip(indices, texts, strict=True)):
         started = time.perf_counter()
         exp = await explainer.explain(text)
@@ -188,10 +157,10 @@ async def explain_rows(
         if checkpoint is not None:
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
             checkpoint.write_text(json.dumps(rows, indent=1, default=str) + "\n")
-        size = row["memory_size"]
-        bar.update(i + 1, f"memory {size}" if size is not None else "")
+        bar.update(i, exp)
         if verbose:
             print(f"[{i + 1}/{len(texts)}] {elapsed:7.2f}s {exp.meta.samples:6d} samples  {exp}", flush=True)
+    bar.close()
     return rows
 
 

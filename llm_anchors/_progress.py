@@ -61,7 +61,9 @@ class RunProgress:
     line every ``every`` (a share of the inputs) and one at the end.
     """
 
-    def __init__(self, total: int, done: int = 0, *, stream: TextIO | None = None, every: float = 0.05) -> None:
+    def __init__(
+        self, total: int, done: int = 0, *, label: str = "", stream: TextIO | None = None, every: float = 0.05
+    ) -> None:
         from tqdm import tqdm
 
         self.stream = stream or sys.stderr
@@ -69,8 +71,9 @@ class RunProgress:
         self.total, self.done, self.every = total, done, every
         self.usd, self.queries, self.hits, self.seen = Decimal(0), 0, 0, 0
         self._next_line = done + max(1, int(total * every))
+        self.label = label
         self.bar = tqdm(total=total, initial=done, file=self.stream, disable=not self.live, unit="input",
-                        dynamic_ncols=True, smoothing=0.1)  # fmt: skip
+                        desc=label or None, dynamic_ncols=True, smoothing=0.1)  # fmt: skip
 
     def update(self, index: int, explanation: Explanation, *_: Any) -> None:
         """Count one finished input (the signature `explain_resumable`'s ``on_result`` has)."""
@@ -85,7 +88,9 @@ class RunProgress:
         if not self.live and (self.done >= self._next_line or self.done == self.total):
             self._next_line = self.done + max(1, int(self.total * self.every))
             rate = self.bar.format_dict.get("rate") or 0
-            self.stream.write(f"{self.done:,}/{self.total:,} inputs · {self._numbers()} · {rate:.2f} inputs/s\n")
+            prefix = f"{self.label}: " if self.label else ""
+            line = f"{prefix}{self.done:,}/{self.total:,} inputs · {self._numbers()} · {rate:.2f} inputs/s"
+            self.stream.write(line + "\n")
             self.stream.flush()
 
     def _numbers(self) -> str:

@@ -232,27 +232,24 @@ def _read_prompt(value: str) -> str:
 
 
 class _ProgressLine:
-    """One status line on stderr, redrawn after each batch (only on a terminal)."""
+    """One status line on stderr (tqdm), redrawn after each batch, only on a terminal."""
 
     def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.live = stream.isatty()
+        from tqdm import tqdm
+
+        fmt = "  {n:,} samples{postfix} · {elapsed}"
+        self.bar = tqdm(file=stream, disable=not stream.isatty(), bar_format=fmt, leave=False)
 
     def __call__(self, p: Progress) -> None:
-        if self.live:
-            self.stream.write(
-                f"\r  {p.samples:,} samples · {p.queries:,} queries · {p.cache_hits:,} cached · "
-                f"{p.prompt_tokens + p.completion_tokens:,} tokens · {p.elapsed_s:.1f}s "
-            )
-            self.stream.flush()
+        self.bar.n = p.samples
+        tokens = p.spent.prompt_tokens + p.spent.completion_tokens
+        self.bar.set_postfix_str(f"{p.queries:,} queries · {p.cache_hits:,} cached · {tokens:,} tokens")
 
     def __enter__(self) -> _ProgressLine:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.live:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+        self.bar.close()
 
 
 def render(exp: Explanation, *, color: bool = False) -> str:
