@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ class StreamProgress:
 
 class RunProgress:
     """One progress bar over a stream of inputs (tqdm): inputs done, ETA, dollars
-    and queries so far, memory hit rate.
+    and queries so far, memory hit rate (MAnchors).
 
     On a terminal it redraws in place; otherwise it stays quiet but for a
     line every ``every`` (a share of the inputs) and one at the end.
@@ -68,10 +69,10 @@ class RunProgress:
 
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty()
-        self.total, self.done, self.every = total, done, every
-        self.usd, self.queries, self.hits, self.seen = Decimal(0), 0, 0, 0
+        self.total, self.initial, self.done, self.every, self.label = total, done, done, every, label
+        self.usd, self.queries, self.hits, self.looked_up = Decimal(0), 0, 0, 0
+        self.started = time.perf_counter()
         self._next_line = done + max(1, int(total * every))
-        self.label = label
         self.bar = tqdm(total=total, initial=done, file=self.stream, disable=not self.live, unit="input",
                         desc=label or None, dynamic_ncols=True, smoothing=0.1)  # fmt: skip
 
@@ -79,23 +80,29 @@ class RunProgress:
         """Count one finished input (the signature `explain_resumable`'s ``on_result`` has)."""
         meta = explanation.meta
         self.done += 1
-        self.seen += 1
         self.usd += meta.cost.usd
         self.queries += meta.queries
-        self.hits += bool(meta.memory_hit)
+        if meta.memory_hit is not None:
+            self.looked_up += 1
+            self.hits += meta.memory_hit
         self.bar.set_postfix_str(self._numbers(), refresh=False)
         self.bar.update(1)
         if not self.live and (self.done >= self._next_line or self.done == self.total):
             self._next_line = self.done + max(1, int(self.total * self.every))
-            rate = self.bar.format_dict.get("rate") or 0
-            prefix = f"{self.label}: " if self.label else ""
-            line = f"{prefix}{self.done:,}/{self.total:,} inputs · {self._numbers()} · {rate:.2f} inputs/s"
-            self.stream.write(line + "\n")
+            self.stream.write(self._line() + "\n")
             self.stream.flush()
 
     def _numbers(self) -> str:
-        hit_rate = f" · {self.hits / self.seen:.0%} memory hits" if self.seen else ""
+        hit_rate = f" · {self.hits / self.looked_up:.0%} memory hits" if self.looked_up else ""
         return f"${self.usd} · {self.queries:,} queries{hit_rate}"
+
+    def _line(self) -> str:
+        """The line written off a terminal (tqdm, disabled there, keeps no rate)."""
+        elapsed = time.perf_counter() - self.started
+        rate = (self.done - self.initial) / elapsed if elapsed > 0 else 0.0
+        eta = f"ETA {(self.total - self.done) / rate:.0f}s" if rate > 0 else "ETA ?"
+        prefix = f"{self.label}: " if self.label else ""
+        return f"{prefix}{self.done:,}/{self.total:,} inputs · {self._numbers()} · {rate:.2f} inputs/s, {eta}"
 
     def close(self) -> None:
         self.bar.close()

@@ -168,3 +168,21 @@ def test_killed_at_random_points_and_resumed_a_run_ends_as_one_never_past_its_ca
         assert _spent(out) <= cap and len(_results(out)) < len(whole)
         assert _run(out, 100_000) == 0  # a higher cap carries on
         assert _results(out) == whole, seed
+
+
+def test_off_a_terminal_progress_is_a_line_every_few_percent_with_a_real_rate():
+    import io
+
+    from llm_anchors.core import RunProgress
+
+    exp = AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0).explain_sync("a good film")
+    stream = io.StringIO()
+    with RunProgress(40, done=20, stream=stream, every=0.25) as progress:
+        for i in range(20):
+            time.sleep(0.01)
+            progress.update(20 + i, exp)
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" inputs")[0] for line in lines] == ["30/40", "40/40"]
+    rate = float(lines[0].split(" · ")[-1].split(" inputs/s")[0])
+    assert 0 < rate <= 100  # ten inputs, at least 10 ms apart
+    assert "memory hits" not in lines[-1] and f"{20 * exp.meta.queries:,} queries" in lines[-1]
