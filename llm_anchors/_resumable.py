@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ._budget import Budget, Charge
+from ._classifier import require_stable_identity
 from ._exceptions import ConfigError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
@@ -86,6 +87,17 @@ class ResultsFile:
     def close(self) -> None:
         self._handle.close()
 
+    def todo(self, texts: Sequence[Any]) -> list[int]:
+        """The indices of ``texts`` not explained yet; `ConfigError` if a recorded
+        result is of another input (same index, another hash): the input file changed."""
+        for index, record in self.records.items():
+            if index >= len(texts) or record.get("input_sha256") != input_hash(texts[index]):
+                raise ConfigError(
+                    f"{self.path} holds a result for input {index} that is not this input: "
+                    "the input file changed since; write to a new --out"
+                )
+        return [i for i in range(len(texts)) if i not in self.records]
+
     def explanations(self) -> list[tuple[int, Explanation]]:
         """Every recorded explanation, by input index."""
         return [(i, Explanation.from_json(json.dumps(r["explanation"]))) for i, r in sorted(self.records.items())]
@@ -139,12 +151,13 @@ async def explain_resumable(
     saved (atomically) every ``save_every`` inputs and at the end, however
     the run ends.
     """
-    _check_inputs(texts, results)
+    todo = results.todo(texts)
     report = RunReport(len(texts), len(results.records))
     manchors = explainer if isinstance(explainer, MAnchorsExplainer) else None
+    if manchors is not None and memory_dir is not None:  # before any work, not at the first save
+        require_stable_identity(manchors.classifier, f"a memory saved to {memory_dir}")
     if manchors is not None and memory_dir is not None:
         await asyncio.to_thread(_restore_memory, manchors, Path(memory_dir), results)
-    todo = [i for i in range(len(texts)) if i not in results.records]
     refused_before = run_budget.report().refused if run_budget is not None else 0
     started = time.perf_counter()
     remembered = len(manchors.memory) if manchors is not None else 0
@@ -192,26 +205,13 @@ def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry])
     }
 
 
-def _check_inputs(texts: Sequence[Any], results: ResultsFile) -> None:
-    """The results must be of these inputs: same index, same hash."""
-    for index, record in results.records.items():
-        if index >= len(texts) or record.get("input_sha256") != input_hash(texts[index]):
-            raise ConfigError(
-                f"{results.path} holds a result for input {index} that is not this input: "
-                "the input file changed since; write to a new --out"
-            )
-
-
 def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: ResultsFile) -> None:
-    """Load the saved memory and put back the entries recorded after its last save, in order."""
+    """Load the saved memory and put back the entries recorded after its last save, in the
+    order the results file holds them (the order they were stored)."""
     if (directory / "CURRENT").exists():
         explainer.load(directory)
     known = {(e.query, e.rule_positions) for e in explainer.memory.entries}
-    missing = [
-        entry_from_dict(raw)
-        for _, record in sorted(results.records.items())
-        for raw in record.get("memory_entries", ())
-    ]
+    missing = [entry_from_dict(raw) for record in results.records.values() for raw in record.get("memory_entries", ())]
     missing = [e for e in missing if (e.query, e.rule_positions) not in known]
     if missing:
         vectors = explainer.features.embed([explainer.sampler.features(e.query) for e in missing])

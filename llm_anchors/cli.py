@@ -151,6 +151,10 @@ def _run(args: argparse.Namespace) -> int:
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
     out = Path(args.out)
     results = ResultsFile(out)
+    if not results.todo(texts):  # nothing to do: no server, no model loaded
+        results.close()
+        print(f"{out}: all {len(texts):,} inputs are explained already", file=sys.stderr)
+        return 0
     stopped_by: list[int] = []
     try:
         report = asyncio.run(_run_async(args, texts, results, stopped_by))
@@ -174,33 +178,30 @@ async def _run_async(
     loop = asyncio.get_running_loop()
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, _stop, task, number, stopped_by)
-    run_budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries, journal=f"{out}.budget.jsonl")
-    per_text = None
-    if args.max_usd_per_text is not None:
-        per_text = lambda: Budget(max_usd=args.max_usd_per_text, parent=run_budget)  # noqa: E731
-    todo = len(texts) - len(results.records)
-    if todo == 0:
-        print(f"{out}: all {len(texts):,} inputs are explained already", file=sys.stderr)
-    with _backend(args) as (base_urls, model):
+    journal = f"{out}.budget.jsonl"
+    with (
+        Budget(max_usd=args.max_usd, max_queries=args.max_queries, journal=journal) as run_budget,
+        _backend(args) as (base_urls, model),
+        contextlib.closing(QueryCache(f"{out}.cache.sqlite")) as cache,
+    ):
+        per_text = None
+        if args.max_usd_per_text is not None:
+            per_text = lambda: Budget(max_usd=args.max_usd_per_text, parent=run_budget)  # noqa: E731
         clf = _classifier(args, base_urls, model)
-        cache = QueryCache(f"{out}.cache.sqlite")
         kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
         options = {**_settings(args), "budget": run_budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
             with RunProgress(len(texts), len(results.records)) as bar:
-                try:
-                    return await explain_resumable(
-                        explainer,
-                        texts,
-                        results,
-                        memory_dir=None if args.no_memory else (args.memory or f"{out}.memory"),
-                        run_budget=run_budget,
-                        budget_per_input=per_text,
-                        concurrent_inputs=args.inputs_at_once,
-                        on_result=bar.update,
-                    )
-                finally:
-                    run_budget.close()
+                return await explain_resumable(
+                    explainer,
+                    texts,
+                    results,
+                    memory_dir=None if args.no_memory else (args.memory or f"{out}.memory"),
+                    run_budget=run_budget,
+                    budget_per_input=per_text,
+                    concurrent_inputs=args.inputs_at_once,
+                    on_result=bar.update,
+                )
 
 
 def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) -> None:

@@ -83,3 +83,28 @@ def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp
     assert lines[: len(kept)] == [json.loads(line) for line in kept]  # nothing finished was redone
     labels = {r["index"]: r["explanation"]["data"]["label"] for r in lines}
     assert labels[0] == "positive" and labels[1] == "negative"
+
+
+def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
+    import json
+
+    from llm_anchors.core import ResultsFile, input_hash
+
+    (tmp_path / "in.txt").write_text("a good film\n")
+    results = ResultsFile(tmp_path / "out.jsonl")
+    results.append({"index": 0, "input_sha256": input_hash("a good film"), "explanation": {}})
+    results.close()
+    args = [
+        "run",
+        str(tmp_path / "in.txt"),
+        "--out",
+        str(tmp_path / "out.jsonl"),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ]
+    assert main(args) == 0
+    assert "all 1 inputs are explained already" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl.budget.jsonl").exists()
+    (tmp_path / "in.txt").write_text("another film\n")
+    assert main(args) == 2 and "not this input" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out.jsonl").read_text())["index"] == 0  # kept
