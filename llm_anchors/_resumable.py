@@ -87,6 +87,12 @@ class ResultsFile:
     def close(self) -> None:
         self._handle.close()
 
+    def __enter__(self) -> ResultsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def todo(self, texts: Sequence[Any]) -> list[int]:
         """The indices of ``texts`` not explained yet; `ConfigError` if a recorded
         result is of another input (same index, another hash): the input file changed."""

@@ -150,19 +150,16 @@ def _run(args: argparse.Namespace) -> int:
     130/143 on SIGINT/SIGTERM (everything finished is kept)."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
     out = Path(args.out)
-    results = ResultsFile(out)
-    if not results.todo(texts):  # nothing to do: no server, no model loaded
-        results.close()
-        print(f"{out}: all {len(texts):,} inputs are explained already", file=sys.stderr)
-        return 0
     stopped_by: list[int] = []
-    try:
-        report = asyncio.run(_run_async(args, texts, results, stopped_by))
-    except asyncio.CancelledError:
-        if not stopped_by:
-            raise
-    finally:
-        results.close()
+    with ResultsFile(out) as results:
+        if not results.todo(texts):  # nothing to do: no server, no model loaded
+            print(f"{out}: all {len(texts):,} inputs are explained already", file=sys.stderr)
+            return 0
+        try:
+            report = asyncio.run(_run_async(args, texts, results, stopped_by))
+        except asyncio.CancelledError:
+            if not stopped_by:
+                raise
     if stopped_by:
         print(f"stopped by signal {stopped_by[0]}: finished explanations are kept in {out}", file=sys.stderr)
         return 128 + stopped_by[0]
