@@ -6,13 +6,13 @@ import asyncio
 import inspect
 import math
 import secrets
-import warnings
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
 from ._budget import Charge
+from ._checks import deprecated
 from ._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
 
 __all__ = [
@@ -59,23 +59,23 @@ class Batch:
     ) -> None:
         charge = charge if charge is not None else (usage if usage is not None else Charge())
         if usd is not None or usage is not None:
-            warnings.warn(_OLD_BATCH, DeprecationWarning, stacklevel=2)
+            deprecated(*_OLD_BATCH)
             charge = replace(charge, usd=Decimal(str(usd)) if usd is not None else charge.usd)
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "charge", charge)
 
     @property
     def usage(self) -> Charge:
-        warnings.warn(_OLD_BATCH, DeprecationWarning, stacklevel=2)
+        deprecated(*_OLD_BATCH)
         return self.charge
 
     @property
     def usd(self) -> Decimal:
-        warnings.warn(_OLD_BATCH, DeprecationWarning, stacklevel=2)
+        deprecated(*_OLD_BATCH)
         return self.charge.usd
 
 
-_OLD_BATCH = "Batch(usage=, usd=) is now Batch(charge=Charge(...)); the old names go in 0.3"
+_OLD_BATCH = ("Batch(usage=, usd=)", "Batch(charge=Charge(...))")
 
 
 @runtime_checkable
@@ -132,11 +132,7 @@ class _Defaults(BaseClassifier):
         self.inner = inner
         limit = getattr(inner, "max_request_size", None)
         if limit is None and getattr(inner, "max_batch", None) is not None:
-            warnings.warn(
-                f"{type(inner).__name__}.max_batch is now max_request_size; the old name goes in 0.3",
-                DeprecationWarning,
-                stacklevel=3,
-            )
+            deprecated(f"{type(inner).__name__}.max_batch", "max_request_size", stacklevel=4)
             limit = inner.max_batch
         self._limit = limit if isinstance(limit, int) else None  # read once: the engine asks per request
 

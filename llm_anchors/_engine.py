@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ._budget import Budget, Charge, Reservation
 from ._cache import QueryCache
-from ._checks import check_int, renamed
+from ._checks import check_int, deprecated, renamed
 from ._classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
 from ._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
 from ._retry import RetryPolicy
@@ -236,12 +235,8 @@ class QueryEngine:
     async def _quote(self, chunk: list[str]) -> Charge:
         quoted: Charge | tuple[Charge, bool] = await self.classifier.quote(chunk)
         if isinstance(quoted, tuple):  # (charge, estimated) before 0.2
-            warnings.warn(
-                f"{self.classifier!r}.quote returned (Charge, estimated); it now returns a Charge "
-                "with .estimated set; the old form goes in 0.3",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+            deprecated(f"{self.classifier!r}.quote returning (Charge, estimated)", "a quote that returns a Charge "
+                       "with .estimated set")  # fmt: skip
             return replace(quoted[0], estimated=quoted[0].estimated or quoted[1])
         return quoted
 

@@ -11,7 +11,6 @@ apply as for text; `ImageSampler.render` turns them back into pixels.
 from __future__ import annotations
 
 import hashlib
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import deprecated
 from ._classifier import FunctionClassifier, model_name
 from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
@@ -95,7 +95,7 @@ class ImageSampler:
         if (embed is None) != (embed_dim is None):
             raise ConfigError("embed and embed_dim go together")
         if embed is not None:
-            _moved(
+            deprecated(
                 "ImageSampler(embed=, embed_dim=)",
                 "MAnchorsExplainer(memory_features=ImageMemoryFeatures(embed, embed_dim))",
             )
@@ -182,22 +182,18 @@ class ImageSampler:
 
     def classifier(self, predict: Any, *, name: str | None = None) -> ImageClassifier:
         """Before 0.2: `ImageClassifier` (``ImageClassifier(predict, sampler)``)."""
-        _moved("ImageSampler.classifier(predict)", "ImageClassifier(predict, sampler)")
+        deprecated("ImageSampler.classifier(predict)", "ImageClassifier(predict, sampler)")
         return ImageClassifier(predict, self, name=name)
 
     def anchor_image(self, explanation: Explanation, image: object | None = None) -> np.ndarray:
         """Before 0.2: `llm_anchors.display.anchor_image`."""
-        _moved("ImageSampler.anchor_image(exp)", "llm_anchors.display.anchor_image(exp, sampler)")
+        deprecated("ImageSampler.anchor_image(exp)", "llm_anchors.display.anchor_image(exp, sampler)")
         return anchor_image(explanation, self, image)
 
     def save_anchor_png(self, explanation: Explanation, path: str | Path, image: object | None = None) -> Path:
         """Before 0.2: `llm_anchors.display.save_anchor_png`."""
-        _moved("ImageSampler.save_anchor_png(exp, path)", "llm_anchors.display.save_anchor_png(exp, path, sampler)")
+        deprecated("ImageSampler.save_anchor_png(exp, path)", "llm_anchors.display.save_anchor_png(exp, path, sampler)")
         return save_anchor_png(explanation, path, self, image)
-
-
-def _moved(old: str, new: str) -> None:
-    warnings.warn(f"{old} is now {new}; the old form goes in 0.3", DeprecationWarning, stacklevel=3)
 
 
 class ImageClassifier(FunctionClassifier):

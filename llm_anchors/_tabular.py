@@ -13,13 +13,13 @@ text); `TabularSampler.decode` turns them back into a numeric matrix.
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ._checks import deprecated
 from ._classifier import FunctionClassifier, model_name
 from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
@@ -212,11 +212,7 @@ class TabularSampler:
 
     def classifier(self, predict: Any, *, name: str | None = None) -> TabularClassifier:
         """Before 0.2: `TabularClassifier` (``TabularClassifier(predict, sampler)``)."""
-        warnings.warn(
-            "TabularSampler.classifier(predict) is now TabularClassifier(predict, sampler); it goes in 0.3",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        deprecated("TabularSampler.classifier(predict)", "TabularClassifier(predict, sampler)")
         return TabularClassifier(predict, self, name=name)
 
 

@@ -17,12 +17,12 @@ pieces the explainers are made of:
 These names may change between minor releases; the top-level ones do not.
 """
 
-import warnings as _warnings
 from typing import Any as _Any
 
 from ._backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
 from ._budget import BudgetReport, Charge, Reservation
+from ._checks import deprecated as _deprecated
 from ._classifier import BaseClassifier, Batch, Classifier, Label, as_classifier
 from ._embeddings import SentenceEmbedder
 from ._engine import QueryEngine, QueryStats
@@ -123,6 +123,5 @@ def __getattr__(name: str) -> _Any:
     if name not in _REPLACED:
         raise AttributeError(f"module 'llm_anchors.core' has no attribute {name!r}")
     value, instead = _REPLACED[name]
-    message = f"llm_anchors.core.{name} is now {instead}; the old name goes in 0.3"
-    _warnings.warn(message, DeprecationWarning, stacklevel=2)
+    _deprecated(f"llm_anchors.core.{name}", instead)
     return value
