@@ -66,7 +66,10 @@ def _jsonl(raw: str, field: str, name: str) -> list[str]:
 
 
 def _csv(raw: str, column: str, name: str) -> list[str]:
-    reader = csv.DictReader(io.StringIO(raw))
-    if reader.fieldnames is None or column not in reader.fieldnames:
-        raise ConfigError(f"{name} has no column {column!r} (--text-column); columns: {reader.fieldnames}")
-    return [row[column] for row in reader if (row.get(column) or "").strip()]
+    reader = csv.DictReader(io.StringIO(raw), strict=True)  # a stray quote is an error, not a merged row
+    try:
+        if reader.fieldnames is None or column not in reader.fieldnames:
+            raise ConfigError(f"{name} has no column {column!r} (--text-column); columns: {reader.fieldnames}")
+        return [row[column] for row in reader if (row.get(column) or "").strip()]
+    except csv.Error as exc:
+        raise ConfigError(f"{name}:{reader.line_num} is not CSV ({exc})") from exc

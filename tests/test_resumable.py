@@ -127,6 +127,12 @@ def test_inputs_from_jsonl_csv_and_text(tmp_path):
         read_inputs(str(tmp_path / "a.jsonl"), text_field="body")
     with pytest.raises(ConfigError, match="no column 'text'"):
         read_inputs(str(tmp_path / "a.csv"))
+    (tmp_path / "bad.csv").write_text('text\n"a stray" quote\nnext\n')
+    with pytest.raises(ConfigError, match="bad.csv:.* is not CSV"):
+        read_inputs(str(tmp_path / "bad.csv"))
+    (tmp_path / "empty.txt").write_text("\n \n")
+    with pytest.raises(ConfigError, match="holds no inputs"):
+        read_inputs(str(tmp_path / "empty.txt"))
 
 
 # -- killed at random points --------------------------------------------------------
