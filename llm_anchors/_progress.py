@@ -59,11 +59,21 @@ class RunProgress:
     and queries so far, memory hit rate (MAnchors).
 
     On a terminal it redraws in place; otherwise it stays quiet but for a
-    line every ``every`` (a share of the inputs) and one at the end.
+    line every ``every`` (a share of the inputs) and one at the end. With
+    ``spent`` (e.g. a run's `Budget.settled`, read each time) the dollars and
+    queries shown are the whole run's, earlier sessions and cut-short work
+    included, the figures its cap counts; without, the shown explanations'.
     """
 
     def __init__(
-        self, total: int, done: int = 0, *, label: str = "", stream: TextIO | None = None, every: float = 0.05
+        self,
+        total: int,
+        done: int = 0,
+        *,
+        label: str = "",
+        stream: TextIO | None = None,
+        every: float = 0.05,
+        spent: Callable[[], Charge] | None = None,
     ) -> None:
         from tqdm import tqdm
 
@@ -71,6 +81,7 @@ class RunProgress:
         self.live = self.stream.isatty()
         self.total, self.initial, self.done, self.every, self.label = total, done, done, every, label
         self.usd, self.queries, self.hits, self.looked_up = Decimal(0), 0, 0, 0
+        self.spent = spent
         self.started = time.perf_counter()
         self._next_line = done + max(1, int(total * every))
         self.bar = tqdm(total=total, initial=done, file=self.stream, disable=not self.live, unit="input",
@@ -94,7 +105,10 @@ class RunProgress:
 
     def _numbers(self) -> str:
         hit_rate = f" · {self.hits / self.looked_up:.0%} memory hits" if self.looked_up else ""
-        return f"${self.usd} · {self.queries:,} queries{hit_rate}"
+        if self.spent is None:
+            return f"${self.usd} · {self.queries:,} queries{hit_rate}"
+        run = self.spent()
+        return f"${run.usd} · {run.queries:,} queries in all{hit_rate}"
 
     def _line(self) -> str:
         """The line written off a terminal (tqdm, disabled there, keeps no rate)."""

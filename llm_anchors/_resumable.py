@@ -30,7 +30,7 @@ from ._explanation import Explanation
 from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, entry_from_dict
 
-__all__ = ["ResultsFile", "RunReport", "explain_resumable", "input_hash"]
+__all__ = ["ResultsFile", "RunReport", "explain_resumable", "input_hash", "read_results"]
 
 
 def input_hash(text: Any) -> str:
@@ -61,23 +61,10 @@ class ResultsFile:
         if not self.path.exists():
             return
         data = self.path.read_bytes()
-        lines = data.split(b"\n")
-        whole, tail = lines[:-1], lines[-1]
-        for number, line in enumerate(whole, 1):
-            try:
-                record = json.loads(line)
-                self.records[int(record["index"])] = record
-            except (ValueError, KeyError, TypeError) as exc:
-                if number == len(whole) and not tail:  # the last line, cut inside its JSON
-                    self._truncate(data, len(data) - len(line) - 1)
-                    return
-                raise ConfigError(f"{self.path}:{number} is not a results line: {line[:60]!r}") from exc
-        if tail:  # no newline: cut short while written
+        self.records, size = _parse(self.path, data)
+        if size < len(data):
             warnings.warn(f"{self.path}: dropping a last line cut short; that input is explained again", stacklevel=3)
-            self._truncate(data, len(data) - len(tail))
-
-    def _truncate(self, data: bytes, size: int) -> None:
-        self.path.write_bytes(data[:size])
+            self.path.write_bytes(data[:size])
 
     def append(self, record: dict[str, Any]) -> None:
         self._handle.write(json.dumps(record, default=str) + "\n")
@@ -107,6 +94,39 @@ class ResultsFile:
     def explanations(self) -> list[tuple[int, Explanation]]:
         """Every recorded explanation, by input index."""
         return [(i, Explanation.from_json(json.dumps(r["explanation"]))) for i, r in sorted(self.records.items())]
+
+
+def read_results(path: str | Path) -> dict[int, dict[str, Any]]:
+    """A results file's records by input index, in the order they were written, without
+    changing the file (a last line cut short is left out, with a warning)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the results file {path}: {exc.strerror}") from exc
+    records, size = _parse(path, data)
+    if size < len(data):
+        warnings.warn(f"{path}: leaving out a last line cut short (a run still going, or killed)", stacklevel=2)
+    return records
+
+
+def _parse(path: Path, data: bytes) -> tuple[dict[int, dict[str, Any]], int]:
+    """The records in a results file's bytes, and the size of its whole lines: less than
+    ``len(data)`` when the last line was cut short. A damaged line before it is a `ConfigError`."""
+    lines = data.split(b"\n")
+    whole, tail = lines[:-1], lines[-1]
+    records: dict[int, dict[str, Any]] = {}
+    size = 0
+    for number, line in enumerate(whole, 1):
+        try:
+            record = json.loads(line)
+            records[int(record["index"])] = record
+        except (ValueError, KeyError, TypeError) as exc:
+            if number == len(whole) and not tail:  # the last line, cut inside its JSON
+                return records, size
+            raise ConfigError(f"{path}:{number} is not a results line: {line[:60]!r}") from exc
+        size += len(line) + 1
+    return records, size
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""``llm-anchors explain "TEXT"``: the command line, and the one composition
+"""``llm-anchors explain "TEXT"``, ``run FILE``, ``report RESULTS``: the command line, and the one composition
 root that picks a backend (the embedded local LLM unless told otherwise)."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ._llm import LLMClassifier
 from ._manchors import MAnchorsExplainer
 from ._pricing import load_prices
 from ._progress import Progress, RunProgress
+from ._report import write_report
 from ._resumable import ResultsFile, RunReport, explain_resumable
 from ._retry import RetryPolicy
 from ._text import TextInstance
@@ -88,6 +89,21 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--no-memory", action="store_true", help="plain Anchors: no memory")
     run.add_argument("--max-usd-per-text", default=None, help="spend cap of each explanation in USD")
     run.add_argument("--inputs-at-once", type=int, default=1, help="inputs explained at once (MAnchors: 1 is exact)")
+    report = sub.add_parser(
+        "report",
+        help="a run's results as one self-contained HTML page",
+        description="Write RESULTS (the --out of llm-anchors run) as one static HTML page: a summary, the "
+        "cumulative spend, the most frequent anchor words per label, and every input with its anchor marked.",
+    )
+    report.add_argument("results", help="a results file written by llm-anchors run")
+    report.add_argument("-o", "--out", default="report.html", help="the page to write (default report.html)")
+    report.add_argument(
+        "--baseline",
+        default=None,
+        help="results of a plain-Anchors run (--no-memory) of the same inputs: "
+        "the summary then shows what MAnchors saved",
+    )
+    report.add_argument("--title", default=None, help="the page's title")
     return parser
 
 
@@ -96,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "report":
+            return _report(args)
         return asyncio.run(_explain(args))
     except LLMAnchorsError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -188,7 +206,7 @@ async def _run_async(
         kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
         options = {**_settings(args), "budget": run_budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
-            with RunProgress(len(texts), len(results.records)) as bar:
+            with RunProgress(len(texts), len(results.records), spent=lambda: run_budget.settled) as bar:
                 return await explain_resumable(
                     explainer,
                     texts,
@@ -199,6 +217,12 @@ async def _run_async(
                     concurrent_inputs=args.inputs_at_once,
                     on_result=bar.update,
                 )
+
+
+def _report(args: argparse.Namespace) -> int:
+    out = write_report(args.results, args.out, baseline=args.baseline, title=args.title)
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): open it in a browser", file=sys.stderr)
+    return 0
 
 
 def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) -> None:

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/browser.sh  # Chromium, for the report's browser test
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

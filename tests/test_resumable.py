@@ -192,3 +192,16 @@ def test_off_a_terminal_progress_is_a_line_every_few_percent_with_a_real_rate():
     rate = float(lines[0].split(" · ")[-1].split(" inputs/s")[0])
     assert 0 < rate <= 100  # ten inputs, at least 10 ms apart
     assert "memory hits" not in lines[-1] and f"{20 * exp.meta.queries:,} queries" in lines[-1]
+
+
+def test_given_the_run_s_ledger_progress_shows_what_the_whole_run_spent():
+    import io
+
+    from llm_anchors.core import RunProgress
+
+    exp = AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0).explain_sync("a good film")
+    ledger = Charge(queries=1234, usd=Decimal("0.5"))  # earlier sessions and cut-short work included
+    stream = io.StringIO()
+    with RunProgress(2, stream=stream, every=0.5, spent=lambda: ledger) as progress:
+        progress.update(0, exp)
+    assert "$0.5 · 1,234 queries in all" in stream.getvalue()

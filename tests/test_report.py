@@ -1,0 +1,168 @@
+"""``llm-anchors report``: the page's content, and the page in a real headless Chromium."""
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import warnings
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer
+from llm_anchors.cli import main
+from llm_anchors.core import ResultsFile, explain_resumable
+from llm_anchors.display import write_report
+
+POSITIVE = {"good", "great", "fine"}
+TEXTS = [
+    f"a {w} film with {v} acting and a {u} plot"
+    for w in ("good", "bad", "dull", "great")
+    for v in ("fine", "poor")
+    for u in ("clever", "thin")
+] + ["<script>alert('x')</script> a good & great film"]
+
+
+def predict(texts):
+    return ["pos" if set(t.lower().split()) & POSITIVE else "neg" for t in texts]
+
+
+async def _results(path: Path, kind: type[AnchorsExplainer]) -> Path:
+    async with kind(FunctionClassifier(predict, name="keywords"), seed=0) as explainer:
+        with ResultsFile(path) as results:
+            await explain_resumable(explainer, TEXTS, results)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A MAnchors run and a plain-Anchors run of the same inputs."""
+    import asyncio
+
+    folder = tmp_path_factory.mktemp("runs")
+    manchors = asyncio.run(_results(folder / "manchors.jsonl", MAnchorsExplainer))
+    anchors = asyncio.run(_results(folder / "anchors.jsonl", AnchorsExplainer))
+    return manchors, anchors
+
+
+class Rows(HTMLParser):
+    """The report table's rows as the page holds them: their data attributes and whether hidden."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict[str, str | None]] = []
+        self.marks = 0
+        self._in_row = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr" and any(k == "data-index" for k, _ in attrs):
+            self.rows.append(dict(attrs))
+            self._in_row = True
+        elif tag == "mark" and self._in_row:
+            self.marks += 1
+
+    def handle_endtag(self, tag):
+        if tag == "tr":
+            self._in_row = False
+
+
+def parse(page: str) -> Rows:
+    rows = Rows()
+    rows.feed(page)
+    return rows
+
+
+def test_the_page_has_every_input_its_anchor_marked_and_escapes_what_it_shows(runs, tmp_path):
+    manchors, _ = runs
+    page = write_report(manchors, tmp_path / "report.html").read_text()
+    rows = parse(page)
+    assert [int(r["data-index"]) for r in rows.rows] == list(range(len(TEXTS)))
+    assert rows.marks >= sum(1 for t in TEXTS if set(t.split()) & POSITIVE)  # positive anchors name a word
+    assert "<script>alert" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert not re.search(r"(src|href)=\"?https?:", page)  # self-contained: nothing fetched
+    words = page.split("id=anchor-words")[1].split("</section>")[0]
+    assert ">good<" in words and ">great<" in words
+    assert "memory hits" in page and "Against plain Anchors" not in page
+
+
+def test_a_plain_anchors_baseline_measures_the_saving(runs, tmp_path):
+    manchors, anchors = runs
+    page = write_report(manchors, tmp_path / "report.html", baseline=anchors).read_text()
+    saving = page.split("Against plain Anchors")[1].split("</table>")[0]
+    ours, theirs = _totals(manchors), _totals(anchors)
+    assert f"<td>{ours:,}</td><td>{theirs:,}</td><td>{1 - ours / theirs:.0%} fewer</td>" in saving
+    assert page.count("<polyline") == 2  # this run and the baseline, cumulated over the same inputs
+
+
+def _totals(path: Path) -> int:
+    return sum(json.loads(line)["explanation"]["meta"]["queries"] for line in path.read_text().splitlines())
+
+
+def test_the_command_writes_the_page_and_leaves_a_cut_short_results_file_as_it_is(runs, tmp_path, capsys):
+    manchors, _ = runs
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(manchors.read_bytes()[:-40])  # a run killed while writing its last line
+    before = cut.read_bytes()
+    with pytest.warns(UserWarning, match="cut short"):
+        assert main(["report", str(cut), "-o", str(tmp_path / "r.html")]) == 0
+    assert cut.read_bytes() == before
+    assert len(parse((tmp_path / "r.html").read_text()).rows) == len(TEXTS) - 1
+    assert "wrote" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["report", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "m.html")]) == 2
+    assert "cannot read the results file" in capsys.readouterr().err
+    (tmp_path / "bad.jsonl").write_text('{"index": 0}\nnot json\n{"index": 2}\n')
+    with pytest.raises(ConfigError, match="bad.jsonl:2 is not a results line"):
+        write_report(tmp_path / "bad.jsonl", tmp_path / "b.html")
+
+
+# -- in a real browser ------------------------------------------------------------------
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
+
+
+def chromium(tmp_path: Path, *args: str) -> str:
+    profile = tmp_path / "profile"
+    command = [str(BROWSER), *FLAGS, f"--user-data-dir={profile}", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout
+
+
+@pytest.mark.skipif(
+    BROWSER is None, reason="no Chromium: scripts/test.sh installs Debian's chromium package (apt-get install chromium)"
+)
+def test_in_headless_chromium_the_table_sorts_filters_and_the_page_renders(runs, tmp_path):
+    manchors, anchors = runs
+    report = write_report(manchors, tmp_path / "report.html", baseline=anchors)
+    url = report.resolve().as_uri()
+
+    loaded = parse(chromium(tmp_path, "--dump-dom", url))  # the DOM after the page's script ran
+    assert len(loaded.rows) == len(TEXTS) and loaded.marks > 0
+    assert not any("hidden" in r for r in loaded.rows)
+
+    view = parse(chromium(tmp_path, "--dump-dom", url + "#label=pos&sort=queries&dir=desc"))
+    shown = [r for r in view.rows if "hidden" not in r]
+    positives = sum(label == "pos" for label in predict(TEXTS))
+    assert len(shown) == positives and {r["data-label"] for r in shown} == {"pos"}
+    queries = [int(r["data-queries"] or 0) for r in shown]
+    assert queries == sorted(queries, reverse=True)
+    assert len(view.rows) == len(TEXTS)  # filtered rows are hidden, not removed
+
+    shot = tmp_path / "report.png"
+    chromium(tmp_path, "--window-size=1280,1000", f"--screenshot={shot}", url)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1280, 1000)
+    assert len(png) > 20_000  # a page drawn, not a blank one
