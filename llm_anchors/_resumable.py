@@ -24,7 +24,7 @@ from typing import Any
 
 from ._budget import Budget, Charge
 from ._classifier import require_stable_identity
-from ._exceptions import ConfigError
+from ._exceptions import BudgetExceeded, ConfigError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._manchors import MAnchorsExplainer
@@ -210,6 +210,10 @@ async def explain_resumable(
                 on_result(index, exp, report)
             if manchors is not None and memory_dir is not None and report.done_now % save_every == 0:
                 await asyncio.to_thread(manchors.save, memory_dir)
+    except BudgetExceeded:  # refused before the input had a label (its first query): no rule to return
+        if run_budget is None or run_budget.report().refused == refused_before:
+            raise
+        report.stopped = "budget"
     except asyncio.CancelledError:
         report.stopped = "interrupted"
         raise

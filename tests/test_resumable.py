@@ -55,6 +55,17 @@ async def test_results_of_other_inputs_are_refused_not_overwritten(tmp_path):
     results.close()
 
 
+async def test_a_cap_reached_at_an_input_s_first_query_stops_the_run_too(tmp_path):
+    texts = [f"a good film number {i}" for i in range(3)]  # 30 queries for the first: the cap
+    budget = Budget(max_queries=30)
+    async with AnchorsExplainer(
+        FunctionClassifier(keywords, name="kw"), seed=0, budget=budget, on_budget="return"
+    ) as e:
+        with ResultsFile(tmp_path / "r.jsonl") as results:
+            report = await explain_resumable(e, texts, results, run_budget=budget)
+    assert (report.stopped, report.done, budget.settled.queries) == ("budget", 1, 30)
+
+
 async def test_a_run_skips_what_is_done_and_stops_at_its_cap(tmp_path):
     texts = [f"a good film number {i}" for i in range(6)]  # 30 queries for the first, 16 for each other
     clf = FunctionClassifier(keywords, name="kw")
