@@ -231,18 +231,40 @@ class Budget:
     def reserve(self, charge: Charge) -> Reservation:
         """Hold ``charge`` against the caps, or raise `BudgetExceeded` and hold nothing."""
         with self._lock:
-            committed = self._settled + sum((r.charge for r in self._open.values()), Charge()) + charge
-            over = self._over_cap(committed)
-            if over:
-                self._refused += 1
-                raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
-            reservation = Reservation(next(self._ids), charge)
-            if self.parent is not None:
-                self._in_parent[reservation.id] = self.parent.reserve(charge)  # may refuse: nothing held here
-            if self._journal is not None:
-                self._journal.write({"r": reservation.id, **_plain(charge)})
-            self._open[reservation.id] = reservation
-            return reservation
+            self._check(charge)
+            held = self.parent.reserve(charge) if self.parent is not None else None  # may refuse: nothing held
+            return self._hold(charge, held)
+
+    async def areserve(self, charge: Charge) -> Reservation:
+        """`reserve`, for a caller on an event loop: a parent that answers over the
+        network (a run's ledger shared by Ray workers) is awaited, not waited for."""
+        if self.parent is None:
+            return self.reserve(charge)
+        with self._lock:
+            self._check(charge)  # refused here: the parent is not asked
+        held = await self.parent.areserve(charge)
+        with self._lock:
+            try:
+                self._check(charge)  # again: other calls may have reserved meanwhile
+            except BudgetExceeded:
+                self.parent.release(held)
+                raise
+            return self._hold(charge, held)
+
+    def _check(self, charge: Charge) -> None:
+        committed = self._settled + sum((r.charge for r in self._open.values()), Charge()) + charge
+        if over := self._over_cap(committed):
+            self._refused += 1
+            raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
+
+    def _hold(self, charge: Charge, held_in_parent: Reservation | None) -> Reservation:
+        reservation = Reservation(next(self._ids), charge)
+        if held_in_parent is not None:
+            self._in_parent[reservation.id] = held_in_parent
+        if self._journal is not None:
+            self._journal.write({"r": reservation.id, **_plain(charge)})
+        self._open[reservation.id] = reservation
+        return reservation
 
     def settle(self, reservation: Reservation, actual: Charge) -> None:
         """Replace a reservation by what the call really cost."""

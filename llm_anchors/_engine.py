@@ -206,7 +206,7 @@ class QueryEngine:
         budget = stats.cap(self.budget)
         if budget is not None:
             worst = await self._quote(chunk)
-            reservation = budget.reserve(worst)
+            reservation = await budget.areserve(worst)
             stats.reserved += worst
         if retry:
             stats.retries += 1

@@ -1,0 +1,488 @@
+"""One explanation run spread over Ray workers, with one budget and one memory.
+
+Each worker is a Ray actor running an ordinary explainer, made by the
+caller's ``make_explainer``, with its own event loop and connections to the
+model servers. Its budget is a view of one ledger actor: every call reserves
+its worst case there before it is sent and settles after, exactly as in one
+process, so the cap holds for the whole run. A MAnchors worker looks up one
+memory actor; the entry an explanation stores is added there by the
+coordinator when it accepts that explanation, so each input sees what every
+worker learnt before it started, and a worker that dies leaves nothing half
+added. The coordinator hands each worker one input at a time and yields
+explanations in input order. A worker that dies mid-input is replaced; its
+input is explained again elsewhere, its settled spend stays counted and the
+reservations of its calls in flight are released.
+
+With one worker a run gives exactly the explanations of one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ._budget import Budget, BudgetReport, Charge, Reservation
+from ._exceptions import BudgetExceeded, ConfigError
+from ._explainer import AnchorsExplainer
+from ._explanation import Explanation
+from ._manchors import MAnchorsExplainer
+from ._memory import MemoryEntry, RuleMemory
+
+__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed"]
+
+RAY_MISSING = "explaining on Ray needs ray: pip install 'llm-anchors[ray]'"
+
+
+def import_ray() -> ModuleType:
+    """Ray, or a `ConfigError` saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(RAY_MISSING) from exc
+    return ray
+
+
+# -- the budget: one ledger actor, a view in each worker -------------------------------------
+
+
+class Ledger:
+    """The run's `Budget`, inside a Ray actor; reservations are recorded with the worker that made them."""
+
+    def __init__(self, caps: dict[str, Any], journal: str | None) -> None:
+        self.budget = Budget(**caps, journal=journal)
+        self.owners: dict[int, tuple[str, Reservation]] = {}
+        self.released: set[int] = set()
+
+    def reserve(self, charge: Charge, owner: str) -> tuple[int, str, str]:
+        """(reservation id, "") or (0, why it was refused); with the cap passed so far."""
+        try:
+            reservation = self.budget.reserve(charge)
+        except BudgetExceeded as exc:
+            return 0, str(exc), self.budget.passed
+        self.owners[reservation.id] = (owner, reservation)
+        return reservation.id, "", self.budget.passed
+
+    def settle(self, rid: int, actual: Charge) -> None:
+        if rid in self.released:  # its worker was declared dead before this arrived: the call was billed
+            self.released.discard(rid)
+            self.budget.settle(self.budget._hold(actual, None), actual)  # counted even past the cap
+            return
+        _, reservation = self.owners.pop(rid)
+        self.budget.settle(reservation, actual)
+
+    def release(self, rid: int) -> None:
+        if (held := self.owners.pop(rid, None)) is not None:
+            self.budget.release(held[1])
+
+    def release_owner(self, owner: str) -> int:
+        """Release the reservations of a dead worker's calls in flight; how many."""
+        lost = [rid for rid, (who, _) in self.owners.items() if who == owner]
+        for rid in lost:
+            self.release(rid)
+            self.released.add(rid)
+        return len(lost)
+
+    def report(self) -> BudgetReport:
+        return self.budget.report()
+
+    def flush(self) -> None:
+        """Nothing: a worker's call that returns once the ledger ran all it sent before."""
+
+    def close(self) -> None:
+        self.budget.close()
+
+
+class SharedBudget(Budget):
+    """A worker's (or the coordinator's) view of the run's ledger actor.
+
+    `areserve` asks the ledger before a call is sent (the engine awaits it);
+    `settle` and `release` are sent without waiting (a ledger's calls run in
+    the order one worker sends them); `settled`, `report` ask the ledger.
+    """
+
+    def __init__(self, ledger: Any, owner: str) -> None:
+        super().__init__()
+        self.ledger, self.owner = ledger, owner
+        self._seen_passed = ""
+
+    def __repr__(self) -> str:
+        return f"SharedBudget(owner={self.owner!r})"
+
+    async def areserve(self, charge: Charge) -> Reservation:
+        rid, refused, self._seen_passed = await self.ledger.reserve.remote(charge, self.owner)
+        return self._reservation(rid, refused, charge)
+
+    def reserve(self, charge: Charge) -> Reservation:
+        rid, refused, self._seen_passed = import_ray().get(self.ledger.reserve.remote(charge, self.owner))
+        return self._reservation(rid, refused, charge)
+
+    def _reservation(self, rid: int, refused: str, charge: Charge) -> Reservation:
+        if refused:
+            raise BudgetExceeded(refused)
+        return Reservation(rid, charge)
+
+    def settle(self, reservation: Reservation, actual: Charge) -> None:
+        self.ledger.settle.remote(reservation.id, actual)
+
+    def release(self, reservation: Reservation) -> None:
+        self.ledger.release.remote(reservation.id)
+
+    @property
+    def passed(self) -> str:
+        return self._seen_passed
+
+    @property
+    def settled(self) -> Charge:
+        return self.report().settled
+
+    @property
+    def reserved(self) -> Charge:
+        return self.report().reserved
+
+    def report(self) -> BudgetReport:
+        report: BudgetReport = import_ray().get(self.ledger.report.remote())
+        return report
+
+
+# -- the memory: one actor, a view in each worker ------------------------------------------------
+
+
+class MemoryHolder:
+    """The run's `RuleMemory`, inside a Ray actor (loaded from ``directory`` if saved there)."""
+
+    def __init__(self, dim: int, embedder_id: str, scope: str, directory: str | None) -> None:
+        if directory is not None and (Path(directory) / "CURRENT").exists():
+            self.memory = RuleMemory.load(directory, embedder_id=embedder_id, dim=dim, scope=scope)
+        else:
+            self.memory = RuleMemory(dim, embedder_id, scope)
+
+    def neighbours(self, vector: np.ndarray, label: Any, k: int) -> list[tuple[MemoryEntry, float]]:
+        return self.memory.neighbours(vector, label=label, k=k)
+
+    def anchored(self, keys: set[str], label: Any) -> list[tuple[tuple[str, ...], int]]:
+        return self.memory.anchored(keys, label=label)
+
+    def add(self, entries: list[tuple[MemoryEntry, np.ndarray]]) -> int:
+        for entry, vector in entries:
+            self.memory.add(entry, vector)
+        return len(self.memory)
+
+    def size(self) -> int:
+        return len(self.memory)
+
+    def save(self, directory: str) -> None:
+        self.memory.save(directory)
+
+
+class SharedMemory(RuleMemory):
+    """A worker's view of the memory actor: lookups go there; additions wait for
+    the coordinator (`take_added`), which adds them when it accepts the explanation."""
+
+    def __init__(self, holder: Any, dim: int, embedder_id: str, scope: str) -> None:  # no local index
+        self.holder, self.dim, self.embedder_id, self.scope = holder, dim, embedder_id, scope
+        self.entries = []
+        self._added: list[tuple[MemoryEntry, np.ndarray]] = []
+
+    def __len__(self) -> int:
+        size: int = import_ray().get(self.holder.size.remote())
+        return size
+
+    def add(self, entry: MemoryEntry, vector: np.ndarray) -> None:
+        self._added.append((entry, np.asarray(vector, dtype=np.float32)))
+
+    def take_added(self) -> list[tuple[MemoryEntry, np.ndarray]]:
+        added, self._added = self._added, []
+        return added
+
+    def neighbours(self, vector: np.ndarray, *, label: Any, k: int) -> list[tuple[MemoryEntry, float]]:
+        found: list[tuple[MemoryEntry, float]] = import_ray().get(self.holder.neighbours.remote(vector, label, k))
+        return found
+
+    def anchored(self, keys: set[str], *, label: Any) -> list[tuple[tuple[str, ...], int]]:
+        found: list[tuple[tuple[str, ...], int]] = import_ray().get(self.holder.anchored.remote(keys, label))
+        return found
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        import_ray().get(self.holder.save.remote(str(directory)))
+        return Path(directory)
+
+
+# -- a worker ----------------------------------------------------------------------------------
+
+
+class Worker:
+    """One explainer in a Ray actor: explains one input at a time, on its own event loop."""
+
+    def __init__(self, make_explainer: Callable[[], AnchorsExplainer], owner: str) -> None:
+        self.explainer = make_explainer()
+        self.owner = owner
+        self.view: SharedMemory | None = None
+
+    def memory_identity(self) -> tuple[int, str, str] | None:
+        """A MAnchors explainer's memory (dims, embedder, model); None for plain Anchors."""
+        e = self.explainer
+        if not isinstance(e, MAnchorsExplainer):
+            return None
+        return e.features.dim, e.features.identity, e.classifier.identity
+
+    def attach(self, ledger: Any, holder: Any) -> int:
+        """Take the run's ledger as the budget and its memory; returns the worker's pid."""
+        if ledger is not None:
+            self.explainer.engine.budget = SharedBudget(ledger, self.owner)
+        identity = self.memory_identity()
+        if holder is not None and identity is not None and isinstance(self.explainer, MAnchorsExplainer):
+            self.view = SharedMemory(holder, *identity)
+            self.explainer._memory = self.view
+        return os.getpid()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def explain(self, text: Any, seed: int | None) -> tuple[str, list[tuple[MemoryEntry, np.ndarray]]]:
+        """The explanation (JSON) and the memory entries it would store."""
+        try:
+            exp = self.explainer.explain_sync(text, seed=seed)
+        finally:  # its settlements (sent without waiting) are in the ledger before the answer is
+            if isinstance(budget := self.explainer.engine.budget, SharedBudget):
+                import_ray().get(budget.ledger.flush.remote())
+        return exp.to_json(), self.view.take_added() if self.view is not None else []
+
+
+# -- the coordinator -------------------------------------------------------------------------------
+
+
+@dataclass
+class RunStats:
+    """What a distributed run did: explanations accepted, memory hits, workers lost, inputs redone."""
+
+    explained: int = 0
+    memory_hits: int = 0
+    workers_lost: int = 0
+    inputs_redone: int = 0
+
+
+class RayRun:
+    """A pool of Ray workers sharing one budget and one memory.
+
+    >>> async with RayRun(make_explainer, workers=4, max_queries=100_000) as run:
+    ...     async for exp in run.explain_stream(texts):
+    ...         ...
+
+    ``make_explainer``: a function of no arguments returning the explainer
+    each worker runs (sent to the workers with cloudpickle; it must not
+    capture an open connection). Its budget is replaced by the run's:
+    ``max_usd``, ``max_tokens``, ``max_queries`` cap the whole run,
+    journaled in ``journal`` if given (see `Budget`). ``memory_dir``: a
+    MAnchors memory loaded at the start if saved there, saved there at the
+    end. ``address``: a Ray cluster (``"auto"``, ``"ray://host:10001"``);
+    without, a local Ray runtime is started and stopped with the run.
+    ``max_replacements``: workers started in place of dead ones before the
+    run goes on with fewer (default: ``workers``). The ledger and the
+    memory live on this machine (their files are here).
+    """
+
+    def __init__(
+        self,
+        make_explainer: Callable[[], AnchorsExplainer],
+        *,
+        workers: int = 2,
+        max_usd: float | int | str | Decimal | None = None,
+        max_tokens: int | None = None,
+        max_queries: int | None = None,
+        journal: str | os.PathLike[str] | None = None,
+        memory_dir: str | os.PathLike[str] | None = None,
+        address: str | None = None,
+        max_replacements: int | None = None,
+        ray_init: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
+        Budget(max_usd, max_tokens, max_queries)  # bad caps fail here, not in an actor
+        self.ray = import_ray()
+        self.make_explainer = make_explainer
+        self.workers = workers
+        self.caps: dict[str, Any] = {"max_usd": max_usd, "max_tokens": max_tokens, "max_queries": max_queries}
+        self.journal = str(journal) if journal is not None else None
+        self.memory_dir = str(memory_dir) if memory_dir is not None else None
+        self.address = address
+        self.max_replacements = workers if max_replacements is None else max_replacements
+        self.ray_init = ray_init or {}
+        self.stats = RunStats()
+        self.budget: SharedBudget | None = None
+        self._started_ray = False
+        self._ledger: Any = None
+        self._holder: Any = None
+        self._pool: list[Any] = []
+        self._count = 0
+        self._owner_of: dict[Any, str] = {}
+
+    async def __aenter__(self) -> RayRun:
+        await asyncio.to_thread(self._start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    def _start(self) -> None:
+        ray = self.ray
+        if not ray.is_initialized():
+            options = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+            ray.init(address=self.address, **{**options, **self.ray_init})
+            self._started_ray = True
+        here = _on_this_node(ray)
+        self._new_ledger()
+        self._pool = [self._new_worker() for _ in range(self.workers)]
+        identity = ray.get(self._pool[0].memory_identity.remote())  # the others load their models meanwhile
+        if identity is not None:
+            holder = ray.remote(MemoryHolder).options(num_cpus=0, scheduling_strategy=here)
+            self._holder = holder.remote(*identity, self.memory_dir)
+        ray.get([w.attach.remote(self._ledger, self._holder) for w in self._pool])  # all up before any input
+
+    def _new_ledger(self) -> None:
+        ledger = self.ray.remote(Ledger).options(num_cpus=0, scheduling_strategy=_on_this_node(self.ray))
+        self._ledger = ledger.remote(self.caps, self.journal)
+        self.budget = SharedBudget(self._ledger, "coordinator")
+
+    async def set_budget(
+        self,
+        *,
+        max_usd: float | int | str | Decimal | None = None,
+        max_tokens: int | None = None,
+        max_queries: int | None = None,
+        journal: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """Start a new ledger with these caps for the streams that follow; the workers
+        (their models loaded) and the memory are kept."""
+        Budget(max_usd, max_tokens, max_queries)
+        old = self._ledger
+        self.caps = {"max_usd": max_usd, "max_tokens": max_tokens, "max_queries": max_queries}
+        self.journal = str(journal) if journal is not None else None
+        self._new_ledger()
+        await asyncio.gather(*(w.attach.remote(self._ledger, self._holder) for w in self._pool))
+        await old.close.remote()
+        self.ray.kill(old)
+
+    def _new_worker(self) -> Any:
+        name = f"worker-{self._count}"
+        self._count += 1
+        worker = self.ray.remote(Worker).options(num_cpus=0).remote(self.make_explainer, name)
+        self._owner_of[worker] = name
+        return worker
+
+    def close(self) -> None:
+        """Save the memory (if ``memory_dir``), close the journal, stop the actors (and Ray, if started here)."""
+        ray = self.ray
+        try:
+            if self._holder is not None and self.memory_dir is not None:
+                ray.get(self._holder.save.remote(self.memory_dir))
+            if self._ledger is not None:
+                ray.get(self._ledger.close.remote())
+        finally:
+            for actor in [*self._pool, self._ledger, self._holder]:
+                if actor is not None:
+                    ray.kill(actor)
+            self._pool = []
+            if self._started_ray:
+                ray.shutdown()
+
+    def report(self) -> BudgetReport:
+        """The run's ledger: settled, reserved, calls, refusals."""
+        if self.budget is None:
+            raise ConfigError("the run has not started: use `async with RayRun(...)`")
+        return self.budget.report()
+
+    def worker_pids(self) -> list[int]:
+        """The process ids of the live workers (to watch them, or to kill one in a test)."""
+        return [int(pid) for pid in self.ray.get([w.pid.remote() for w in self._pool])]
+
+    def memory_size(self) -> int:
+        return int(self.ray.get(self._holder.size.remote())) if self._holder is not None else 0
+
+    async def explain_stream(self, texts: Iterable[Any], *, seed: int | None = None) -> AsyncIterator[Explanation]:
+        """Explain ``texts`` over the workers, yielding explanations in input order.
+
+        A worker that dies (its process killed, its machine lost) is replaced
+        and its input given to the next free worker; an input is never
+        yielded twice. Leaving the loop early (an error, a ``break``) waits
+        for the inputs in flight to end on their workers and drops them, so
+        their spend is in the ledger when the loop is left.
+        """
+        items = list(texts)
+        todo: deque[int] = deque(range(len(items)))
+        done: dict[int, Explanation] = {}
+        running: dict[asyncio.Future[Any], tuple[Any, int]] = {}
+        idle = list(self._pool)
+        following = 0
+        try:
+            while following < len(items):
+                while idle and todo:
+                    worker, index = idle.pop(0), todo.popleft()
+                    future = asyncio.wrap_future(worker.explain.remote(items[index], seed).future())
+                    running[future] = (worker, index)
+                if not running:
+                    raise ConfigError("every Ray worker died: see the Ray logs (ray status, /tmp/ray/session_latest)")
+                finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for future in finished:
+                    worker, index = running.pop(future)
+                    try:
+                        raw, entries = future.result()
+                    except self.ray.exceptions.RayActorError:
+                        idle.extend(await self._replace(worker, index, todo))
+                        continue
+                    done[index] = await self._accept(raw, entries)
+                    idle.append(worker)
+                while following in done:
+                    yield done.pop(following)
+                    following += 1
+        finally:
+            for future in running:
+                future.cancel()
+
+    async def _accept(self, raw: str, entries: list[tuple[MemoryEntry, np.ndarray]]) -> Explanation:
+        if entries and self._holder is not None:
+            await self._holder.add.remote(entries)
+        exp = Explanation.from_json(raw)
+        self.stats.explained += 1
+        self.stats.memory_hits += bool(exp.meta.memory_hit)
+        return exp
+
+    async def _replace(self, worker: Any, index: int, todo: deque[int]) -> list[Any]:
+        """A worker died: release its calls in flight, give its input back, start another."""
+        self.stats.workers_lost += 1
+        self.stats.inputs_redone += 1
+        todo.appendleft(index)
+        await self._ledger.release_owner.remote(self._owner_of.pop(worker))
+        self._pool.remove(worker)
+        if self.max_replacements <= 0:
+            return []
+        self.max_replacements -= 1
+        fresh = self._new_worker()
+        await fresh.attach.remote(self._ledger, self._holder)
+        self._pool.append(fresh)
+        return [fresh]
+
+
+def _on_this_node(ray: ModuleType) -> Any:
+    """Schedule on the coordinator's machine: the journal and the memory are files here."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+
+
+async def explain_distributed(
+    texts: Iterable[Any], make_explainer: Callable[[], AnchorsExplainer], *, workers: int = 2, **options: Any
+) -> AsyncIterator[Explanation]:
+    """Explain ``texts`` on ``workers`` Ray workers, yielding explanations in input
+    order; ``options`` are `RayRun`'s (caps, journal, memory_dir, address)."""
+    async with RayRun(make_explainer, workers=workers, **options) as run:
+        async for exp in run.explain_stream(texts):
+            yield exp

@@ -1,0 +1,13 @@
+"""One explanation run across processes and machines, on Ray (``pip install 'llm-anchors[ray]'``).
+
+>>> from llm_anchors.distributed import RayRun, explain_distributed
+>>> async for exp in explain_distributed(texts, make_explainer, workers=4, max_queries=100_000):
+...     print(exp)
+
+Every worker runs ``make_explainer()``; they share one budget (a ledger
+actor: the cap holds for the whole run) and, for MAnchors, one memory.
+"""
+
+from ._distributed import RayRun, RunStats, SharedBudget, SharedMemory, explain_distributed
+
+__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed"]

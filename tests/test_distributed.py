@@ -1,0 +1,149 @@
+"""One run over Ray workers: the explanations of one process, one cap, one memory, lost workers."""
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import sys
+import time
+from decimal import Decimal
+from functools import partial
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'llm-anchors[ray]'")
+
+from llm_anchors import (  # noqa: E402
+    AnchorsExplainer,
+    BudgetExceeded,
+    ConfigError,
+    FunctionClassifier,
+    MAnchorsExplainer,
+    RetryPolicy,
+)
+from llm_anchors.core import Charge  # noqa: E402
+from llm_anchors.distributed import RayRun  # noqa: E402
+from tests import test_budget  # noqa: E402
+from tests.fault_server import FaultServer  # noqa: E402
+from tests.test_budget import SENTENCES, priced, sentiment  # noqa: E402
+
+for _module in (sys.modules[__name__], test_budget):  # the workers need not import the tests
+    ray.cloudpickle.register_pickle_by_value(_module)
+
+POSITIVE = {"good", "great", "fine", "love"}
+TEXTS = [
+    f"a {w} film with {v} acting and a {u} plot"
+    for w in ("good", "bad", "dull", "great")
+    for v in ("fine", "poor", "wooden")
+    for u in ("love", "thin")
+]
+
+
+def keywords(texts, delay=0.0):
+    time.sleep(delay)
+    return ["pos" if set(t.split()) & POSITIVE else "neg" for t in texts]
+
+
+def anchors(delay=0.0):
+    return AnchorsExplainer(FunctionClassifier(partial(keywords, delay=delay), name="kw"), seed=0, batch_size=25)
+
+
+def hosted(url):
+    """A priced LLM behind a faulty server, retried fast."""
+    retry = RetryPolicy(max_attempts=8, initial_wait=0.001, max_wait=0.005, jitter=0.002)
+    return AnchorsExplainer(priced(url), on_budget="return", retry=retry, max_concurrency=4)
+
+
+def manchors():
+    return MAnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+async def one_process(make, texts):
+    async with make() as explainer:
+        return [e async for e in explainer.explain_stream(texts)]
+
+
+async def test_two_workers_give_the_explanations_of_one_process_and_one_ledger_counts_them(local_ray):
+    async with RayRun(anchors, workers=2) as run:
+        spread = [e async for e in run.explain_stream(TEXTS)]
+        report = await asyncio.to_thread(run.report)
+    alone = await one_process(anchors, TEXTS)
+    assert [e.data for e in spread] == [e.data for e in alone]  # same inputs, same seeds: same anchors
+    assert run.stats.explained == len(TEXTS) and run.stats.workers_lost == 0
+    assert report.settled.queries == sum(e.meta.queries for e in spread) and report.reserved == Charge()
+
+
+async def test_a_worker_killed_mid_stream_loses_no_input_and_reports_none_twice(local_ray):
+    make = partial(anchors, delay=0.02)  # slow enough to be killed inside an input
+    async with RayRun(make, workers=2, max_queries=100_000) as run:
+        pids = await asyncio.to_thread(run.worker_pids)
+        spread = []
+        async for exp in run.explain_stream(TEXTS):
+            spread.append(exp)
+            if len(spread) == 3:
+                os.kill(pids[0], signal.SIGKILL)
+        report = await asyncio.to_thread(run.report)
+    alone = await one_process(anchors, TEXTS)
+    assert [e.data for e in spread] == [e.data for e in alone]
+    assert (run.stats.workers_lost, run.stats.inputs_redone, run.stats.explained) == (1, 1, len(TEXTS))
+    assert report.reserved == Charge()  # the dead worker's calls in flight are released
+    assert report.settled.queries >= sum(e.meta.queries for e in spread)  # what it settled before dying stays
+
+
+@pytest.mark.integration
+async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ray):
+    """50 seeded runs: three workers, one ledger, a server that fails, hangs and answers late."""
+    async with FaultServer(answer=sentiment, fail_rate=0.1, latency=(0.0, 0.004), hang_s=0.7) as server:
+        bound = 0
+        async with RayRun(partial(hosted, server.base_url), workers=3) as run:
+            for seed in range(50):
+                rng = random.Random(seed)
+                server.rng = random.Random(seed)
+                caps = {
+                    "max_usd": Decimal(rng.randint(1, 15)) / Decimal(10**6),
+                    "max_queries": rng.randint(5, 60),
+                    "max_tokens": rng.randint(100, 1000),
+                }
+                await run.set_budget(**caps)
+                texts = [rng.choice(SENTENCES) for _ in range(4)]
+                with contextlib.suppress(BudgetExceeded):  # refused an input's first query
+                    [e async for e in run.explain_stream(texts, seed=seed)]
+                report = await asyncio.to_thread(run.report)
+                bound += report.refused > 0
+                spent = report.settled
+                assert spent.usd <= caps["max_usd"] and spent.queries <= caps["max_queries"], seed
+                assert spent.tokens <= caps["max_tokens"], seed
+                assert report.reserved == Charge() and report.over_reservation == 0, seed
+    assert bound >= 25  # the caps really bound, in half the runs at least
+
+
+@pytest.mark.integration
+async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray, tmp_path):
+    async with RayRun(manchors, workers=1) as run:
+        single = [e async for e in run.explain_stream(TEXTS)]
+    alone = await one_process(manchors, TEXTS)
+    assert [(e.data, e.meta.memory_hit) for e in single] == [(e.data, e.meta.memory_hit) for e in alone]
+
+    async with RayRun(manchors, workers=2, memory_dir=tmp_path / "memory") as run:
+        spread = [e async for e in run.explain_stream(TEXTS)]
+        stored = await asyncio.to_thread(run.memory_size)
+    hits = sum(bool(e.meta.memory_hit) for e in spread)
+    assert hits >= sum(bool(e.meta.memory_hit) for e in alone) - 2  # each worker sees what the other learnt
+    assert 0 < stored <= len(TEXTS)  # at most one entry per input, a lost worker's none
+    reloaded = manchors()
+    reloaded.load(tmp_path / "memory")
+    assert len(reloaded.memory) == stored
+
+
+def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ConfigError, match=r"pip install 'llm-anchors\[ray\]'"):
+        RayRun(anchors)
