@@ -404,6 +404,11 @@ class RayRun:
         """The process ids of the live workers (to watch them, or to kill one in a test)."""
         return [int(pid) for pid in self.ray.get([w.pid.remote() for w in self._pool])]
 
+    async def save_memory(self) -> None:
+        """Save the memory to ``memory_dir`` now (atomically), as `close` does at the end."""
+        if self._holder is not None and self.memory_dir is not None:
+            await self._holder.save.remote(self.memory_dir)
+
     def memory_size(self) -> int:
         return int(self.ray.get(self._holder.size.remote())) if self._holder is not None else 0
 

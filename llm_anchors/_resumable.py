@@ -202,7 +202,7 @@ async def explain_resumable(
             if manchors is not None:
                 entries = manchors.memory.entries[remembered:]
                 remembered = len(manchors.memory)
-            results.append(_record(index, texts[index], exp, entries))
+            results.append(record_of(index, texts[index], exp, entries))
             report.done_now += 1
             report.memory_hits += bool(exp.meta.memory_hit)
             report.elapsed_s = time.perf_counter() - started
@@ -226,7 +226,8 @@ async def explain_resumable(
     return report
 
 
-def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry]) -> dict[str, Any]:
+def record_of(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry]) -> dict[str, Any]:
+    """The results file's line for one finished input."""
     return {
         "index": index,
         "input_sha256": input_hash(text),

@@ -6,15 +6,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from ._budget import Budget
 from ._cache import QueryCache
-from ._exceptions import ConfigError, LLMAnchorsError
+from ._exceptions import BudgetExceeded, ConfigError, LLMAnchorsError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._inputs import read_inputs
@@ -23,7 +24,7 @@ from ._manchors import MAnchorsExplainer
 from ._pricing import load_prices
 from ._progress import Progress, RunProgress
 from ._report import write_report
-from ._resumable import ResultsFile, RunReport, explain_resumable
+from ._resumable import ResultsFile, RunReport, explain_resumable, record_of
 from ._retry import RetryPolicy
 from ._text import TextInstance
 
@@ -89,6 +90,16 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--no-memory", action="store_true", help="plain Anchors: no memory")
     run.add_argument("--max-usd-per-text", default=None, help="spend cap of each explanation in USD")
     run.add_argument("--inputs-at-once", type=int, default=1, help="inputs explained at once (MAnchors: 1 is exact)")
+    run.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="spread the run over Ray workers sharing the cap and the memory: a cluster's address "
+        "(auto, ray://host:10001), or none to start Ray here (pip install 'llm-anchors[ray]')",
+    )
+    run.add_argument("--workers", type=int, default=2, help="--ray: explainers running at once (default 2)")
     report = sub.add_parser(
         "report",
         help="a run's results as one self-contained HTML page",
@@ -194,6 +205,8 @@ async def _run_async(
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, _stop, task, number, stopped_by)
     journal = f"{out}.budget.jsonl"
+    if args.ray is not None:
+        return await _run_on_ray(args, texts, results)
     with (
         Budget(max_usd=args.max_usd, max_queries=args.max_queries, journal=journal) as run_budget,
         _backend(args) as (base_urls, model),
@@ -223,6 +236,58 @@ def _report(args: argparse.Namespace) -> int:
     out = write_report(args.results, args.out, baseline=args.baseline, title=args.title)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): open it in a browser", file=sys.stderr)
     return 0
+
+
+async def _run_on_ray(args: argparse.Namespace, texts: list[str], results: ResultsFile) -> RunReport:
+    """`llm-anchors run --ray`: the same run, its inputs spread over Ray workers."""
+    from ._distributed import RayRun, import_ray
+
+    import_ray()
+    if args.max_usd_per_text is not None:
+        raise ConfigError("--max-usd-per-text is not supported with --ray yet: cap the run with --max-usd")
+    out = Path(args.out)
+    todo = results.todo(texts)
+    report = RunReport(len(texts), len(results.records))
+    memory = None if args.no_memory else (args.memory or f"{out}.memory")
+    with _backend(args) as (base_urls, model):
+        make = functools.partial(_ray_explainer, args, base_urls, model)
+        address = None if args.ray == "local" else args.ray
+        options = {"max_usd": args.max_usd, "max_queries": args.max_queries, "journal": f"{out}.budget.jsonl"}
+        async with RayRun(make, workers=args.workers, memory_dir=memory, address=address, **options) as run:
+            budget = run.budget
+            assert budget is not None
+            with RunProgress(len(texts), len(results.records), spent=lambda: budget.settled) as bar:
+                try:
+                    async for position, exp in _enumerate(run.explain_stream(texts[i] for i in todo)):
+                        index = todo[position]
+                        if exp.meta.budget_exhausted and run.report().refused:
+                            report.stopped = "budget"
+                            break
+                        results.append(record_of(index, texts[index], exp, []))
+                        report.done_now += 1
+                        report.memory_hits += bool(exp.meta.memory_hit)
+                        bar.update(index, exp)
+                        if report.done_now % 10 == 0:
+                            await run.save_memory()
+                except BudgetExceeded:
+                    report.stopped = "budget"
+            report.spent = budget.settled
+    return report
+
+
+def _ray_explainer(args: argparse.Namespace, base_urls: list[str], model: str) -> AnchorsExplainer:
+    """A worker's explainer (built in the worker: its own connections and cache handle)."""
+    clf = _classifier(args, base_urls, model)
+    kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
+    cache = QueryCache(f"{Path(args.out).resolve()}.cache.sqlite")  # one file, shared by this machine's workers
+    return kind(clf, **_settings(args), on_budget="return", cache=cache)
+
+
+async def _enumerate(stream: AsyncIterator[Explanation]) -> AsyncIterator[tuple[int, Explanation]]:
+    position = 0
+    async for item in stream:
+        yield position, item
+        position += 1
 
 
 def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) -> None:

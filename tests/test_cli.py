@@ -108,3 +108,27 @@ def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
     (tmp_path / "in.txt").write_text("another film\n")
     assert main(args) == 2 and "not this input" in capsys.readouterr().err
     assert json.loads((tmp_path / "out.jsonl").read_text())["index"] == 0  # kept
+
+
+@pytest.mark.integration
+def test_run_on_ray_workers_explains_every_input_once_against_the_real_llm(llama_url, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'llm-anchors[ray]'")
+    (tmp_path / "reviews.txt").write_text("".join(r + "\n" for r in REVIEWS[:3]))
+    out = tmp_path / "results.jsonl"
+    command = [sys.executable, "-m", "llm_anchors.cli", "run", str(tmp_path / "reviews.txt"), "--out", str(out),
+               "--base-url", llama_url, "--no-memory", "--ray", "--workers", "2", "--max-queries", "20000"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["index"] for r in lines) == [0, 1, 2]
+    spent = sum(r["explanation"]["meta"]["queries"] for r in lines)
+    assert f"{spent:,} queries in all" in done.stderr  # one ledger counted every worker's calls
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "all 3 inputs are explained already" in again.stderr
