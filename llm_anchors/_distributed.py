@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
@@ -59,43 +60,62 @@ class Ledger:
 
     def __init__(self, caps: dict[str, Any], journal: str | None) -> None:
         self.budget = Budget(**caps, journal=journal)
-        self.owners: dict[int, tuple[str, Reservation]] = {}
+        self.owners: dict[int, tuple[str, Reservation, str]] = {}  # id: (worker, reservation, token)
         self.released: set[int] = set()
+        self.by_token: dict[str, int] = {}
+        self.received: dict[str, int] = {}  # settlements and releases each sender's view has sent
 
-    def reserve(self, charge: Charge, owner: str) -> tuple[int, str, str]:
-        """(reservation id, "") or (0, why it was refused); with the cap passed so far."""
+    def reserve(self, charge: Charge, owner: str, token: str) -> tuple[int, str, str]:
+        """(reservation id, "") or (0, why it was refused); with the cap passed so far.
+        ``token`` names the request, so that a caller cancelled before the answer can release it."""
         try:
             reservation = self.budget.reserve(charge)
         except BudgetExceeded as exc:
             return 0, str(exc), self.budget.passed
-        self.owners[reservation.id] = (owner, reservation)
+        self.owners[reservation.id] = (owner, reservation, token)
+        self.by_token[token] = reservation.id
         return reservation.id, "", self.budget.passed
 
-    def settle(self, rid: int, actual: Charge) -> None:
+    def release_token(self, token: str, sender: str) -> None:
+        """Release what ``reserve`` granted a caller that stopped waiting for the answer."""
+        self._count(sender)
+        if (rid := self.by_token.get(token)) is not None:
+            self.release(rid, "")
+
+    def settle(self, rid: int, actual: Charge, sender: str) -> None:
+        self._count(sender)
         if rid in self.released:  # its worker was declared dead before this arrived: the call was billed
             self.released.discard(rid)
             self.budget.settle(self.budget._hold(actual, None), actual)  # counted even past the cap
             return
-        _, reservation = self.owners.pop(rid)
+        _, reservation, token = self.owners.pop(rid)
+        del self.by_token[token]
         self.budget.settle(reservation, actual)
 
-    def release(self, rid: int) -> None:
+    def release(self, rid: int, sender: str) -> None:
+        self._count(sender)
         if (held := self.owners.pop(rid, None)) is not None:
+            del self.by_token[held[2]]
             self.budget.release(held[1])
 
     def release_owner(self, owner: str) -> int:
         """Release the reservations of a dead worker's calls in flight; how many."""
-        lost = [rid for rid, (who, _) in self.owners.items() if who == owner]
+        lost = [rid for rid, (who, _, _) in self.owners.items() if who == owner]
         for rid in lost:
-            self.release(rid)
+            self.release(rid, "")
             self.released.add(rid)
         return len(lost)
 
     def report(self) -> BudgetReport:
         return self.budget.report()
 
-    def flush(self) -> None:
-        """Nothing: a worker's call that returns once the ledger ran all it sent before."""
+    def _count(self, sender: str) -> None:
+        if sender:
+            self.received[sender] = self.received.get(sender, 0) + 1
+
+    def received_from(self, sender: str) -> int:
+        """How many settlements and releases a sender's messages the ledger has applied."""
+        return self.received.get(sender, 0)
 
     def close(self) -> None:
         self.budget.close()
@@ -105,25 +125,40 @@ class SharedBudget(Budget):
     """A worker's (or the coordinator's) view of the run's ledger actor.
 
     `areserve` asks the ledger before a call is sent (the engine awaits it);
-    `settle` and `release` are sent without waiting (a ledger's calls run in
-    the order one worker sends them); `settled`, `report` ask the ledger.
+    `settle` and `release` are sent without waiting (and counted, applied in
+    whatever order they arrive in; `flush` waits until the ledger applied them);
+    `settled`, `report` ask the ledger.
     """
 
     def __init__(self, ledger: Any, owner: str) -> None:
         super().__init__()
         self.ledger, self.owner = ledger, owner
         self._seen_passed = ""
+        self._requests = 0
+        self._sent = 0  # settlements and releases sent, without waiting
+        self._sender = f"{owner}/{id(self)}"
 
     def __repr__(self) -> str:
         return f"SharedBudget(owner={self.owner!r})"
 
     async def areserve(self, charge: Charge) -> Reservation:
-        rid, refused, self._seen_passed = await self.ledger.reserve.remote(charge, self.owner)
+        token = self._token()
+        try:
+            rid, refused, self._seen_passed = await self.ledger.reserve.remote(charge, self.owner, token)
+        except asyncio.CancelledError:  # the ledger may grant it all the same: let it release it then
+            self._sent += 1
+            self.ledger.release_token.remote(token, self._sender)
+            raise
         return self._reservation(rid, refused, charge)
 
     def reserve(self, charge: Charge) -> Reservation:
-        rid, refused, self._seen_passed = import_ray().get(self.ledger.reserve.remote(charge, self.owner))
+        answer = import_ray().get(self.ledger.reserve.remote(charge, self.owner, self._token()))
+        rid, refused, self._seen_passed = answer
         return self._reservation(rid, refused, charge)
+
+    def _token(self) -> str:
+        self._requests += 1
+        return f"{self.owner}/{id(self)}/{self._requests}"
 
     def _reservation(self, rid: int, refused: str, charge: Charge) -> Reservation:
         if refused:
@@ -131,10 +166,20 @@ class SharedBudget(Budget):
         return Reservation(rid, charge)
 
     def settle(self, reservation: Reservation, actual: Charge) -> None:
-        self.ledger.settle.remote(reservation.id, actual)
+        self._sent += 1
+        self.ledger.settle.remote(reservation.id, actual, self._sender)
 
     def release(self, reservation: Reservation) -> None:
-        self.ledger.release.remote(reservation.id)
+        self._sent += 1
+        self.ledger.release.remote(reservation.id, self._sender)
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Return once the ledger has applied every settlement and release sent so far."""
+        ray, deadline = import_ray(), time.monotonic() + timeout
+        while ray.get(self.ledger.received_from.remote(self._sender)) < self._sent:
+            if time.monotonic() > deadline:
+                raise ConfigError(f"the run's ledger did not apply {self.owner}'s settlements in {timeout:.0f}s")
+            time.sleep(0.002)
 
     @property
     def passed(self) -> str:
@@ -247,14 +292,28 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
+    def cpu_s(self) -> float:
+        """CPU seconds this worker's process used so far (all its threads)."""
+        return time.process_time()
+
     def explain(self, text: Any, seed: int | None) -> tuple[str, list[tuple[MemoryEntry, np.ndarray]]]:
         """The explanation (JSON) and the memory entries it would store."""
         try:
             exp = self.explainer.explain_sync(text, seed=seed)
         finally:  # its settlements (sent without waiting) are in the ledger before the answer is
+            self.explainer._sync.run(_quiet())  # requests an ended explanation left in flight settle first
             if isinstance(budget := self.explainer.engine.budget, SharedBudget):
-                import_ray().get(budget.ledger.flush.remote())
+                budget.flush()
         return exp.to_json(), self.view.take_added() if self.view is not None else []
+
+
+async def _quiet(timeout: float = 30.0) -> None:
+    """Wait until the loop runs nothing else: the requests an ended explanation (its cap
+    reached) left in flight, and any they start, settle or release their reservations first."""
+    loop, me = asyncio.get_running_loop(), asyncio.current_task()
+    deadline = loop.time() + timeout
+    while (others := [t for t in asyncio.all_tasks() if t is not me]) and loop.time() < deadline:
+        await asyncio.wait(others, timeout=deadline - loop.time())
 
 
 # -- the coordinator -------------------------------------------------------------------------------
@@ -408,6 +467,10 @@ class RayRun:
         """Save the memory to ``memory_dir`` now (atomically), as `close` does at the end."""
         if self._holder is not None and self.memory_dir is not None:
             await self._holder.save.remote(self.memory_dir)
+
+    def worker_cpu_s(self) -> float:
+        """CPU seconds the live workers used so far, summed (a benchmark's cost per query)."""
+        return float(sum(self.ray.get([w.cpu_s.remote() for w in self._pool])))
 
     def memory_size(self) -> int:
         return int(self.ray.get(self._holder.size.remote())) if self._holder is not None else 0
