@@ -1,0 +1,229 @@
+"""Scale-out on Ray: throughput by workers, and where the server, not the explainer, limits.
+
+    python -m benchmarks.scale --part rf                 # CPU-bound: the text RF in each worker
+    python -m benchmarks.scale --part llm --base-url URL # against one llama-server
+    python -m benchmarks.scale --part sim                # a fake server of fixed latency and capacity
+    python -m benchmarks.scale --part memory             # MAnchors' hits and samples by workers
+
+Plain Anchors, RT-Polarity sentences in the seeded order (seed 42), at most
+``--max-words`` words. ``rf`` and ``llm``: explanations/s and queries/s in
+one process (no Ray) and on 1 and 2 Ray workers. ``sim``: a server on
+127.0.0.1 that answers after ``--latency`` seconds, at most ``--capacity``
+requests at a time, computing nothing: queries/s as workers grow, until the
+server's capacity (capacity × request size / latency) is the limit; with the
+workers' CPU seconds per query. ``memory``: MAnchors (defaults, the text RF)
+in one process and on 1, 2 and 4 workers sharing one memory: memory hits and
+samples against plain Anchors on the same stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import logging
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+
+from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer
+from llm_anchors.datasets import load_rt_polarity, shuffled
+from llm_anchors.distributed import RayRun
+
+from ._common import write_json
+
+REQUEST_SIZE = 8
+
+
+def stream(n: int, max_words: int, data: str | None) -> list[str]:
+    texts, _ = load_rt_polarity(data)
+    return [texts[i] for i in shuffled(len(texts), 42) if len(texts[i].split()) <= max_words][:n]
+
+
+# -- the explainers (built inside each worker) -------------------------------------------------
+
+
+def rf_explainer(model: Any, kind: str = "anchors") -> AnchorsExplainer:
+    clf = FunctionClassifier(lambda texts: list(model.predict(texts)), name="text-rf")
+    explainer_type = MAnchorsExplainer if kind == "manchors" else AnchorsExplainer
+    return explainer_type(clf, seed=0, batch_size=100)
+
+
+def llm_explainer(url: str, model: str) -> AnchorsExplainer:
+    from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+    from adapters.openai_compat import OpenAICompatibleBackend
+
+    backend = OpenAICompatibleBackend(url, model, max_request_size=REQUEST_SIZE)
+    return AnchorsExplainer(LLMClassifier(backend, DEFAULT_PROMPT, list(DEFAULT_LABELS)), seed=0, max_concurrency=8)
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+async def in_process(make: Any, texts: list[str]) -> dict[str, Any]:
+    async with make() as explainer:
+        cpu, started = time.process_time(), time.perf_counter()
+        found = [e async for e in explainer.explain_stream(texts)]
+        return _row("1 process", found, time.perf_counter() - started, time.process_time() - cpu)
+
+
+async def on_ray(make: Any, texts: list[str], workers: int) -> dict[str, Any]:
+    async with RayRun(make, workers=workers) as run:
+        cpu = await asyncio.to_thread(run.worker_cpu_s)
+        started = time.perf_counter()
+        found = [e async for e in run.explain_stream(texts)]
+        elapsed = time.perf_counter() - started
+        used = await asyncio.to_thread(run.worker_cpu_s) - cpu
+    return _row(f"{workers} Ray worker{'s' if workers > 1 else ''}", found, elapsed, used)
+
+
+def _row(name: str, found: list[Any], elapsed: float, cpu: float) -> dict[str, Any]:
+    queries = sum(e.meta.queries for e in found)
+    return {
+        "run": name,
+        "explanations": len(found),
+        "seconds": elapsed,
+        "explanations_per_s": len(found) / elapsed,
+        "queries": queries,
+        "queries_per_s": queries / elapsed,
+        "samples": sum(e.meta.samples for e in found),
+        "memory_hits": sum(bool(e.meta.memory_hit) for e in found),
+        "explainer_cpu_ms_per_query": 1000 * cpu / max(queries, 1),
+    }
+
+
+# -- the fixed-latency server --------------------------------------------------------------------
+
+
+class SlowServer:
+    """Answers every prompt 'positive' or 'negative' (a keyword rule) after ``latency`` s,
+    ``capacity`` requests at a time; computes nothing else."""
+
+    def __init__(self, latency: float, capacity: int) -> None:
+        self.latency, self.gate = latency, asyncio.Semaphore(capacity)
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def __aenter__(self) -> SlowServer:
+        app = web.Application()
+        app.router.add_post("/v1/completions", self._complete)
+        app.router.add_post("/tokenize", self._tokenize)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _complete(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        async with self.gate:
+            await asyncio.sleep(self.latency)
+        choices = []
+        for i, prompt in enumerate(prompts):
+            word = " positive" if " good" in prompt.rsplit("Review:", 1)[-1] else " negative"
+            top = [{"token": word, "logprob": -0.1}]
+            content = [{"token": word, "logprob": -0.1, "top_logprobs": top}]
+            choices.append({"index": i, "text": word, "logprobs": {"content": content}})
+        return web.json_response({"choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        return web.json_response({"tokens": list(range(len(body["content"].split()) + 1))})
+
+
+# -- the parts -------------------------------------------------------------------------------------
+
+
+async def part_rf(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ._models import train_text_rf
+
+    model, _, _ = train_text_rf(data=args.data)
+    texts = stream(args.n, args.max_words, args.data)
+    make = functools.partial(rf_explainer, model)
+    return [await in_process(make, texts), *[await on_ray(make, texts, w) for w in (1, 2)]]
+
+
+async def part_llm(args: argparse.Namespace) -> list[dict[str, Any]]:
+    texts = stream(args.n, args.max_words, args.data)
+    make = functools.partial(llm_explainer, args.base_url, args.model)
+    return [await in_process(make, texts), *[await on_ray(make, texts, w) for w in (1, 2)]]
+
+
+async def part_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
+    texts = stream(args.n, args.max_words, args.data)
+    rows = []
+    async with SlowServer(args.latency, args.capacity) as server:
+        make = functools.partial(llm_explainer, server.url, "sim")
+        for workers in args.workers:
+            row = await on_ray(make, texts, workers)
+            row["server_limit_queries_per_s"] = args.capacity * REQUEST_SIZE / args.latency
+            rows.append(row)
+            print(_line(row), flush=True)
+    return rows
+
+
+async def part_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ._models import train_text_rf
+
+    model, _, _ = train_text_rf(data=args.data)
+    texts = stream(args.n, args.max_words, args.data)
+    plain = await in_process(functools.partial(rf_explainer, model), texts)
+    plain["run"] = "Anchors, 1 process"
+    make = functools.partial(rf_explainer, model, "manchors")
+    rows = [plain, {**await in_process(make, texts), "run": "MAnchors, 1 process"}]
+    for workers in (1, 2, 4):
+        rows.append({**await on_ray(make, texts, workers), "run": f"MAnchors, {workers} Ray workers"})
+    for row in rows:
+        row["sampling_reduction"] = 1 - row["samples"] / plain["samples"]
+    return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    return (
+        f"| {row['run']} | {row['explanations_per_s']:.2f} | {row['queries_per_s']:,.0f} | "
+        f"{row['explainer_cpu_ms_per_query']:.2f} | {row['memory_hits']} | {row['samples']:,} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=["rf", "llm", "sim", "memory"], required=True)
+    parser.add_argument("--n", type=int, default=40, help="sentences explained")
+    parser.add_argument("--max-words", type=int, default=12)
+    parser.add_argument("--base-url", default=None, help="--part llm: the server (default: start the local LLM)")
+    parser.add_argument("--model", default="gemma")
+    parser.add_argument("--latency", type=float, default=0.05, help="--part sim: seconds per request")
+    parser.add_argument("--capacity", type=int, default=16, help="--part sim: requests served at once")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8], help="--part sim")
+    parser.add_argument("--data", default=None)
+    args = parser.parse_args(argv)
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]  # workers need not import benchmarks/
+    ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    if args.part == "llm" and args.base_url is None:
+        from adapters.llamacpp import LlamaServer
+
+        with LlamaServer() as server:
+            args.base_url = server.base_url
+            rows = asyncio.run(part_llm(args))
+    else:
+        rows = asyncio.run({"rf": part_rf, "llm": part_llm, "sim": part_sim, "memory": part_memory}[args.part](args))
+    print("| run | explanations/s | queries/s | explainer CPU ms/query | memory hits | samples |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        print(_line(row))
+    suffix = f"_latency{args.latency}_capacity{args.capacity}" if args.part == "sim" else ""
+    path = write_json(f"scale_{args.part}_n{args.n}{suffix}", {"args": vars(args), "rows": rows})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
