@@ -17,10 +17,16 @@ import numpy as np
 
 from llm_anchors import AnchorsExplainer, MAnchorsExplainer
 from llm_anchors.core import PRICES, RunProgress
+from llm_anchors.datasets import shuffled
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY = ("fresh_precision", "coverage", "length")
 TAU = 0.95  # the benchmarks' precision threshold (the explainers' default)
+
+
+def short_order(texts: Sequence[str], seed: int, max_words: int) -> list[int]:
+    """The indices of ``texts`` in the seeded order, keeping texts of at most ``max_words`` words."""
+    return [int(i) for i in shuffled(len(texts), seed) if len(texts[i].split()) <= max_words]
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:

@@ -24,9 +24,9 @@ import aiohttp
 from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
 from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import AnchorsExplainer, LLMClassifier
-from llm_anchors.datasets import load_rt_polarity, shuffled
+from llm_anchors.datasets import load_rt_polarity
 
-from ._common import RESULTS, ROW_METRICS, explain_rows, summarize, table, write_json
+from ._common import RESULTS, ROW_METRICS, explain_rows, short_order, summarize, table, write_json
 
 
 async def raw_load(base_url: str, model: str, prompts: Sequence[str], per_request: int, concurrency: int) -> float:
@@ -57,7 +57,7 @@ def server_url(base_url: str | None) -> Iterator[str]:
 
 async def run(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     texts, _ = load_rt_polarity(args.data)
-    order = [int(i) for i in shuffled(len(texts), args.shuffle_seed) if len(texts[i].split()) <= args.max_words]
+    order = short_order(texts, args.shuffle_seed, args.max_words)
     order = order[: args.n]
     backend = OpenAICompatibleBackend(base_url, args.model, max_request_size=args.per_request)
     clf = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)

@@ -29,17 +29,18 @@ from typing import Any
 from aiohttp import web
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer
-from llm_anchors.datasets import load_rt_polarity, shuffled
+from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.distributed import RayRun
 
-from ._common import write_json
+from ._common import short_order, write_json
+from .baseline_llm import server_url
 
 REQUEST_SIZE = 8
 
 
 def stream(n: int, max_words: int, data: str | None) -> list[str]:
     texts, _ = load_rt_polarity(data)
-    return [texts[i] for i in shuffled(len(texts), 42) if len(texts[i].split()) <= max_words][:n]
+    return [texts[i] for i in short_order(texts, 42, max_words)[:n]]
 
 
 # -- the explainers (built inside each worker) -------------------------------------------------
@@ -208,14 +209,11 @@ def main(argv: list[str] | None = None) -> None:
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]  # workers need not import benchmarks/
     ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-    if args.part == "llm" and args.base_url is None:
-        from adapters.llamacpp import LlamaServer
-
-        with LlamaServer() as server:
-            args.base_url = server.base_url
+    if args.part == "llm":
+        with server_url(args.base_url) as args.base_url:
             rows = asyncio.run(part_llm(args))
     else:
-        rows = asyncio.run({"rf": part_rf, "llm": part_llm, "sim": part_sim, "memory": part_memory}[args.part](args))
+        rows = asyncio.run({"rf": part_rf, "sim": part_sim, "memory": part_memory}[args.part](args))
     print("| run | explanations/s | queries/s | explainer CPU ms/query | memory hits | samples |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:

@@ -37,7 +37,7 @@ import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
 from llm_anchors.core import PRICES, BaseClassifier, Batch, Classifier, SentenceEmbedder
-from llm_anchors.datasets import load_rt_polarity, shuffled
+from llm_anchors.datasets import load_rt_polarity
 
 from ._common import (
     FIDELITY,
@@ -47,6 +47,7 @@ from ._common import (
     explain_rows,
     plots,
     search_settings,
+    short_order,
     stage_markdown,
     tau_sim,
     write_json,
@@ -132,13 +133,10 @@ def stream_order(texts: list[str], args: argparse.Namespace, held_out: int) -> l
     ``--max-words`` words, or with ``--tuning`` those the first ``held_out`` of it leave
     out, in the order of seed 7."""
 
-    def order(seed: int) -> list[int]:
-        return [int(i) for i in shuffled(len(texts), seed) if len(texts[i].split()) <= args.max_words]
-
     if not args.tuning:
-        return order(args.shuffle_seed)[: args.n]
-    reported = set(order(args.shuffle_seed)[:held_out])
-    return [i for i in order(TUNING_SEED) if i not in reported][: args.n]
+        return short_order(texts, args.shuffle_seed, args.max_words)[: args.n]
+    reported = set(short_order(texts, args.shuffle_seed, args.max_words)[:held_out])
+    return [i for i in short_order(texts, TUNING_SEED, args.max_words) if i not in reported][: args.n]
 
 
 async def run_anchors(

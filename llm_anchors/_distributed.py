@@ -22,7 +22,7 @@ import asyncio
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -37,8 +37,9 @@ from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, RuleMemory
+from ._resumable import ResultsFile, RunReport, record_stream
 
-__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed"]
+__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed", "explain_resumable_on_ray"]
 
 RAY_MISSING = "explaining on Ray needs ray: pip install 'llm-anchors[ray]'"
 
@@ -114,7 +115,7 @@ class Ledger:
             self.received[sender] = self.received.get(sender, 0) + 1
 
     def received_from(self, sender: str) -> int:
-        """How many settlements and releases a sender's messages the ledger has applied."""
+        """How many of a sender's settlements and releases the ledger has applied."""
         return self.received.get(sender, 0)
 
     def close(self) -> None:
@@ -279,15 +280,14 @@ class Worker:
             return None
         return e.features.dim, e.features.identity, e.classifier.identity
 
-    def attach(self, ledger: Any, holder: Any) -> int:
-        """Take the run's ledger as the budget and its memory; returns the worker's pid."""
+    def attach(self, ledger: Any, holder: Any) -> None:
+        """Take the run's ledger as the budget and its memory."""
         if ledger is not None:
             self.explainer.engine.budget = SharedBudget(ledger, self.owner)
         identity = self.memory_identity()
         if holder is not None and identity is not None and isinstance(self.explainer, MAnchorsExplainer):
             self.view = SharedMemory(holder, *identity)
             self.explainer._memory = self.view
-        return os.getpid()
 
     def pid(self) -> int:
         return os.getpid()
@@ -312,7 +312,10 @@ async def _quiet(timeout: float = 30.0) -> None:
     reached) left in flight, and any they start, settle or release their reservations first."""
     loop, me = asyncio.get_running_loop(), asyncio.current_task()
     deadline = loop.time() + timeout
-    while (others := [t for t in asyncio.all_tasks() if t is not me]) and loop.time() < deadline:
+    while loop.time() < deadline:
+        await asyncio.sleep(0)  # callbacks of what just ended run first, and may start more
+        if not (others := [t for t in asyncio.all_tasks() if t is not me]):
+            return
         await asyncio.wait(others, timeout=deadline - loop.time())
 
 
@@ -480,9 +483,11 @@ class RayRun:
 
         A worker that dies (its process killed, its machine lost) is replaced
         and its input given to the next free worker; an input is never
-        yielded twice. Leaving the loop early (an error, a ``break``) waits
-        for the inputs in flight to end on their workers and drops them, so
-        their spend is in the ledger when the loop is left.
+        yielded twice. Ending early (an input's error, or ``aclose()`` after
+        a ``break``, as ``contextlib.aclosing`` does) waits for the inputs in
+        flight to end on their workers and drops them, so their spend is in
+        the ledger when it returns; cancelling (Ctrl-C) does not wait:
+        closing the run stops the workers.
         """
         items = list(texts)
         todo: deque[int] = deque(range(len(items)))
@@ -511,9 +516,21 @@ class RayRun:
                 while following in done:
                     yield done.pop(following)
                     following += 1
+        except asyncio.CancelledError:  # torn down (Ctrl-C): closing the run stops the workers
+            running.clear()
+            raise
         finally:
-            for future in running:
-                future.cancel()
+            await self._drain(running)
+
+    async def _drain(self, running: dict[asyncio.Future[Any], tuple[Any, int]]) -> None:
+        """Wait for the inputs still on workers when the stream is left early (an error,
+        a cap, a ``break``) and drop them, so that their spend is in the ledger."""
+        if not running:
+            return
+        await asyncio.wait(running)
+        for future, (worker, _) in running.items():
+            if isinstance(future.exception(), self.ray.exceptions.RayActorError):
+                await self._ledger.release_owner.remote(self._owner_of.get(worker, ""))
 
     async def _accept(self, raw: str, entries: list[tuple[MemoryEntry, np.ndarray]]) -> Explanation:
         if entries and self._holder is not None:
@@ -544,6 +561,26 @@ def _on_this_node(ray: ModuleType) -> Any:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+
+
+async def explain_resumable_on_ray(
+    run: RayRun,
+    texts: Sequence[Any],
+    results: ResultsFile,
+    *,
+    save_every: int = 10,
+    on_result: Callable[[int, Explanation, RunReport], None] | None = None,
+) -> RunReport:
+    """`explain_resumable` over a started `RayRun`: the inputs ``results`` lacks, recorded
+    as they finish; the run's ledger caps it, its memory is saved every ``save_every`` inputs."""
+    todo = results.todo(texts)
+    report = RunReport(len(texts), len(results.records))
+    stream = run.explain_stream(texts[i] for i in todo)
+    await record_stream(
+        stream, texts, todo, results, report, run_budget=run.budget, save=run.save_memory,
+        save_every=save_every, on_result=on_result,
+    )  # fmt: skip
+    return report
 
 
 async def explain_distributed(

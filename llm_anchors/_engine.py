@@ -154,7 +154,14 @@ class QueryEngine:
             async with self._semaphore:
                 return (await self._call(chunk, stats)).labels
 
-        return [label for labels in await asyncio.gather(*map(send, self._chunks(texts))) for label in labels]
+        # Every call ends before this returns or raises: none goes on spending after its explanation ended.
+        outcomes = await asyncio.gather(*map(send, self._chunks(texts)), return_exceptions=True)
+        labels: list[Label] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            labels.extend(outcome)
+        return labels
 
     def _chunks(self, texts: Sequence[str]) -> list[list[str]]:
         step = self._call_size

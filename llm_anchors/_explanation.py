@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from typing import Any
@@ -195,14 +196,18 @@ class Explanation:
             f"{m.samples} samples, {m.queries} queries, ${m.cost.usd_settled}, {m.wall_time_s:.2f}s{flag}"
         )
 
-    def _repr_html_(self) -> str:
+    def marked_html(self, wrap: Callable[[str], str]) -> str:
+        """HTML of the input with its anchor's words passed through ``wrap`` (given
+        escaped text); for rows and images, the anchor's rule."""
         d = self.data
         sampler = self.meta.params.get("sampler") or {}
         if sampler.get("kind", "text") == "text":  # the sentence, anchor words marked
-            parsed = TextInstance.parse(d.query)
-            sentence = parsed.mark(d.positions, lambda w: f"<mark><b>{w}</b></mark>", html.escape)
-        else:  # tabular or image features: the rule
-            sentence = " AND ".join(f"<mark><b>{html.escape(w)}</b></mark>" for w in d.anchor) or "(empty rule)"
+            return TextInstance.parse(d.query).mark(d.positions, wrap, html.escape)
+        return " AND ".join(wrap(html.escape(w)) for w in d.anchor) or "(empty rule)"  # features: the rule
+
+    def _repr_html_(self) -> str:
+        d = self.data
+        sentence = self.marked_html(lambda w: f"<mark><b>{w}</b></mark>")
         return (
             f"<div><p>{sentence}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
             f"precision {d.precision:.2f} · coverage {d.coverage:.2f}</p></div>"

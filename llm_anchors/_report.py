@@ -24,7 +24,6 @@ from typing import Any
 
 from ._explanation import Explanation
 from ._resumable import read_results
-from ._text import TextInstance
 from ._version import __version__
 
 __all__ = ["ReportRow", "report_html", "write_report"]
@@ -307,7 +306,7 @@ def _row(r: ReportRow) -> str:
     }
     attrs = " ".join(f'data-{k}="{v}"' for k, v in keys.items())
     return (
-        f"<tr {attrs}><td class=num>{r.index}</td><td class=text>{_marked(r.explanation)}{flags}</td>"
+        f"<tr {attrs}><td class=num>{r.index}</td><td class=text>{r.explanation.marked_html(_mark)}{flags}</td>"
         f"<td>{_e(r.label)}</td><td class=num>{d.precision:.3f} <span class=muted>[{low:.2f}, {high:.2f}]</span></td>"
         f"<td class=num>{d.coverage:.3f}</td><td class=num>{m.queries:,}</td>"
         f"<td class=num>{_usd(m.cost.usd_settled)}</td>"
@@ -315,12 +314,8 @@ def _row(r: ReportRow) -> str:
     )
 
 
-def _marked(exp: Explanation) -> str:
-    d = exp.data
-    sampler = exp.meta.params.get("sampler") or {}
-    if sampler.get("kind", "text") == "text":
-        return TextInstance.parse(d.query).mark(d.positions, lambda w: f"<mark>{w}</mark>", _e)
-    return " AND ".join(f"<mark>{_e(w)}</mark>" for w in d.anchor) or "(empty rule)"
+def _mark(word: str) -> str:
+    return f"<mark>{word}</mark>"
 
 
 # -- small helpers ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import hashlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -30,7 +30,7 @@ from ._explanation import Explanation
 from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, entry_from_dict
 
-__all__ = ["ResultsFile", "RunReport", "explain_resumable", "input_hash", "read_results"]
+__all__ = ["ResultsFile", "RunReport", "explain_resumable", "input_hash", "read_results", "record_stream"]
 
 
 def input_hash(text: Any) -> str:
@@ -180,17 +180,60 @@ async def explain_resumable(
     todo = results.todo(texts)
     report = RunReport(len(texts), len(results.records))
     manchors = explainer if isinstance(explainer, MAnchorsExplainer) else None
-    if manchors is not None and memory_dir is not None:  # before any work, not at the first save
-        require_stable_identity(manchors.classifier, f"a memory saved to {memory_dir}")
-    if manchors is not None and memory_dir is not None:
-        await asyncio.to_thread(_restore_memory, manchors, Path(memory_dir), results)
+    saving = manchors if memory_dir is not None else None
+    if saving is not None and memory_dir is not None:  # checked before any work, not at the first save
+        require_stable_identity(saving.classifier, f"a memory saved to {memory_dir}")
+        await asyncio.to_thread(_restore_memory, saving, Path(memory_dir), results)
+    remembered = len(manchors.memory) if manchors is not None else 0
+
+    def new_entries() -> list[MemoryEntry]:
+        nonlocal remembered
+        if manchors is None:
+            return []
+        entries, remembered = manchors.memory.entries[remembered:], len(manchors.memory)
+        return entries
+
+    async def save() -> None:
+        if saving is not None and memory_dir is not None:
+            await asyncio.to_thread(saving.save, memory_dir)
+
+    stream = explainer.explain_stream(
+        (texts[i] for i in todo), concurrent_inputs=concurrent_inputs, budget_per_input=budget_per_input
+    )
+    try:
+        await record_stream(
+            stream, texts, todo, results, report, run_budget=run_budget, new_entries=new_entries,
+            save=save, save_every=save_every, on_result=on_result,
+        )  # fmt: skip
+    finally:
+        if saving is not None and memory_dir is not None:
+            saving.save(memory_dir)
+    return report
+
+
+async def record_stream(
+    stream: AsyncIterator[Explanation],
+    texts: Sequence[Any],
+    todo: Sequence[int],
+    results: ResultsFile,
+    report: RunReport,
+    *,
+    run_budget: Budget | None = None,
+    new_entries: Callable[[], list[MemoryEntry]] = list,
+    save: Callable[[], Awaitable[None]] | None = None,
+    save_every: int = 10,
+    on_result: Callable[[int, Explanation, RunReport], None] | None = None,
+) -> None:
+    """Append each explanation of ``stream`` (of the inputs ``todo`` of ``texts``, in
+    order) to ``results``, with the memory entries ``new_entries`` says it stored,
+    counting it in ``report``; ``save`` the memory every ``save_every`` inputs.
+
+    When ``run_budget`` refused a call, the explanation it cut short is not
+    recorded and the run stops with ``report.stopped = "budget"``.
+    """
     refused_before = run_budget.report().refused if run_budget is not None else 0
     started = time.perf_counter()
-    remembered = len(manchors.memory) if manchors is not None else 0
     try:
-        stream = explainer.explain_stream(
-            (texts[i] for i in todo), concurrent_inputs=concurrent_inputs, budget_per_input=budget_per_input
-        )
         position = 0
         async for exp in stream:
             index = todo[position]
@@ -198,18 +241,14 @@ async def explain_resumable(
             if exp.meta.budget_exhausted and run_budget is not None and run_budget.report().refused > refused_before:
                 report.stopped = "budget"
                 break
-            entries: list[MemoryEntry] = []
-            if manchors is not None:
-                entries = manchors.memory.entries[remembered:]
-                remembered = len(manchors.memory)
-            results.append(record_of(index, texts[index], exp, entries))
+            results.append(_record(index, texts[index], exp, new_entries()))
             report.done_now += 1
             report.memory_hits += bool(exp.meta.memory_hit)
             report.elapsed_s = time.perf_counter() - started
             if on_result is not None:
                 on_result(index, exp, report)
-            if manchors is not None and memory_dir is not None and report.done_now % save_every == 0:
-                await asyncio.to_thread(manchors.save, memory_dir)
+            if save is not None and report.done_now % save_every == 0:
+                await save()
     except BudgetExceeded:  # refused before the input had a label (its first query): no rule to return
         if run_budget is None or run_budget.report().refused == refused_before:
             raise
@@ -218,15 +257,14 @@ async def explain_resumable(
         report.stopped = "interrupted"
         raise
     finally:
+        if (aclose := getattr(stream, "aclose", None)) is not None:
+            await aclose()  # the inputs it still explains end first, so their spend is counted
         report.elapsed_s = time.perf_counter() - started
         if run_budget is not None:
             report.spent = run_budget.settled
-        if manchors is not None and memory_dir is not None:
-            manchors.save(memory_dir)
-    return report
 
 
-def record_of(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry]) -> dict[str, Any]:
+def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry]) -> dict[str, Any]:
     """The results file's line for one finished input."""
     return {
         "index": index,

@@ -9,13 +9,13 @@ import contextlib
 import functools
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from ._budget import Budget
 from ._cache import QueryCache
-from ._exceptions import BudgetExceeded, ConfigError, LLMAnchorsError
+from ._exceptions import ConfigError, LLMAnchorsError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._inputs import read_inputs
@@ -24,7 +24,7 @@ from ._manchors import MAnchorsExplainer
 from ._pricing import load_prices
 from ._progress import Progress, RunProgress
 from ._report import write_report
-from ._resumable import ResultsFile, RunReport, explain_resumable, record_of
+from ._resumable import ResultsFile, RunReport, explain_resumable
 from ._retry import RetryPolicy
 from ._text import TextInstance
 
@@ -206,7 +206,7 @@ async def _run_async(
         loop.add_signal_handler(number, _stop, task, number, stopped_by)
     journal = f"{out}.budget.jsonl"
     if args.ray is not None:
-        return await _run_on_ray(args, texts, results)
+        return await _run_on_ray(args, texts, results, journal)
     with (
         Budget(max_usd=args.max_usd, max_queries=args.max_queries, journal=journal) as run_budget,
         _backend(args) as (base_urls, model),
@@ -238,41 +238,23 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_on_ray(args: argparse.Namespace, texts: list[str], results: ResultsFile) -> RunReport:
+async def _run_on_ray(args: argparse.Namespace, texts: list[str], results: ResultsFile, journal: str) -> RunReport:
     """`llm-anchors run --ray`: the same run, its inputs spread over Ray workers."""
-    from ._distributed import RayRun, import_ray
+    from ._distributed import RayRun, explain_resumable_on_ray, import_ray
 
     import_ray()
     if args.max_usd_per_text is not None:
         raise ConfigError("--max-usd-per-text is not supported with --ray yet: cap the run with --max-usd")
-    out = Path(args.out)
-    todo = results.todo(texts)
-    report = RunReport(len(texts), len(results.records))
-    memory = None if args.no_memory else (args.memory or f"{out}.memory")
+    memory = None if args.no_memory else (args.memory or f"{args.out}.memory")
+    address = None if args.ray == "local" else args.ray
+    caps = {"max_usd": args.max_usd, "max_queries": args.max_queries, "journal": journal}
     with _backend(args) as (base_urls, model):
         make = functools.partial(_ray_explainer, args, base_urls, model)
-        address = None if args.ray == "local" else args.ray
-        options = {"max_usd": args.max_usd, "max_queries": args.max_queries, "journal": f"{out}.budget.jsonl"}
-        async with RayRun(make, workers=args.workers, memory_dir=memory, address=address, **options) as run:
+        async with RayRun(make, workers=args.workers, memory_dir=memory, address=address, **caps) as run:
             budget = run.budget
             assert budget is not None
             with RunProgress(len(texts), len(results.records), spent=lambda: budget.settled) as bar:
-                try:
-                    async for position, exp in _enumerate(run.explain_stream(texts[i] for i in todo)):
-                        index = todo[position]
-                        if exp.meta.budget_exhausted and run.report().refused:
-                            report.stopped = "budget"
-                            break
-                        results.append(record_of(index, texts[index], exp, []))
-                        report.done_now += 1
-                        report.memory_hits += bool(exp.meta.memory_hit)
-                        bar.update(index, exp)
-                        if report.done_now % 10 == 0:
-                            await run.save_memory()
-                except BudgetExceeded:
-                    report.stopped = "budget"
-            report.spent = budget.settled
-    return report
+                return await explain_resumable_on_ray(run, texts, results, on_result=bar.update)
 
 
 def _ray_explainer(args: argparse.Namespace, base_urls: list[str], model: str) -> AnchorsExplainer:
@@ -281,13 +263,6 @@ def _ray_explainer(args: argparse.Namespace, base_urls: list[str], model: str) -
     kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
     cache = QueryCache(f"{Path(args.out).resolve()}.cache.sqlite")  # one file, shared by this machine's workers
     return kind(clf, **_settings(args), on_budget="return", cache=cache)
-
-
-async def _enumerate(stream: AsyncIterator[Explanation]) -> AsyncIterator[tuple[int, Explanation]]:
-    position = 0
-    async for item in stream:
-        yield position, item
-        position += 1
 
 
 def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) -> None:

@@ -8,6 +8,13 @@ Every worker runs ``make_explainer()``; they share one budget (a ledger
 actor: the cap holds for the whole run) and, for MAnchors, one memory.
 """
 
-from ._distributed import RayRun, RunStats, SharedBudget, SharedMemory, explain_distributed
+from ._distributed import (
+    RayRun,
+    RunStats,
+    SharedBudget,
+    SharedMemory,
+    explain_distributed,
+    explain_resumable_on_ray,
+)
 
-__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed"]
+__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed", "explain_resumable_on_ray"]

@@ -98,6 +98,26 @@ async def test_a_worker_killed_mid_stream_loses_no_input_and_reports_none_twice(
     assert report.settled.queries >= sum(e.meta.queries for e in spread)  # what it settled before dying stays
 
 
+def breaking(texts, delay=0.05):
+    """Slow keywords that fail on any text saying "boom"."""
+    if any("boom" in t.split() for t in texts):
+        raise ValueError("boom")
+    return keywords(texts, delay)
+
+
+async def test_a_failed_input_ends_the_stream_only_once_the_inputs_in_flight_have_settled(local_ray):
+    make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, batch_size=25)  # noqa: E731
+    async with RayRun(make, workers=2, max_queries=100_000) as run:
+        seen = []
+        with pytest.raises(Exception, match="boom"):
+            async for exp in run.explain_stream([TEXTS[0], "boom goes the film"]):
+                seen.append(exp)
+        report = await asyncio.to_thread(run.report)
+    assert seen == []  # the input explained beside the failure is dropped, not yielded
+    assert report.reserved == Charge()  # its calls ended before the error reached the caller
+    assert report.settled.queries > 1  # and their spend is in the ledger
+
+
 @pytest.mark.integration
 async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ray):
     """50 seeded runs: three workers, one ledger, a server that fails, hangs and answers late."""
