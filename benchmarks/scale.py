@@ -13,7 +13,8 @@ requests at a time, computing nothing: queries/s as workers grow, until the
 server's capacity (capacity × request size / latency) is the limit; with the
 workers' CPU seconds per query. ``memory``: MAnchors (defaults, the text RF)
 in one process and on 1, 2 and 4 workers sharing one memory: memory hits and
-samples against plain Anchors on the same stream.
+samples against plain Anchors on the same stream, with the memory one actor or
+a replica in each worker.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ async def in_process(make: Any, texts: list[str]) -> dict[str, Any]:
         return _row("1 process", found, time.perf_counter() - started, time.process_time() - cpu)
 
 
-async def on_ray(make: Any, texts: list[str], workers: int) -> dict[str, Any]:
-    async with RayRun(make, workers=workers) as run:
+async def on_ray(make: Any, texts: list[str], workers: int, **options: Any) -> dict[str, Any]:
+    async with RayRun(make, workers=workers, **options) as run:
         cpu = await asyncio.to_thread(run.worker_cpu_s)
         started = time.perf_counter()
         found = [e async for e in run.explain_stream(texts)]
@@ -179,10 +180,15 @@ async def part_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
     plain["run"] = "Anchors, 1 process"
     make = functools.partial(rf_explainer, model, "manchors")
     rows = [plain, {**await in_process(make, texts), "run": "MAnchors, 1 process"}]
-    for workers in (1, 2, 4):
-        rows.append({**await on_ray(make, texts, workers), "run": f"MAnchors, {workers} Ray workers"})
+    print(_line(rows[0]), _line(rows[1]), sep="\n", flush=True)
+    for memory in args.memory:
+        for workers in (1, 2, 4):
+            row = await on_ray(make, texts, workers, memory=memory)
+            rows.append({**row, "run": f"MAnchors, {workers} Ray worker{'s' if workers > 1 else ''}, {memory}"})
+            print(_line(rows[-1]), flush=True)
     for row in rows:
         row["sampling_reduction"] = 1 - row["samples"] / plain["samples"]
+        row["query_reduction"] = 1 - row["queries"] / plain["queries"]
     return rows
 
 
@@ -203,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="--part sim: seconds per request")
     parser.add_argument("--capacity", type=int, default=16, help="--part sim: requests served at once")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8], help="--part sim")
+    parser.add_argument("--memory", nargs="+", default=["actor", "replicas"], help="--part memory: shared how")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
     import ray
@@ -218,6 +225,14 @@ def main(argv: list[str] | None = None) -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         print(_line(row))
+    if args.part == "memory":
+        print("\n| run | memory hits | samples | sampling reduction | queries | query reduction |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for row in rows:
+            print(
+                f"| {row['run']} | {row['memory_hits']}/{row['explanations']} | {row['samples']:,} | "
+                f"{row['sampling_reduction']:.1%} | {row['queries']:,} | {row['query_reduction']:.1%} |"
+            )
     suffix = f"_latency{args.latency}_capacity{args.capacity}" if args.part == "sim" else ""
     path = write_json(f"scale_{args.part}_n{args.n}{suffix}", {"args": vars(args), "rows": rows})
     print(f"wrote {path}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, RuleMemory
-from ._resumable import ResultsFile, RunReport, record_stream
+from ._resumable import ResultsFile, RunReport, missing_entries, record_stream
 
 __all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed", "explain_resumable_on_ray"]
 
@@ -199,17 +199,21 @@ class SharedBudget(Budget):
         return report
 
 
-# -- the memory: one actor, a view in each worker ------------------------------------------------
+# -- the memory: one actor and a view of it in each worker, or a replica in each ---------------
+
+
+def memory_at(dim: int, embedder_id: str, scope: str, directory: str | None) -> RuleMemory:
+    """The memory saved in ``directory``, or an empty one."""
+    if directory is not None and (Path(directory) / "CURRENT").exists():
+        return RuleMemory.load(directory, embedder_id=embedder_id, dim=dim, scope=scope)
+    return RuleMemory(dim, embedder_id, scope)
 
 
 class MemoryHolder:
     """The run's `RuleMemory`, inside a Ray actor (loaded from ``directory`` if saved there)."""
 
     def __init__(self, dim: int, embedder_id: str, scope: str, directory: str | None) -> None:
-        if directory is not None and (Path(directory) / "CURRENT").exists():
-            self.memory = RuleMemory.load(directory, embedder_id=embedder_id, dim=dim, scope=scope)
-        else:
-            self.memory = RuleMemory(dim, embedder_id, scope)
+        self.memory = memory_at(dim, embedder_id, scope, directory)
 
     def neighbours(self, vector: np.ndarray, label: Any, k: int) -> list[tuple[MemoryEntry, float]]:
         return self.memory.neighbours(vector, label=label, k=k)
@@ -225,29 +229,44 @@ class MemoryHolder:
     def size(self) -> int:
         return len(self.memory)
 
+    def entries(self) -> list[MemoryEntry]:
+        return self.memory.entries
+
     def save(self, directory: str) -> None:
         self.memory.save(directory)
 
 
-class SharedMemory(RuleMemory):
-    """A worker's view of the memory actor: lookups go there; additions wait for
-    the coordinator (`take_added`), which adds them when it accepts the explanation."""
+Entries = list[tuple[MemoryEntry, np.ndarray]]
 
-    def __init__(self, holder: Any, dim: int, embedder_id: str, scope: str) -> None:  # no local index
-        self.holder, self.dim, self.embedder_id, self.scope = holder, dim, embedder_id, scope
-        self.entries = []
-        self._added: list[tuple[MemoryEntry, np.ndarray]] = []
 
-    def __len__(self) -> int:
-        size: int = import_ray().get(self.holder.size.remote())
-        return size
+class _Deferred(RuleMemory):
+    """Additions wait for the coordinator (`take_added`), which adds them for the
+    whole run when it accepts the explanation that stored them."""
+
+    _added: Entries
 
     def add(self, entry: MemoryEntry, vector: np.ndarray) -> None:
         self._added.append((entry, np.asarray(vector, dtype=np.float32)))
 
-    def take_added(self) -> list[tuple[MemoryEntry, np.ndarray]]:
+    def take_added(self) -> Entries:
         added, self._added = self._added, []
         return added
+
+    def apply(self, entries: Entries) -> None:
+        """Add entries the run accepted (a replica's pull); nothing for a view of the actor."""
+
+
+class SharedMemory(_Deferred):
+    """A worker's view of the memory actor: lookups go there."""
+
+    def __init__(self, holder: Any, dim: int, embedder_id: str, scope: str) -> None:  # no local index
+        self.holder, self.dim, self.embedder_id, self.scope = holder, dim, embedder_id, scope
+        self.entries = []
+        self._added = []
+
+    def __len__(self) -> int:
+        size: int = import_ray().get(self.holder.size.remote())
+        return size
 
     def neighbours(self, vector: np.ndarray, *, label: Any, k: int) -> list[tuple[MemoryEntry, float]]:
         found: list[tuple[MemoryEntry, float]] = import_ray().get(self.holder.neighbours.remote(vector, label, k))
@@ -262,6 +281,19 @@ class SharedMemory(RuleMemory):
         return Path(directory)
 
 
+class ReplicaMemory(_Deferred):
+    """A worker's own copy of the run's memory: lookups are local; the entries the
+    run accepted since this worker's last input come with its next input (`apply`)."""
+
+    def __init__(self, dim: int, embedder_id: str, scope: str) -> None:
+        super().__init__(dim, embedder_id, scope)
+        self._added = []
+
+    def apply(self, entries: Entries) -> None:
+        for entry, vector in entries:
+            RuleMemory.add(self, entry, vector)
+
+
 # -- a worker ----------------------------------------------------------------------------------
 
 
@@ -271,7 +303,8 @@ class Worker:
     def __init__(self, make_explainer: Callable[[], AnchorsExplainer], owner: str) -> None:
         self.explainer = make_explainer()
         self.owner = owner
-        self.view: SharedMemory | None = None
+        self.view: _Deferred | None = None
+        self.max_usd_per_input: Decimal | None = None
 
     def memory_identity(self) -> tuple[int, str, str] | None:
         """A MAnchors explainer's memory (dims, embedder, model); None for plain Anchors."""
@@ -280,26 +313,41 @@ class Worker:
             return None
         return e.features.dim, e.features.identity, e.classifier.identity
 
-    def attach(self, ledger: Any, holder: Any) -> None:
-        """Take the run's ledger as the budget and its memory."""
-        if ledger is not None:
-            self.explainer.engine.budget = SharedBudget(ledger, self.owner)
+    def attach_budget(self, ledger: Any, max_usd_per_input: Decimal | None = None) -> None:
+        """Take the run's ledger as the budget (each input capped at ``max_usd_per_input`` too)."""
+        self.explainer.engine.budget = SharedBudget(ledger, self.owner)
+        self.max_usd_per_input = max_usd_per_input
+
+    def attach_memory(self, holder: Any) -> None:
+        """Use the memory actor ``holder``, or, given None, a replica of the run's memory."""
         identity = self.memory_identity()
-        if holder is not None and identity is not None and isinstance(self.explainer, MAnchorsExplainer):
-            self.view = SharedMemory(holder, *identity)
+        if identity is not None and isinstance(self.explainer, MAnchorsExplainer):
+            self.view = SharedMemory(holder, *identity) if holder is not None else ReplicaMemory(*identity)
             self.explainer._memory = self.view
 
     def pid(self) -> int:
         return os.getpid()
 
+    def embed(self, entries: list[MemoryEntry]) -> np.ndarray:
+        """The sentence vectors of entries' inputs (to put back entries a results file recorded)."""
+        e = self.explainer
+        assert isinstance(e, MAnchorsExplainer)
+        return e.features.embed([e.sampler.features(entry.query) for entry in entries])
+
     def cpu_s(self) -> float:
         """CPU seconds this worker's process used so far (all its threads)."""
         return time.process_time()
 
-    def explain(self, text: Any, seed: int | None) -> tuple[str, list[tuple[MemoryEntry, np.ndarray]]]:
-        """The explanation (JSON) and the memory entries it would store."""
+    def explain(self, text: Any, seed: int | None, accepted: Entries) -> tuple[str, Entries]:
+        """The explanation (JSON) and the memory entries it would store, once the
+        entries the run ``accepted`` since this worker's last input are in its replica."""
+        if self.view is not None:
+            self.view.apply(accepted)
+        per_input = None
+        if self.max_usd_per_input is not None:
+            per_input = Budget(max_usd=self.max_usd_per_input, parent=self.explainer.engine.budget)
         try:
-            exp = self.explainer.explain_sync(text, seed=seed)
+            exp = self.explainer.explain_sync(text, seed=seed, budget=per_input)
         finally:  # its settlements (sent without waiting) are in the ledger before the answer is
             self.explainer._sync.run(_quiet())  # requests an ended explanation left in flight settle first
             if isinstance(budget := self.explainer.engine.budget, SharedBudget):
@@ -350,6 +398,11 @@ class RayRun:
     ``max_replacements``: workers started in place of dead ones before the
     run goes on with fewer (default: ``workers``). The ledger and the
     memory live on this machine (their files are here).
+    ``max_usd_per_input``: each explanation's own cap, within the run's.
+    ``memory``: MAnchors' shared memory is one ``"actor"`` (each lookup a
+    call to it) or ``"replicas"`` (each worker a copy, looked up locally;
+    the entries the run accepted since a worker's last input come with its
+    next). Either way an input sees every entry accepted before it started.
     """
 
     def __init__(
@@ -365,10 +418,16 @@ class RayRun:
         address: str | None = None,
         max_replacements: int | None = None,
         ray_init: dict[str, Any] | None = None,
+        max_usd_per_input: float | int | str | Decimal | None = None,
+        memory: Literal["actor", "replicas"] = "actor",
     ) -> None:
         if not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
+        if memory not in ("actor", "replicas"):
+            raise ConfigError(f"memory must be 'actor' or 'replicas', got {memory!r}")
         Budget(max_usd, max_tokens, max_queries)  # bad caps fail here, not in an actor
+        self.max_usd_per_input = Budget(max_usd=max_usd_per_input).max_usd
+        self.memory = memory
         self.ray = import_ray()
         self.make_explainer = make_explainer
         self.workers = workers
@@ -386,6 +445,10 @@ class RayRun:
         self._pool: list[Any] = []
         self._count = 0
         self._owner_of: dict[Any, str] = {}
+        self._copy: RuleMemory | None = None  # with replicas: the run's memory, saved from here
+        self._log: Entries = []  # with replicas: every entry, in the order accepted
+        self._synced: dict[Any, int] = {}  # with replicas: how much of the log each worker has
+        self.last_stored: list[MemoryEntry] = []  # the memory entries of the explanation last yielded
 
     async def __aenter__(self) -> RayRun:
         await asyncio.to_thread(self._start)
@@ -403,11 +466,21 @@ class RayRun:
         here = _on_this_node(ray)
         self._new_ledger()
         self._pool = [self._new_worker() for _ in range(self.workers)]
-        identity = ray.get(self._pool[0].memory_identity.remote())  # the others load their models meanwhile
-        if identity is not None:
+        identity: tuple[int, str, str] | None = ray.get(self._pool[0].memory_identity.remote())  # others load meanwhile
+        if identity is not None and self.memory == "actor":
             holder = ray.remote(MemoryHolder).options(num_cpus=0, scheduling_strategy=here)
             self._holder = holder.remote(*identity, self.memory_dir)
-        ray.get([w.attach.remote(self._ledger, self._holder) for w in self._pool])  # all up before any input
+        elif identity is not None:
+            self._copy = memory_at(*identity, self.memory_dir)
+            self._log = list(zip(self._copy.entries, self._copy.vectors, strict=True))
+        ray.get([call for w in self._pool for call in self._attach(w)])  # all up before any input
+
+    def _attach(self, worker: Any) -> list[Any]:
+        """Give ``worker`` the run's ledger and memory."""
+        return [
+            worker.attach_budget.remote(self._ledger, self.max_usd_per_input),
+            worker.attach_memory.remote(self._holder),
+        ]
 
     def _new_ledger(self) -> None:
         ledger = self.ray.remote(Ledger).options(num_cpus=0, scheduling_strategy=_on_this_node(self.ray))
@@ -429,7 +502,7 @@ class RayRun:
         self.caps = {"max_usd": max_usd, "max_tokens": max_tokens, "max_queries": max_queries}
         self.journal = str(journal) if journal is not None else None
         self._new_ledger()
-        await asyncio.gather(*(w.attach.remote(self._ledger, self._holder) for w in self._pool))
+        await asyncio.gather(*(w.attach_budget.remote(self._ledger, self.max_usd_per_input) for w in self._pool))
         await old.close.remote()
         self.ray.kill(old)
 
@@ -444,8 +517,10 @@ class RayRun:
         """Save the memory (if ``memory_dir``), close the journal, stop the actors (and Ray, if started here)."""
         ray = self.ray
         try:
-            if self._holder is not None and self.memory_dir is not None:
+            if self.memory_dir is not None and self._holder is not None:
                 ray.get(self._holder.save.remote(self.memory_dir))
+            elif self.memory_dir is not None and self._copy is not None:
+                self._copy.save(self.memory_dir)
             if self._ledger is not None:
                 ray.get(self._ledger.close.remote())
         finally:
@@ -468,15 +543,20 @@ class RayRun:
 
     async def save_memory(self) -> None:
         """Save the memory to ``memory_dir`` now (atomically), as `close` does at the end."""
-        if self._holder is not None and self.memory_dir is not None:
+        if self.memory_dir is not None and self._holder is not None:
             await self._holder.save.remote(self.memory_dir)
+        elif self.memory_dir is not None and self._copy is not None:
+            await asyncio.to_thread(self._copy.save, self.memory_dir)
 
     def worker_cpu_s(self) -> float:
         """CPU seconds the live workers used so far, summed (a benchmark's cost per query)."""
         return float(sum(self.ray.get([w.cpu_s.remote() for w in self._pool])))
 
     def memory_size(self) -> int:
-        return int(self.ray.get(self._holder.size.remote())) if self._holder is not None else 0
+        """Entries in the run's memory (0 for plain Anchors)."""
+        if self._holder is not None:
+            return int(self.ray.get(self._holder.size.remote()))
+        return len(self._copy) if self._copy is not None else 0
 
     async def explain_stream(self, texts: Iterable[Any], *, seed: int | None = None) -> AsyncIterator[Explanation]:
         """Explain ``texts`` over the workers, yielding explanations in input order.
@@ -491,7 +571,7 @@ class RayRun:
         """
         items = list(texts)
         todo: deque[int] = deque(range(len(items)))
-        done: dict[int, Explanation] = {}
+        done: dict[int, tuple[Explanation, list[MemoryEntry]]] = {}
         running: dict[asyncio.Future[Any], tuple[Any, int]] = {}
         idle = list(self._pool)
         following = 0
@@ -499,7 +579,8 @@ class RayRun:
             while following < len(items):
                 while idle and todo:
                     worker, index = idle.pop(0), todo.popleft()
-                    future = asyncio.wrap_future(worker.explain.remote(items[index], seed).future())
+                    call = worker.explain.remote(items[index], seed, self._pull(worker))
+                    future = asyncio.wrap_future(call.future())
                     running[future] = (worker, index)
                 if not running:
                     raise ConfigError("every Ray worker died: see the Ray logs (ray status, /tmp/ray/session_latest)")
@@ -511,10 +592,11 @@ class RayRun:
                     except self.ray.exceptions.RayActorError:
                         idle.extend(await self._replace(worker, index, todo))
                         continue
-                    done[index] = await self._accept(raw, entries)
+                    done[index] = await self._accept(raw, entries), [entry for entry, _ in entries]
                     idle.append(worker)
                 while following in done:
-                    yield done.pop(following)
+                    exp, self.last_stored = done.pop(following)
+                    yield exp
                     following += 1
         except asyncio.CancelledError:  # torn down (Ctrl-C): closing the run stops the workers
             running.clear()
@@ -532,9 +614,37 @@ class RayRun:
             if isinstance(future.exception(), self.ray.exceptions.RayActorError):
                 await self._ledger.release_owner.remote(self._owner_of.get(worker, ""))
 
-    async def _accept(self, raw: str, entries: list[tuple[MemoryEntry, np.ndarray]]) -> Explanation:
+    async def _store(self, entries: Entries) -> None:
+        """Add entries to the run's memory (the actor, or the coordinator's copy and log)."""
         if entries and self._holder is not None:
             await self._holder.add.remote(entries)
+        elif entries and self._copy is not None:
+            for entry, vector in entries:
+                self._copy.add(entry, vector)
+            self._log.extend(entries)
+
+    async def remember(self, results: ResultsFile) -> int:
+        """Put back the memory entries ``results`` recorded after the memory's last
+        save (a run killed between saves); how many."""
+        if self._holder is not None:
+            known: list[MemoryEntry] = await self._holder.entries.remote()
+        elif self._copy is not None:
+            known = self._copy.entries
+        else:
+            return 0
+        if not (missing := missing_entries(results, known)):
+            return 0
+        vectors = await self._pool[0].embed.remote(missing)
+        await self._store(list(zip(missing, vectors, strict=True)))
+        return len(missing)
+
+    def _pull(self, worker: Any) -> Entries:
+        """The entries the run accepted since ``worker``'s last input (none but with replicas)."""
+        start, self._synced[worker] = self._synced.get(worker, 0), len(self._log)
+        return self._log[start:]
+
+    async def _accept(self, raw: str, entries: Entries) -> Explanation:
+        await self._store(entries)
         exp = Explanation.from_json(raw)
         self.stats.explained += 1
         self.stats.memory_hits += bool(exp.meta.memory_hit)
@@ -547,11 +657,12 @@ class RayRun:
         todo.appendleft(index)
         await self._ledger.release_owner.remote(self._owner_of.pop(worker))
         self._pool.remove(worker)
+        self._synced.pop(worker, None)
         if self.max_replacements <= 0:
             return []
         self.max_replacements -= 1
         fresh = self._new_worker()
-        await fresh.attach.remote(self._ledger, self._holder)
+        await asyncio.gather(*self._attach(fresh))
         self._pool.append(fresh)
         return [fresh]
 
@@ -575,10 +686,11 @@ async def explain_resumable_on_ray(
     as they finish; the run's ledger caps it, its memory is saved every ``save_every`` inputs."""
     todo = results.todo(texts)
     report = RunReport(len(texts), len(results.records))
+    await run.remember(results)
     stream = run.explain_stream(texts[i] for i in todo)
     await record_stream(
-        stream, texts, todo, results, report, run_budget=run.budget, save=run.save_memory,
-        save_every=save_every, on_result=on_result,
+        stream, texts, todo, results, report, run_budget=run.budget, new_entries=lambda: run.last_stored,
+        save=run.save_memory, save_every=save_every, on_result=on_result,
     )  # fmt: skip
     return report
 

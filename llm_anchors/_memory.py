@@ -95,6 +95,11 @@ class RuleMemory:
     def __len__(self) -> int:
         return len(self.entries)
 
+    @property
+    def vectors(self) -> np.ndarray:
+        """The entries' sentence vectors, one row each, in order."""
+        return self._vectors
+
     def _new_index(self, capacity: int) -> Any:
         index = self._hnswlib.Index(space="cosine", dim=self.dim)
         index.init_index(max_elements=capacity, ef_construction=200, M=self._m, random_seed=0)

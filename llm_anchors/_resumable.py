@@ -30,7 +30,9 @@ from ._explanation import Explanation
 from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, entry_from_dict
 
-__all__ = ["ResultsFile", "RunReport", "explain_resumable", "input_hash", "read_results", "record_stream"]
+__all__ = [
+    "ResultsFile", "RunReport", "explain_resumable", "input_hash", "missing_entries", "read_results", "record_stream",
+]  # fmt: skip
 
 
 def input_hash(text: Any) -> str:
@@ -274,15 +276,20 @@ def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry])
     }
 
 
+def missing_entries(results: ResultsFile, known: Sequence[MemoryEntry]) -> list[MemoryEntry]:
+    """The memory entries ``results`` records that are not in ``known`` (stored after
+    the memory's last save), in the order stored."""
+    have = {(e.query, e.rule_positions) for e in known}
+    recorded = [entry_from_dict(raw) for record in results.records.values() for raw in record.get("memory_entries", ())]
+    return [e for e in recorded if (e.query, e.rule_positions) not in have]
+
+
 def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: ResultsFile) -> None:
     """Load the saved memory and put back the entries recorded after its last save, in the
     order the results file holds them (the order they were stored)."""
     if (directory / "CURRENT").exists():
         explainer.load(directory)
-    known = {(e.query, e.rule_positions) for e in explainer.memory.entries}
-    missing = [entry_from_dict(raw) for record in results.records.values() for raw in record.get("memory_entries", ())]
-    missing = [e for e in missing if (e.query, e.rule_positions) not in known]
-    if missing:
+    if missing := missing_entries(results, explainer.memory.entries):
         vectors = explainer.features.embed([explainer.sampler.features(e.query) for e in missing])
         for entry, vector in zip(missing, vectors, strict=True):
             explainer.memory.add(entry, vector)

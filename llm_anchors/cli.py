@@ -243,14 +243,15 @@ async def _run_on_ray(args: argparse.Namespace, texts: list[str], results: Resul
     from ._distributed import RayRun, explain_resumable_on_ray, import_ray
 
     import_ray()
-    if args.max_usd_per_text is not None:
-        raise ConfigError("--max-usd-per-text is not supported with --ray yet: cap the run with --max-usd")
     memory = None if args.no_memory else (args.memory or f"{args.out}.memory")
     address = None if args.ray == "local" else args.ray
-    caps = {"max_usd": args.max_usd, "max_queries": args.max_queries, "journal": journal}
+    options = {
+        "max_usd": args.max_usd, "max_queries": args.max_queries, "max_usd_per_input": args.max_usd_per_text,
+        "journal": journal, "memory_dir": memory, "address": address,
+    }  # fmt: skip
     with _backend(args) as (base_urls, model):
         make = functools.partial(_ray_explainer, args, base_urls, model)
-        async with RayRun(make, workers=args.workers, memory_dir=memory, address=address, **caps) as run:
+        async with RayRun(make, workers=args.workers, **options) as run:
             budget = run.budget
             assert budget is not None
             with RunProgress(len(texts), len(results.records), spent=lambda: budget.settled) as bar:

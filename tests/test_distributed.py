@@ -22,8 +22,8 @@ from llm_anchors import (  # noqa: E402
     MAnchorsExplainer,
     RetryPolicy,
 )
-from llm_anchors.core import Charge  # noqa: E402
-from llm_anchors.distributed import RayRun  # noqa: E402
+from llm_anchors.core import Charge, ResultsFile  # noqa: E402
+from llm_anchors.distributed import RayRun, explain_resumable_on_ray  # noqa: E402
 from tests import test_budget  # noqa: E402
 from tests.fault_server import FaultServer  # noqa: E402
 from tests.test_budget import SENTENCES, priced, sentiment  # noqa: E402
@@ -146,13 +146,26 @@ async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ra
 
 
 @pytest.mark.integration
-async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray, tmp_path):
-    async with RayRun(manchors, workers=1) as run:
+async def test_each_input_keeps_its_own_cap_within_the_runs(local_ray):
+    async with FaultServer(answer=sentiment, fail_rate=0.0) as server:
+        cap = Decimal("0.000004")
+        async with RayRun(partial(hosted, server.base_url), workers=2, max_usd=1, max_usd_per_input=cap) as run:
+            found = [e async for e in run.explain_stream(SENTENCES[:4])]
+            report = await asyncio.to_thread(run.report)
+    assert all(e.meta.cost.usd <= cap for e in found)
+    assert any(e.meta.budget_exhausted for e in found)  # the per-input cap bound
+    assert report.settled.usd == sum(e.meta.cost.usd for e in found) and report.reserved == Charge()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("memory", ["actor", "replicas"])
+async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray, tmp_path, memory):
+    async with RayRun(manchors, workers=1, memory=memory) as run:
         single = [e async for e in run.explain_stream(TEXTS)]
     alone = await one_process(manchors, TEXTS)
     assert [(e.data, e.meta.memory_hit) for e in single] == [(e.data, e.meta.memory_hit) for e in alone]
 
-    async with RayRun(manchors, workers=2, memory_dir=tmp_path / "memory") as run:
+    async with RayRun(manchors, workers=2, memory_dir=tmp_path / "memory", memory=memory) as run:
         spread = [e async for e in run.explain_stream(TEXTS)]
         stored = await asyncio.to_thread(run.memory_size)
     hits = sum(bool(e.meta.memory_hit) for e in spread)
@@ -161,6 +174,22 @@ async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray
     reloaded = manchors()
     reloaded.load(tmp_path / "memory")
     assert len(reloaded.memory) == stored
+
+
+@pytest.mark.integration
+async def test_a_resumed_run_puts_back_the_memory_entries_recorded_after_the_last_save(local_ray, tmp_path):
+    path = tmp_path / "results.jsonl"
+    with ResultsFile(path) as results:
+        async with RayRun(manchors, workers=1) as run:  # no memory_dir: killed before it was ever saved
+            await explain_resumable_on_ray(run, TEXTS[:6], results)
+    with ResultsFile(path) as results:
+        recorded = sum(len(r["memory_entries"]) for r in results.records.values())
+        assert recorded > 0
+        async with RayRun(manchors, workers=1, memory="replicas", memory_dir=tmp_path / "memory") as run:
+            report = await explain_resumable_on_ray(run, TEXTS[:8], results)
+            stored = await asyncio.to_thread(run.memory_size)
+        assert report.done_now == 2
+        assert stored == sum(len(r["memory_entries"]) for r in results.records.values())  # none lost
 
 
 def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
