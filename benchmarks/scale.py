@@ -4,6 +4,7 @@
     python -m benchmarks.scale --part llm --base-url URL # against one llama-server
     python -m benchmarks.scale --part sim                # a fake server of fixed latency and capacity
     python -m benchmarks.scale --part memory             # MAnchors' hits and samples by workers
+    python -m benchmarks.scale --part plot               # the sim parts' queries/s by workers, as a PNG
 
 Plain Anchors, RT-Polarity sentences in the seeded order (seed 42), at most
 ``--max-words`` words. ``rf`` and ``llm``: explanations/s and queries/s in
@@ -22,9 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -33,7 +36,7 @@ from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAn
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.distributed import RayRun
 
-from ._common import short_order, write_json
+from ._common import RESULTS, short_order, write_json
 from .baseline_llm import server_url
 
 REQUEST_SIZE = 8
@@ -192,6 +195,35 @@ async def part_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def plot_sim(paths: list[Path]) -> Path:
+    """Queries/s by workers for each measured server capacity, with the server's own limit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for path in paths:
+        data = json.loads(path.read_text())
+        rows, capacity = data["rows"], data["args"]["capacity"]
+        workers = [int(r["run"].split()[0]) for r in rows]
+        line = ax.plot(workers, [r["queries_per_s"] for r in rows], marker="o", label=f"server of {capacity} at once")
+        limit = rows[0]["server_limit_queries_per_s"]
+        if limit < 1500:
+            ax.axhline(limit, linestyle=":", color=line[0].get_color(), label=f"its limit, {limit:,.0f} prompts/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
+    ax.set_xlabel("Ray workers (2 cores)")
+    ax.set_ylabel("queries/s")
+    ax.set_title("Fake server, 50 ms per request: who limits")
+    ax.legend()
+    fig.tight_layout()
+    out = RESULTS / "scale_sim_workers.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def _line(row: dict[str, Any]) -> str:
     return (
         f"| {row['run']} | {row['explanations_per_s']:.2f} | {row['queries_per_s']:,.0f} | "
@@ -201,7 +233,7 @@ def _line(row: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["rf", "llm", "sim", "memory"], required=True)
+    parser.add_argument("--part", choices=["rf", "llm", "sim", "memory", "plot"], required=True)
     parser.add_argument("--n", type=int, default=40, help="sentences explained")
     parser.add_argument("--max-words", type=int, default=12)
     parser.add_argument("--base-url", default=None, help="--part llm: the server (default: start the local LLM)")
@@ -212,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory", nargs="+", default=["actor", "replicas"], help="--part memory: shared how")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
+    if args.part == "plot":  # from the sim parts' results
+        print(f"wrote {plot_sim(sorted(RESULTS.glob('scale_sim_*.json')))}")
+        return
     import ray
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]  # workers need not import benchmarks/
