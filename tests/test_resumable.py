@@ -84,6 +84,20 @@ async def test_a_run_skips_what_is_done_and_stops_at_its_cap(tmp_path):
     results.close()
 
 
+async def test_a_cap_per_input_ends_each_explanation_and_the_run_goes_on(tmp_path):
+    texts = [f"a good film number {i}" for i in range(3)]  # 30 queries for the first, 16 for each other
+    run = Budget(max_queries=1000)
+    async with AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, budget=run, on_budget="return") as e:
+        with ResultsFile(tmp_path / "r.jsonl") as results:
+            report = await explain_resumable(
+                e, texts, results, run_budget=run, budget_per_input=lambda: Budget(max_queries=10, parent=run)
+            )
+            found = [exp for _, exp in results.explanations()]
+    assert (report.stopped, report.done) == ("", 3)  # each input's cap ends its explanation, not the run
+    assert all(exp.meta.budget_exhausted and exp.meta.queries <= 10 for exp in found)
+    assert run.settled.queries == sum(exp.meta.queries for exp in found) and run.reserved == Charge()
+
+
 # -- the budget: a journal across restarts, a cap per explanation --------------------
 
 
