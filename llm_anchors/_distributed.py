@@ -331,9 +331,8 @@ class Worker:
 
     def embed(self, entries: list[MemoryEntry]) -> np.ndarray:
         """The sentence vectors of entries' inputs (to put back entries a results file recorded)."""
-        e = self.explainer
-        assert isinstance(e, MAnchorsExplainer)
-        return e.features.embed([e.sampler.features(entry.query) for entry in entries])
+        assert isinstance(self.explainer, MAnchorsExplainer)
+        return self.explainer.entry_vectors(entries)
 
     def cpu_s(self) -> float:
         """CPU seconds this worker's process used so far (all its threads)."""
@@ -508,10 +507,7 @@ class RayRun:
         """Save the memory (if ``memory_dir``), close the journal, stop the actors (and Ray, if started here)."""
         ray = self.ray
         try:
-            if self.memory_dir is not None and self._holder is not None:
-                ray.get(self._holder.save.remote(self.memory_dir))
-            elif self.memory_dir is not None and self._copy is not None:
-                self._copy.save(self.memory_dir)
+            self._save()
             if self._ledger is not None:
                 ray.get(self._ledger.close.remote())
         finally:
@@ -534,10 +530,13 @@ class RayRun:
 
     async def save_memory(self) -> None:
         """Save the memory to ``memory_dir`` now (atomically), as `close` does at the end."""
+        await asyncio.to_thread(self._save)
+
+    def _save(self) -> None:
         if self.memory_dir is not None and self._holder is not None:
-            await self._holder.save.remote(self.memory_dir)
+            self.ray.get(self._holder.save.remote(self.memory_dir))
         elif self.memory_dir is not None and self._copy is not None:
-            await asyncio.to_thread(self._copy.save, self.memory_dir)
+            self._copy.save(self.memory_dir)
 
     def worker_cpu_s(self) -> float:
         """CPU seconds the live workers used so far, summed (a benchmark's cost per query)."""

@@ -225,6 +225,10 @@ class MAnchorsExplainer(AnchorsExplainer):
             directory, embedder_id=self.features.identity, dim=self.features.dim, scope=self.classifier.identity
         )
 
+    def entry_vectors(self, entries: Sequence[MemoryEntry]) -> np.ndarray:
+        """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
+        return self.features.embed([self.sampler.features(e.query) for e in entries])
+
     async def explain(
         self,
         text: Any,

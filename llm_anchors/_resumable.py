@@ -290,6 +290,6 @@ def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: Resu
     if (directory / "CURRENT").exists():
         explainer.load(directory)
     if missing := missing_entries(results, explainer.memory.entries):
-        vectors = explainer.features.embed([explainer.sampler.features(e.query) for e in missing])
+        vectors = explainer.entry_vectors(missing)
         for entry, vector in zip(missing, vectors, strict=True):
             explainer.memory.add(entry, vector)
