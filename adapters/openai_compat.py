@@ -166,6 +166,25 @@ class OpenAICompatibleBackend:
             await self._transport.aclose()
             self._transport = None
 
+    async def served_models(self) -> list[str] | None:
+        """What the first server says it serves (``GET /models``: the model ids), to tell one
+        server's model from another's under the same name; None when it does not say."""
+        import aiohttp
+
+        headers = {"Authorization": f"Bearer {self._api_key.value}"} if self._api_key.value else {}
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=min(self.timeout, 10.0))) as session,
+                session.get(self.base_urls[0] + "/models", headers=headers) as response,
+            ):
+                raw = await response.json(content_type=None) if response.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            return None
+        data = raw.get("data") if isinstance(raw, dict) else None
+        if not isinstance(data, list):
+            return None
+        return sorted(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
+
     async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
         transport = self._get_transport()
         body = self._body(prompts, params)
@@ -173,7 +192,9 @@ class OpenAICompatibleBackend:
         try:
             raw = await transport.post(base, self.endpoint, body, self.identity)
         except BackendError as exc:
-            exc.args = (redact(str(exc.args[0]) if exc.args else "", self._api_key.value, base),)
+            secrets = (self._api_key.value, base)
+            exc.message = redact(exc.message, *secrets)  # what a pickled copy (a Ray worker's error) carries
+            exc.args = (redact(str(exc.args[0]) if exc.args else "", *secrets),)
             raise
         return parse_response(raw, len(prompts), self.identity)
 

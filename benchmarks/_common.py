@@ -151,7 +151,7 @@ async def explain_rows(
             "memory_hit": exp.meta.memory_hit,
             "memory_similarity": exp.meta.memory_similarity,
             "memory_lookup_s": exp.meta.memory_lookup_s,
-            "memory_size": len(explainer.memory) if isinstance(explainer, MAnchorsExplainer) else None,
+            "memory_size": len(explainer.local_memory) if isinstance(explainer, MAnchorsExplainer) else None,
             "completion_tokens": exp.meta.cost.completion_tokens,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_mb": rss_mb(),

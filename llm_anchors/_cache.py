@@ -12,6 +12,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ._classifier import Label
 from ._exceptions import ConfigError
@@ -30,7 +31,8 @@ class QueryCache:
     another explanation already paid for is never paid twice. With
     ``path`` the labels also go to a SQLite file, so a later run (another
     process) pays nothing for what an earlier one asked. Labels must be
-    JSON values (str, int, float, bool, None) to be persisted.
+    str, int, float, bool, None or tuples of them to be persisted, and come
+    back as they were (a tuple as a tuple).
     ``enabled=False`` makes a cache that remembers nothing: every sample
     is a query (the baseline for measuring what the cache saves).
     ``max_entries`` bounds what is held in memory (least recently used
@@ -76,7 +78,7 @@ class QueryCache:
                                     (self.max_entries or -1,))  # fmt: skip
             loaded = list(rows)
             for classifier, text, label in reversed(loaded):
-                self._labels[(classifier, text)] = json.loads(label)
+                self._labels[(classifier, text)] = _decode(label)
             self._dropped = len(loaded) == self.max_entries  # maybe more on disk
         except (sqlite3.Error, OSError, ValueError) as exc:
             raise ConfigError(f"cannot use {path} as a query cache: {exc}") from exc
@@ -99,7 +101,7 @@ class QueryCache:
             except sqlite3.Error:
                 row = None  # unreadable now: a miss, asked again
             if row is not None:
-                label = json.loads(row[0])
+                label = _decode(row[0])
                 self._remember(key, label)
                 return True, label
         return False, None
@@ -130,7 +132,7 @@ class QueryCache:
         assert self._db is not None
         with self._lock:
             try:
-                encoded = [(classifier, text, json.dumps(label, allow_nan=False)) for text, label in rows]
+                encoded = [(classifier, text, _encode(label)) for text, label in rows]
                 self._db.execute("BEGIN")
                 self._db.executemany("INSERT OR REPLACE INTO labels VALUES (?, ?, ?)", encoded)
                 self._db.execute("COMMIT")
@@ -149,3 +151,25 @@ class QueryCache:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def _encode(label: Label) -> str:
+    """A label as JSON that keeps its type: a tuple is ``{"tuple": [...]}`` (JSON would make it a list)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return {"tuple": [plain(v) for v in value]}
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return value
+        raise TypeError(f"label {value!r} is not a str, number, bool, None or tuple of them")
+
+    return json.dumps(plain(label), allow_nan=False)
+
+
+def _decode(raw: str) -> Label:
+    def value(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return tuple(value(v) for v in obj["tuple"])
+        return obj
+
+    return value(json.loads(raw))  # type: ignore[no-any-return]

@@ -2,17 +2,18 @@
 
 Each worker is a Ray actor running an ordinary explainer, made by the
 caller's ``make_explainer``, with its own event loop and connections to the
-model servers. Its budget is a view of one ledger actor: every call reserves
-its worst case there before it is sent and settles after, exactly as in one
-process, so the cap holds for the whole run. A MAnchors worker looks up its
-replica of the run's memory (or one memory actor); the entry an explanation
-stores is added to the run's memory by the coordinator when it accepts that
-explanation, and reaches every replica with that worker's next input, so
-each input sees what every worker learnt before it started, and a worker
-that dies leaves nothing half added. The coordinator hands each worker one
-input at a time and yields explanations in input order. A worker that dies
-mid-input is replaced; its input is explained again elsewhere, its settled
-spend stays counted and the reservations of its calls in flight are released.
+model servers. Its budget is a view of one ledger actor (`_ray_ledger`):
+every call reserves its worst case there before it is sent and settles
+after, exactly as in one process, so the cap holds for the whole run. A
+MAnchors worker looks up its replica of the run's memory, or one memory
+actor (`_ray_memory`); the entry an explanation stores is added to the
+run's memory by the coordinator when it accepts that explanation, and
+reaches every replica with that worker's next input, so each input sees
+what every worker learnt before it started, and a worker that dies leaves
+nothing half added. The coordinator hands each worker one input at a time
+and yields explanations in input order. A worker that dies mid-input is
+replaced; its input is explained again elsewhere, its settled spend stays
+counted and the calls it had in flight are written off at their worst case.
 
 With one worker a run gives exactly the explanations of one process.
 """
@@ -23,24 +24,23 @@ import asyncio
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
-import numpy as np
-
-from ._budget import Budget, BudgetReport, Charge, Reservation
-from ._exceptions import BudgetExceeded, ConfigError
+from ._budget import Budget, BudgetReport
+from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
 from ._explanation import Explanation
 from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, RuleMemory
-from ._resumable import ResultsFile, RunReport, missing_entries, record_stream
+from ._ray_ledger import Ledger, LedgerView
+from ._ray_memory import ActorMemory, Entries, MemoryHolder, ReplicaMemory, memory_at
+from ._resumable import ResultsFile, RunReport, Stream, invalid_reasons, missing_entries, resume, run_config
 
-__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed", "explain_resumable_on_ray"]
+__all__ = ["RayRun", "RunStats", "explain_distributed", "explain_resumable_on_ray"]
 
 RAY_MISSING = "explaining on Ray needs ray: pip install 'llm-anchors[ray]'"
 
@@ -54,247 +54,6 @@ def import_ray() -> ModuleType:
     return ray
 
 
-# -- the budget: one ledger actor, a view in each worker -------------------------------------
-
-
-class Ledger:
-    """The run's `Budget`, inside a Ray actor; reservations are recorded with the worker that made them."""
-
-    def __init__(self, caps: dict[str, Any], journal: str | None) -> None:
-        self.budget = Budget(**caps, journal=journal)
-        self.owners: dict[int, tuple[str, Reservation, str]] = {}  # id: (worker, reservation, token)
-        self.released: set[int] = set()
-        self.by_token: dict[str, int] = {}
-        self.received: dict[str, int] = {}  # settlements and releases each sender's view has sent
-
-    def reserve(self, charge: Charge, owner: str, token: str) -> tuple[int, str, str]:
-        """(reservation id, "") or (0, why it was refused); with the cap passed so far.
-        ``token`` names the request, so that a caller cancelled before the answer can release it."""
-        try:
-            reservation = self.budget.reserve(charge)
-        except BudgetExceeded as exc:
-            return 0, str(exc), self.budget.passed
-        self.owners[reservation.id] = (owner, reservation, token)
-        self.by_token[token] = reservation.id
-        return reservation.id, "", self.budget.passed
-
-    def release_token(self, token: str, sender: str) -> None:
-        """Release what ``reserve`` granted a caller that stopped waiting for the answer."""
-        self._count(sender)
-        if (rid := self.by_token.get(token)) is not None:
-            self.release(rid, "")
-
-    def settle(self, rid: int, actual: Charge, sender: str) -> None:
-        self._count(sender)
-        if rid in self.released:  # its worker was declared dead before this arrived: the call was billed
-            self.released.discard(rid)
-            self.budget.settle(self.budget._hold(actual, None), actual)  # counted even past the cap
-            return
-        _, reservation, token = self.owners.pop(rid)
-        del self.by_token[token]
-        self.budget.settle(reservation, actual)
-
-    def release(self, rid: int, sender: str) -> None:
-        self._count(sender)
-        if (held := self.owners.pop(rid, None)) is not None:
-            del self.by_token[held[2]]
-            self.budget.release(held[1])
-
-    def release_owner(self, owner: str) -> int:
-        """Release the reservations of a dead worker's calls in flight; how many."""
-        lost = [rid for rid, (who, _, _) in self.owners.items() if who == owner]
-        for rid in lost:
-            self.release(rid, "")
-            self.released.add(rid)
-        return len(lost)
-
-    def report(self) -> BudgetReport:
-        return self.budget.report()
-
-    def _count(self, sender: str) -> None:
-        if sender:
-            self.received[sender] = self.received.get(sender, 0) + 1
-
-    def received_from(self, sender: str) -> int:
-        """How many of a sender's settlements and releases the ledger has applied."""
-        return self.received.get(sender, 0)
-
-    def close(self) -> None:
-        self.budget.close()
-
-
-class SharedBudget(Budget):
-    """A worker's (or the coordinator's) view of the run's ledger actor.
-
-    `areserve` asks the ledger before a call is sent (the engine awaits it);
-    `settle` and `release` are sent without waiting (and counted, applied in
-    whatever order they arrive in; `flush` waits until the ledger applied them);
-    `settled`, `report` ask the ledger.
-    """
-
-    def __init__(self, ledger: Any, owner: str) -> None:
-        super().__init__()
-        self.ledger, self.owner = ledger, owner
-        self._seen_passed = ""
-        self._requests = 0
-        self._sent = 0  # settlements and releases sent, without waiting
-        self._sender = f"{owner}/{id(self)}"
-
-    def __repr__(self) -> str:
-        return f"SharedBudget(owner={self.owner!r})"
-
-    async def areserve(self, charge: Charge) -> Reservation:
-        token = self._token()
-        try:
-            rid, refused, self._seen_passed = await self.ledger.reserve.remote(charge, self.owner, token)
-        except asyncio.CancelledError:  # the ledger may grant it all the same: let it release it then
-            self._sent += 1
-            self.ledger.release_token.remote(token, self._sender)
-            raise
-        return self._reservation(rid, refused, charge)
-
-    def reserve(self, charge: Charge) -> Reservation:
-        answer = import_ray().get(self.ledger.reserve.remote(charge, self.owner, self._token()))
-        rid, refused, self._seen_passed = answer
-        return self._reservation(rid, refused, charge)
-
-    def _token(self) -> str:
-        self._requests += 1
-        return f"{self.owner}/{id(self)}/{self._requests}"
-
-    def _reservation(self, rid: int, refused: str, charge: Charge) -> Reservation:
-        if refused:
-            raise BudgetExceeded(refused)
-        return Reservation(rid, charge)
-
-    def settle(self, reservation: Reservation, actual: Charge) -> None:
-        self._sent += 1
-        self.ledger.settle.remote(reservation.id, actual, self._sender)
-
-    def release(self, reservation: Reservation) -> None:
-        self._sent += 1
-        self.ledger.release.remote(reservation.id, self._sender)
-
-    def flush(self, timeout: float = 60.0) -> None:
-        """Return once the ledger has applied every settlement and release sent so far."""
-        ray, deadline = import_ray(), time.monotonic() + timeout
-        while ray.get(self.ledger.received_from.remote(self._sender)) < self._sent:
-            if time.monotonic() > deadline:
-                raise ConfigError(f"the run's ledger did not apply {self.owner}'s settlements in {timeout:.0f}s")
-            time.sleep(0.002)
-
-    @property
-    def passed(self) -> str:
-        return self._seen_passed
-
-    @property
-    def settled(self) -> Charge:
-        return self.report().settled
-
-    @property
-    def reserved(self) -> Charge:
-        return self.report().reserved
-
-    def report(self) -> BudgetReport:
-        report: BudgetReport = import_ray().get(self.ledger.report.remote())
-        return report
-
-
-# -- the memory: one actor and a view of it in each worker, or a replica in each ---------------
-
-
-def memory_at(dim: int, embedder_id: str, scope: str, directory: str | None) -> RuleMemory:
-    """The memory saved in ``directory``, or an empty one."""
-    if directory is not None and (Path(directory) / "CURRENT").exists():
-        return RuleMemory.load(directory, embedder_id=embedder_id, dim=dim, scope=scope)
-    return RuleMemory(dim, embedder_id, scope)
-
-
-class MemoryHolder:
-    """The run's `RuleMemory`, inside a Ray actor (loaded from ``directory`` if saved there)."""
-
-    def __init__(self, dim: int, embedder_id: str, scope: str, directory: str | None) -> None:
-        self.memory = memory_at(dim, embedder_id, scope, directory)
-
-    def neighbours(self, vector: np.ndarray, label: Any, k: int) -> list[tuple[MemoryEntry, float]]:
-        return self.memory.neighbours(vector, label=label, k=k)
-
-    def anchored(self, keys: set[str], label: Any) -> list[tuple[tuple[str, ...], int]]:
-        return self.memory.anchored(keys, label=label)
-
-    def add(self, entries: list[tuple[MemoryEntry, np.ndarray]]) -> int:
-        for entry, vector in entries:
-            self.memory.add(entry, vector)
-        return len(self.memory)
-
-    def size(self) -> int:
-        return len(self.memory)
-
-    def entries(self) -> list[MemoryEntry]:
-        return self.memory.entries
-
-    def save(self, directory: str) -> None:
-        self.memory.save(directory)
-
-
-Entries = list[tuple[MemoryEntry, np.ndarray]]
-
-
-class _Deferred(RuleMemory):
-    """Additions wait for the coordinator (`take_added`), which adds them for the
-    whole run when it accepts the explanation that stored them."""
-
-    _added: Entries
-
-    def add(self, entry: MemoryEntry, vector: np.ndarray) -> None:
-        self._added.append((entry, np.asarray(vector, dtype=np.float32)))
-
-    def take_added(self) -> Entries:
-        added, self._added = self._added, []
-        return added
-
-    def apply(self, entries: Entries) -> None:
-        """Add entries the run accepted (a replica's pull); nothing for a view of the actor."""
-
-
-class SharedMemory(_Deferred):
-    """A worker's view of the memory actor: lookups go there."""
-
-    def __init__(self, holder: Any, dim: int, embedder_id: str, scope: str) -> None:  # no local index
-        self.holder, self.dim, self.embedder_id, self.scope = holder, dim, embedder_id, scope
-        self.entries = []
-        self._added = []
-
-    def __len__(self) -> int:
-        size: int = import_ray().get(self.holder.size.remote())
-        return size
-
-    def neighbours(self, vector: np.ndarray, *, label: Any, k: int) -> list[tuple[MemoryEntry, float]]:
-        found: list[tuple[MemoryEntry, float]] = import_ray().get(self.holder.neighbours.remote(vector, label, k))
-        return found
-
-    def anchored(self, keys: set[str], *, label: Any) -> list[tuple[tuple[str, ...], int]]:
-        found: list[tuple[tuple[str, ...], int]] = import_ray().get(self.holder.anchored.remote(keys, label))
-        return found
-
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        import_ray().get(self.holder.save.remote(str(directory)))
-        return Path(directory)
-
-
-class ReplicaMemory(_Deferred):
-    """A worker's own copy of the run's memory: lookups are local; the entries the
-    run accepted since this worker's last input come with its next input (`apply`)."""
-
-    def __init__(self, dim: int, embedder_id: str, scope: str) -> None:
-        super().__init__(dim, embedder_id, scope)
-        self._added = []
-
-    def apply(self, entries: Entries) -> None:
-        for entry, vector in entries:
-            RuleMemory.add(self, entry, vector)
-
-
 # -- a worker ----------------------------------------------------------------------------------
 
 
@@ -304,33 +63,39 @@ class Worker:
     def __init__(self, make_explainer: Callable[[], AnchorsExplainer], owner: str) -> None:
         self.explainer = make_explainer()
         self.owner = owner
-        self.view: _Deferred | None = None
+        self.cap: LedgerView | None = None
+        self.view: ActorMemory | ReplicaMemory | None = None
         self.max_usd_per_input: Decimal | None = None
 
     def memory_identity(self) -> tuple[int, str, str] | None:
         """A MAnchors explainer's memory (dims, embedder, model); None for plain Anchors."""
         e = self.explainer
-        if not isinstance(e, MAnchorsExplainer):
-            return None
-        return e.features.dim, e.features.identity, e.classifier.identity
+        return e.memory_identity if isinstance(e, MAnchorsExplainer) else None
 
-    def attach_budget(self, ledger: Any, max_usd_per_input: Decimal | None = None) -> None:
-        """Take the run's ledger as the budget (each input capped at ``max_usd_per_input`` too)."""
-        self.explainer.engine.budget = SharedBudget(ledger, self.owner)
+    def config(self, more: dict[str, Any]) -> dict[str, Any]:
+        """The run configuration of this worker's explainer (see `run_config`)."""
+        return run_config(self.explainer, **more)
+
+    def invalid(self, texts: list[Any]) -> list[str]:
+        """Why each text cannot be explained ("" when it can)."""
+        return invalid_reasons(self.explainer.sampler, texts)
+
+    def attach(self, ledger: Any, max_usd_per_input: Decimal | None, holder: Any) -> None:
+        """Take the run's ledger as the cap (each input capped at ``max_usd_per_input`` too) and
+        the run's memory: the memory actor ``holder``, or, given None, a replica."""
+        self.cap = LedgerView(ledger, self.owner)
+        self.explainer.budget = self.cap
         self.max_usd_per_input = max_usd_per_input
-
-    def attach_memory(self, holder: Any) -> None:
-        """Use the memory actor ``holder``, or, given None, a replica of the run's memory."""
-        identity = self.memory_identity()
-        if identity is not None and isinstance(self.explainer, MAnchorsExplainer):
-            self.view = SharedMemory(holder, *identity) if holder is not None else ReplicaMemory(*identity)
-            self.explainer._memory = self.view
+        if isinstance(self.explainer, MAnchorsExplainer):
+            identity = self.explainer.memory_identity
+            self.view = ActorMemory(holder) if holder is not None else ReplicaMemory(*identity)
+            self.explainer.memory = self.view
 
     def pid(self) -> int:
         return os.getpid()
 
-    def embed(self, entries: list[MemoryEntry]) -> np.ndarray:
-        """The sentence vectors of entries' inputs (to put back entries a results file recorded)."""
+    def embed(self, entries: list[MemoryEntry]) -> Any:
+        """The memory vectors of entries' inputs (to put back entries a results file recorded)."""
         assert isinstance(self.explainer, MAnchorsExplainer)
         return self.explainer.entry_vectors(entries)
 
@@ -338,20 +103,23 @@ class Worker:
         """CPU seconds this worker's process used so far (all its threads)."""
         return time.process_time()
 
-    def explain(self, text: Any, seed: int | None, accepted: Entries) -> tuple[str, Entries]:
-        """The explanation (JSON) and the memory entries it would store, once the
-        entries the run ``accepted`` since this worker's last input are in its replica."""
+    def explain(self, text: Any, seed: int | None, accepted: Entries) -> tuple[str, Entries, str]:
+        """The explanation (JSON) and the memory entries it would store, once the entries the
+        run ``accepted`` since this worker's last input are in its replica; or, for an input
+        that cannot be explained, ("", [], why)."""
         if self.view is not None:
             self.view.apply(accepted)
         per_input = None
         if self.max_usd_per_input is not None:
-            per_input = Budget(max_usd=self.max_usd_per_input, parent=self.explainer.engine.budget)
+            per_input = Budget(max_usd=self.max_usd_per_input, parent=self.cap)
         try:
             exp = self.explainer.explain_sync(text, seed=seed, budget=per_input)
+        except InvalidInputError as exc:
+            return "", [], str(exc)
         finally:  # its settlements (sent without waiting) are in the ledger before the answer is
-            if isinstance(budget := self.explainer.engine.budget, SharedBudget):
-                budget.flush()
-        return exp.to_json(), self.view.take_added() if self.view is not None else []
+            if self.cap is not None:
+                self.cap.flush()
+        return exp.to_json(), self.view.take_added() if self.view is not None else [], ""
 
 
 # -- the coordinator -------------------------------------------------------------------------------
@@ -428,7 +196,8 @@ class RayRun:
         self.max_replacements = workers if max_replacements is None else max_replacements
         self.ray_init = ray_init or {}
         self.stats = RunStats()
-        self.budget: SharedBudget | None = None
+        self.budget: LedgerView | None = None
+        """The run's cap, seen from here (its ledger's report: what the whole run spent)."""
         self._started_ray = False
         self._ledger: Any = None
         self._holder: Any = None
@@ -463,19 +232,16 @@ class RayRun:
         elif identity is not None:
             self._copy = memory_at(*identity, self.memory_dir)
             self._log = list(zip(self._copy.entries, self._copy.vectors, strict=True))
-        ray.get([call for w in self._pool for call in self._attach(w)])  # all up before any input
+        ray.get([self._attach(w) for w in self._pool])  # all up before any input
 
-    def _attach(self, worker: Any) -> list[Any]:
+    def _attach(self, worker: Any) -> Any:
         """Give ``worker`` the run's ledger and memory."""
-        return [
-            worker.attach_budget.remote(self._ledger, self.max_usd_per_input),
-            worker.attach_memory.remote(self._holder),
-        ]
+        return worker.attach.remote(self._ledger, self.max_usd_per_input, self._holder)
 
     def _new_ledger(self) -> None:
         ledger = self.ray.remote(Ledger).options(num_cpus=0, scheduling_strategy=_on_this_node(self.ray))
         self._ledger = ledger.remote(self.caps, self.journal)
-        self.budget = SharedBudget(self._ledger, "coordinator")
+        self.budget = LedgerView(self._ledger, "coordinator")
 
     async def set_budget(
         self,
@@ -492,7 +258,7 @@ class RayRun:
         self.caps = {"max_usd": max_usd, "max_tokens": max_tokens, "max_queries": max_queries}
         self.journal = str(journal) if journal is not None else None
         self._new_ledger()
-        await asyncio.gather(*(w.attach_budget.remote(self._ledger, self.max_usd_per_input) for w in self._pool))
+        await asyncio.gather(*(self._attach(w) for w in self._pool))
         await old.close.remote()
         self.ray.kill(old)
 
@@ -504,9 +270,16 @@ class RayRun:
         return worker
 
     def close(self) -> None:
-        """Save the memory (if ``memory_dir``), close the journal, stop the actors (and Ray, if started here)."""
+        """Stop the workers (a call one still had in flight is written off at its worst case),
+        save the memory (if ``memory_dir``), close the journal, stop the ledger and the memory
+        (and Ray, if started here)."""
         ray = self.ray
         try:
+            for worker in self._pool:
+                ray.kill(worker)
+            if self._ledger is not None:
+                ray.get([self._ledger.write_off.remote(self._owner_of[w]) for w in self._pool])
+            self._pool = []
             self._save()
             if self._ledger is not None:
                 ray.get(self._ledger.close.remote())
@@ -548,20 +321,33 @@ class RayRun:
             return int(self.ray.get(self._holder.size.remote()))
         return len(self._copy) if self._copy is not None else 0
 
-    async def explain_stream(self, texts: Iterable[Any], *, seed: int | None = None) -> AsyncIterator[Explanation]:
+    @overload
+    def explain_stream(
+        self, texts: Iterable[Any], *, seed: int | None = ..., invalid: Literal["raise"] = ...
+    ) -> AsyncIterator[Explanation]: ...
+
+    @overload
+    def explain_stream(
+        self, texts: Iterable[Any], *, seed: int | None = ..., invalid: Literal["yield"]
+    ) -> AsyncIterator[Explanation | InvalidInputError]: ...
+
+    async def explain_stream(
+        self, texts: Iterable[Any], *, seed: int | None = None, invalid: Literal["raise", "yield"] = "raise"
+    ) -> AsyncIterator[Explanation | InvalidInputError]:
         """Explain ``texts`` over the workers, yielding explanations in input order.
 
         A worker that dies (its process killed, its machine lost) is replaced
         and its input given to the next free worker; an input is never
-        yielded twice. Ending early (an input's error, or ``aclose()`` after
-        a ``break``, as ``contextlib.aclosing`` does) waits for the inputs in
-        flight to end on their workers and drops them, so their spend is in
-        the ledger when it returns; cancelling (Ctrl-C) does not wait:
-        closing the run stops the workers.
+        yielded twice. ``invalid``: as `AnchorsExplainer.explain_stream`.
+        Ending early (an input's error, or ``aclose()`` after a ``break``, as
+        ``contextlib.aclosing`` does) waits for the inputs in flight to end
+        on their workers and drops them, so their spend is in the ledger when
+        it returns; cancelling (Ctrl-C) does not wait: closing the run stops
+        the workers.
         """
         items = list(texts)
         todo: deque[int] = deque(range(len(items)))
-        done: dict[int, tuple[Explanation, list[MemoryEntry]]] = {}
+        done: dict[int, tuple[Explanation | InvalidInputError, list[MemoryEntry]]] = {}
         running: dict[asyncio.Future[Any], tuple[Any, int]] = {}
         idle = list(self._pool)
         following = 0
@@ -578,21 +364,36 @@ class RayRun:
                 for future in finished:
                     worker, index = running.pop(future)
                     try:
-                        raw, entries = future.result()
+                        raw, entries, failure = future.result()
                     except self.ray.exceptions.RayActorError:
                         idle.extend(await self._replace(worker, index, todo))
                         continue
-                    done[index] = await self._accept(raw, entries), [entry for entry, _ in entries]
                     idle.append(worker)
+                    if failure and invalid == "raise":
+                        raise InvalidInputError(failure)
+                    done[index] = (
+                        (InvalidInputError(failure) if failure else await self._accept(raw, entries)),
+                        [entry for entry, _ in entries],
+                    )
                 while following in done:
-                    exp, self.last_stored = done.pop(following)
-                    yield exp
+                    item, self.last_stored = done.pop(following)
+                    yield item
                     following += 1
         except asyncio.CancelledError:  # torn down (Ctrl-C): closing the run stops the workers
             running.clear()
             raise
         finally:
             await self._drain(running)
+
+    async def config(self, **more: Any) -> dict[str, Any]:
+        """The run configuration of the workers' explainer (see `run_config`)."""
+        config: dict[str, Any] = await self._pool[0].config.remote(more)
+        return config
+
+    async def invalid(self, texts: Sequence[Any]) -> list[str]:
+        """Why each text cannot be explained by the workers' explainer ("" when it can)."""
+        reasons: list[str] = await self._pool[0].invalid.remote(list(texts))
+        return reasons
 
     async def _drain(self, running: dict[asyncio.Future[Any], tuple[Any, int]]) -> None:
         """Wait for the inputs still on workers when the stream is left early (an error,
@@ -602,7 +403,7 @@ class RayRun:
         await asyncio.wait(running)
         for future, (worker, _) in running.items():
             if isinstance(future.exception(), self.ray.exceptions.RayActorError):
-                await self._ledger.release_owner.remote(self._owner_of.get(worker, ""))
+                await self._ledger.write_off.remote(self._owner_of.get(worker, ""))
 
     async def _store(self, entries: Entries) -> None:
         """Add entries to the run's memory (the actor, or the coordinator's copy and log)."""
@@ -645,14 +446,14 @@ class RayRun:
         self.stats.workers_lost += 1
         self.stats.inputs_redone += 1
         todo.appendleft(index)
-        await self._ledger.release_owner.remote(self._owner_of.pop(worker))
+        await self._ledger.write_off.remote(self._owner_of.pop(worker))
         self._pool.remove(worker)
         self._synced.pop(worker, None)
         if self.max_replacements <= 0:
             return []
         self.max_replacements -= 1
         fresh = self._new_worker()
-        await asyncio.gather(*self._attach(fresh))
+        await self._attach(fresh)
         self._pool.append(fresh)
         return [fresh]
 
@@ -671,18 +472,23 @@ async def explain_resumable_on_ray(
     *,
     save_every: int = 10,
     on_result: Callable[[int, Explanation, RunReport], None] | None = None,
+    model: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """`explain_resumable` over a started `RayRun`: the inputs ``results`` lacks, recorded
-    as they finish; the run's ledger caps it, its memory is saved every ``save_every`` inputs."""
-    todo = results.todo(texts)
-    report = RunReport(len(texts), len(results.records))
+    as they finish; the run's ledger caps it (give it ``results.check_journal()`` as its
+    journal), its memory is saved every ``save_every`` inputs."""
+    config = await run.config(model=dict(model or {}))
+    results.check_inputs(texts)
+    results.check_config(config)  # before the memory is touched
     await run.remember(results)
-    stream = run.explain_stream(texts[i] for i in todo)
-    await record_stream(
-        stream, texts, todo, results, report, run_budget=run.budget, new_entries=lambda: run.last_stored,
+
+    def stream(todo: list[int]) -> Stream:
+        return run.explain_stream((texts[i] for i in todo), invalid="yield")
+
+    return await resume(
+        results, texts, config, run.invalid, stream, run_budget=run.budget, new_entries=lambda: run.last_stored,
         save=run.save_memory, save_every=save_every, on_result=on_result,
     )  # fmt: skip
-    return report
 
 
 async def explain_distributed(

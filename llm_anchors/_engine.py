@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ._budget import Budget, Charge, Reservation
+from ._budget import Charge, Reservation, SpendCap
 from ._cache import QueryCache
 from ._checks import check_int, deprecated, renamed
 from ._classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
@@ -36,11 +36,11 @@ class QueryStats:
     settled: Charge = field(default_factory=Charge)
     failures: dict[str, int] = field(default_factory=dict)
     """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
-    budget: Budget | None = None
-    """The budget this explanation's calls reserve against (one with the
+    budget: SpendCap | None = None
+    """The cap this explanation's calls reserve against (a `Budget` with the
     engine's as its ``parent``, for a cap per explanation); None: the engine's."""
 
-    def cap(self, engine_budget: Budget | None) -> Budget | None:
+    def cap(self, engine_budget: SpendCap | None) -> SpendCap | None:
         return self.budget if self.budget is not None else engine_budget
 
 
@@ -81,7 +81,7 @@ class QueryEngine:
         max_concurrency: int = 8,
         request_size: int = 100,
         retry: RetryPolicy | None = None,
-        budget: Budget | None = None,
+        budget: SpendCap | None = None,
         chunk_size: int | None = None,
     ) -> None:
         request_size = renamed("QueryEngine", "chunk_size", "request_size", chunk_size, request_size)
@@ -213,7 +213,7 @@ class QueryEngine:
         budget = stats.cap(self.budget)
         if budget is not None:
             worst = await self._quote(chunk)
-            reservation = await budget.areserve(worst)
+            reservation = await budget.reserve(worst)
             stats.reserved += worst
         if retry:
             stats.retries += 1

@@ -18,6 +18,8 @@ callers and the retry policy only ever see these types.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "BackendError",
     "BackendTimeoutError",
@@ -54,6 +56,14 @@ class ClassifierError(LLMAnchorsError):
     def __init__(self, message: str, *, classifier: str) -> None:
         super().__init__(f"{classifier}: {message}")
         self.classifier = classifier
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its keyword arguments, so it crosses processes (a Ray worker's error) whole."""
+        return _rebuild, (type(self), self.message, self._keywords())
+
+    def _keywords(self) -> dict[str, Any]:
+        return {"classifier": self.classifier}
 
 
 class BackendError(ClassifierError):
@@ -67,6 +77,9 @@ class BackendError(ClassifierError):
         super().__init__(message, classifier=classifier)
         self.status = status
 
+    def _keywords(self) -> dict[str, Any]:
+        return {**super()._keywords(), "status": self.status}
+
     @property
     def retryable(self) -> bool:
         return self.status is not None and self.status >= 500
@@ -78,6 +91,9 @@ class RateLimitError(BackendError):
     def __init__(self, message: str, *, classifier: str, retry_after: float | None = None) -> None:
         super().__init__(message, classifier=classifier, status=429)
         self.retry_after = retry_after
+
+    def _keywords(self) -> dict[str, Any]:
+        return {"classifier": self.classifier, "retry_after": self.retry_after}
 
     @property
     def retryable(self) -> bool:
@@ -104,6 +120,9 @@ class BadResponseError(BackendError):
         super().__init__(message, classifier=classifier, status=status)
         self.transient = transient
 
+    def _keywords(self) -> dict[str, Any]:
+        return {**super()._keywords(), "transient": self.transient}
+
     @property
     def retryable(self) -> bool:
         return self.transient
@@ -115,3 +134,8 @@ class BudgetExceeded(LLMAnchorsError):
 
 class NondeterminismWarning(RuntimeWarning):
     """The explained model gave a text another label when asked again (``verify_determinism``)."""
+
+
+def _rebuild(cls: type[ClassifierError], message: str, keywords: dict[str, Any]) -> ClassifierError:
+    """Unpickle a `ClassifierError` (its constructor takes keyword-only arguments)."""
+    return cls(message, **keywords)

@@ -8,23 +8,23 @@ import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, overload
 
 import numpy as np
 
-from ._budget import Budget
+from ._budget import SpendCap
 from ._cache import QueryCache
 from ._checks import check_int, renamed
 from ._classifier import UNPARSED, Classifier, Label, as_classifier
 from ._engine import QueryEngine, QueryStats
-from ._exceptions import BudgetExceeded, ConfigError, NondeterminismWarning
+from ._exceptions import BudgetExceeded, ConfigError, InvalidInputError, NondeterminismWarning
 from ._explanation import AnchorData, Cost, Explanation, Meta
 from ._progress import Progress, StreamProgress, stream_reporter
 from ._retry import RetryPolicy
 from ._rules import Rule, make_rule
 from ._sampler import Instance, Sampler
 from ._search import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
-from ._sync import SyncRunner, sync_twin
+from ._sync import SyncRunner, close_when_dropped, sync_twin
 from ._text import TextSampler
 from ._version import __version__
 
@@ -111,7 +111,7 @@ class AnchorsExplainer:
         request_size: int | None = None,
         cache: QueryCache | None = None,
         retry: RetryPolicy | None = None,
-        budget: Budget | None = None,
+        budget: SpendCap | None = None,
         on_budget: Literal["raise", "return"] = "raise",
         n_examples: int = 5,
         verify_determinism: int = 0,
@@ -153,6 +153,7 @@ class AnchorsExplainer:
         self.n_examples = n_examples
         self.verify_determinism = verify_determinism
         self._sync = SyncRunner()
+        close_when_dropped(self, self._sync, self.engine.classifier.aclose)  # dropped unclosed: no thread left
 
     async def aclose(self) -> None:
         """Close the classifier's connections, if it holds any."""
@@ -181,8 +182,13 @@ class AnchorsExplainer:
         return self.engine.cache
 
     @property
-    def budget(self) -> Budget | None:
+    def budget(self) -> SpendCap | None:
+        """The cap every call of this explainer reserves against (a `Budget`, or a Ray run's ledger)."""
         return self.engine.budget
+
+    @budget.setter
+    def budget(self, cap: SpendCap | None) -> None:
+        self.engine.budget = cap
 
     def settings(self) -> dict[str, Any]:
         """Every parameter that shapes an explanation, for its meta."""
@@ -203,7 +209,7 @@ class AnchorsExplainer:
         *,
         seed: int | None = None,
         progress: Callable[[Progress], None] | None = None,
-        budget: Budget | None = None,
+        budget: SpendCap | None = None,
     ) -> Explanation:
         """Find the anchor of ``text``: the words that keep its label.
 
@@ -219,13 +225,34 @@ class AnchorsExplainer:
         result = await self._search(run, None)
         return self._explanation(run, result, **await self._recheck(run))
 
+    @overload
+    def explain_stream(
+        self,
+        texts: Iterable[Any],
+        *,
+        concurrent_inputs: int = ...,
+        budget_per_input: Callable[[], SpendCap | None] | None = ...,
+        invalid: Literal["raise"] = ...,
+    ) -> AsyncIterator[Explanation]: ...
+
+    @overload
+    def explain_stream(
+        self,
+        texts: Iterable[Any],
+        *,
+        concurrent_inputs: int = ...,
+        budget_per_input: Callable[[], SpendCap | None] | None = ...,
+        invalid: Literal["yield"],
+    ) -> AsyncIterator[Explanation | InvalidInputError]: ...
+
     async def explain_stream(
         self,
         texts: Iterable[Any],
         *,
         concurrent_inputs: int = 1,
-        budget_per_input: Callable[[], Budget | None] | None = None,
-    ) -> AsyncIterator[Explanation]:
+        budget_per_input: Callable[[], SpendCap | None] | None = None,
+        invalid: Literal["raise", "yield"] = "raise",
+    ) -> AsyncIterator[Explanation | InvalidInputError]:
         """Explain a stream, yielding each explanation in input order as soon as
         it and those before it are done.
 
@@ -237,10 +264,15 @@ class AnchorsExplainer:
         time buys wall time with some memory hits, and the memory then
         depends on timing (1, the default, is deterministic).
         ``budget_per_input``: makes each input's own cap (see `explain`).
+        ``invalid="yield"``: an input that cannot be explained (empty, too
+        long: `InvalidInputError`, raised before any query) yields its error
+        in its place and the stream goes on; by default it ends the stream.
         Leaving the loop early (``break``, an error, cancellation) cancels
         the inputs still being explained.
         """
         check_int("concurrent_inputs", concurrent_inputs)
+        if invalid not in ("raise", "yield"):
+            raise ConfigError(f"invalid must be 'raise' or 'yield', got {invalid!r}")
         pending: deque[asyncio.Future[Explanation]] = deque()
         source = iter(texts)
         try:
@@ -253,7 +285,9 @@ class AnchorsExplainer:
                 if not pending:
                     return
                 if pending[0].done():
-                    yield pending.popleft().result()
+                    done = pending.popleft()
+                    error = done.exception()
+                    yield error if invalid == "yield" and isinstance(error, InvalidInputError) else done.result()
                 else:  # start the next input as soon as any finishes; yield in order
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -303,7 +337,7 @@ class AnchorsExplainer:
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
-    def _start(self, text: object, seed: int | None, budget: Budget | None = None) -> Run:
+    def _start(self, text: object, seed: int | None, budget: SpendCap | None = None) -> Run:
         check_int("seed", seed, minimum=0, optional=True)
         instance = self.sampler.features(text)
         if seed is None:

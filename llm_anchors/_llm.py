@@ -12,7 +12,7 @@ from ._backend import Backend, Completion, CompletionParams, as_backend
 from ._budget import Charge
 from ._classifier import UNPARSED, BaseClassifier, Batch, Label
 from ._exceptions import BadResponseError, ConfigError
-from ._pricing import FREE, Price, price_for
+from ._pricing import LOCAL, Price, price_for
 from ._tokens import EstimateCounter, TokenCounter
 
 __all__ = ["LLMClassifier"]
@@ -24,15 +24,19 @@ class LLMClassifier(BaseClassifier):
     """Classifies a text by asking an LLM to complete ``prompt``.
 
     ``prompt`` holds ``{text}`` where the text goes; ``labels`` are the
-    words the model answers with. The label is the one whose first token
-    has the highest log-probability among the first generated token's
-    alternatives; a token names a label when it is a prefix of it (case and
-    spacing aside). Without log-probabilities the generated text is parsed.
-    An answer that names no label is the label `UNPARSED`, a class of its
-    own.
+    words the model answers with. The label is the one named by the most
+    probable first token (a token names a label when it is a prefix of it,
+    case and spacing aside; of labels sharing that prefix, the one another
+    alternative names with the highest log-probability). When the most
+    probable token names no label the answer is `UNPARSED`, a class of its
+    own, however likely a label was among the other alternatives: the model
+    did not answer with it. Without log-probabilities the generated text's
+    first word is parsed the same way.
 
-    Cost: ``price`` (default: $0 for a model on this machine, else the
-    built-in price of the backend's model, an error when it has none);
+    Cost: ``price`` (default: the built-in price of the backend's model,
+    else an error for a hosted model, and for a model on this machine
+    `LOCAL`: $0 assumed, which a dollar cap refuses; ``price=FREE`` declares
+    it free);
     ``token_counter`` (default: the backend's, else a marked estimate).
 
     >>> clf = LLMClassifier(backend, "Review: {text}\\nSentiment:", ["negative", "positive"])
@@ -75,7 +79,7 @@ class LLMClassifier(BaseClassifier):
         model, local = self.backend.model, self.backend.is_local is True
         if model is None:
             if local:
-                return FREE
+                return LOCAL
             raise ConfigError(
                 f"cannot price {self.backend.identity!r}: it names no model and does not say it runs locally "
                 "(is_local); pass LLMClassifier(..., price=Price(...))"
@@ -118,7 +122,7 @@ class LLMClassifier(BaseClassifier):
         count = await self.token_counter.count([self.render(t) for t in texts])
         completion = len(texts) * self.params.max_tokens
         usd = self.price.cost(count.total, completion)
-        return Charge(len(texts), count.total, completion, usd, count.estimated)
+        return Charge(len(texts), count.total, completion, usd, count.estimated, unpriced=not self.price.known)
 
     async def classify(self, texts: Sequence[str]) -> Batch:
         prompts = [self.render(t) for t in texts]
@@ -146,13 +150,15 @@ class LLMClassifier(BaseClassifier):
 
     def read(self, completion: Completion) -> Label:
         """The label a completion names, or `UNPARSED`."""
-        if completion.top_logprobs:
-            scores: dict[str, float] = {}
-            for token, logprob in completion.top_logprobs.items():
-                for label in self._named_by(token):
-                    scores[label] = max(scores.get(label, float("-inf")), logprob)
-            if scores:
-                return max(self.labels, key=lambda label: scores.get(label, float("-inf")))
+        if alternatives := completion.top_logprobs:
+            named = self._named_by(max(alternatives, key=alternatives.__getitem__))
+            if len(named) < 2:
+                return named[0] if named else UNPARSED
+            scores = {label: float("-inf") for label in named}
+            for token, logprob in alternatives.items():
+                if len(one := [label for label in self._named_by(token) if label in scores]) == 1:
+                    scores[one[0]] = max(scores[one[0]], logprob)
+            return max(named, key=lambda label: scores[label])
         words = completion.text.strip().split()
         if words:
             named = self._named_by(words[0].strip(".,:;!\"'"))

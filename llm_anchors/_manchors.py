@@ -22,14 +22,14 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from ._budget import Budget
+from ._budget import SpendCap
 from ._classifier import Classifier, require_stable_identity
 from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
 from ._explainer import AnchorsExplainer, Run
 from ._explanation import Explanation
 from ._guided import GuidedSearch
-from ._memory import MemoryEntry, RuleMemory, nearest_unused
+from ._memory import Memory, MemoryEntry, RuleMemory, nearest_unused
 from ._progress import Progress
 from ._rules import Rule
 from ._search import SearchResult
@@ -136,6 +136,8 @@ class MAnchorsExplainer(AnchorsExplainer):
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
     embedder: for text, the `SentenceEmbedder` (default: packaged
         all-MiniLM-L6-v2).
+    memory: where earlier explanations are kept and looked up (a `Memory`;
+        default: a new `RuleMemory`, HNSW in this process).
     memory_features: the memory key and HT (`MemoryFeatures`); by default
         the sampler's ``memory_features()`` (`TabularSampler`,
         `ImageSampler`), or text's over ``embedder``.
@@ -162,6 +164,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         prune_samples: int = 50,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
+        memory: Memory | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(classifier, **kwargs)
@@ -181,7 +184,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         self.k_nearest, self.max_proposals, self.min_accept_samples = k_nearest, max_proposals, min_accept_samples
         self.hit_root_samples = hit_root_samples
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
-        self._memory: RuleMemory | None = None
+        self._memory: Memory | None = memory
 
     def _default_features(self, embedder: SentenceEmbedder | None) -> MemoryFeatures:
         """The sampler's `memory_features()` (rows, images), or text's."""
@@ -199,10 +202,29 @@ class MAnchorsExplainer(AnchorsExplainer):
         return self.features.embedder if isinstance(self.features, TextMemoryFeatures) else None
 
     @property
-    def memory(self) -> RuleMemory:
+    def memory(self) -> Memory:
+        """Where this explainer keeps and looks up earlier explanations (a new `RuleMemory` by default)."""
         if self._memory is None:
             self._memory = RuleMemory(self.features.dim, self.features.identity, self.classifier.identity)
         return self._memory
+
+    @memory.setter
+    def memory(self, memory: Memory) -> None:
+        self._memory = memory
+
+    @property
+    def memory_identity(self) -> tuple[int, str, str]:
+        """What a memory for this explainer is made for: vector size, embedder, explained model."""
+        return self.features.dim, self.features.identity, self.classifier.identity
+
+    @property
+    def local_memory(self) -> RuleMemory:
+        """The memory, when it is this explainer's own `RuleMemory` (what `save` writes);
+        a `ConfigError` for one it only looks up (a Ray run's)."""
+        memory = self.memory
+        if not isinstance(memory, RuleMemory):
+            raise ConfigError(f"this explainer's memory is not its own ({memory!r}): save or load it where it is")
+        return memory
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "strategy": self.strategy, "tau_sim": self.tau_sim, "tau_mid": self.tau_mid,
@@ -217,7 +239,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         `FunctionClassifier` (a random identity) cannot be saved.
         """
         require_stable_identity(self.classifier, f"a memory saved to {directory}")
-        self.memory.save(directory)
+        self.local_memory.save(directory)
 
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Replace the memory by one saved for this classifier and embedder."""
@@ -235,7 +257,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         *,
         seed: int | None = None,
         progress: Callable[[Progress], None] | None = None,
-        budget: Budget | None = None,
+        budget: SpendCap | None = None,
     ) -> Explanation:
         run = self._start(text, seed, budget)
         run.progress = progress

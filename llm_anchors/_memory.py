@@ -28,14 +28,14 @@ import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ._classifier import Label
 from ._exceptions import ConfigError
 
-__all__ = ["MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused"]
+__all__ = ["Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused"]
 
 FORMAT_VERSION = 2
 _GENERATION = re.compile(r"gen-\d{6}")
@@ -67,6 +67,22 @@ class MemoryEntry:
     anchor_features: tuple[str, ...] = ()
     anchor_keys: tuple[str, ...] = ()
     anchor_vectors: tuple[tuple[float, ...], ...] = ()
+
+
+@runtime_checkable
+class Memory(Protocol):
+    """What MAnchors asks of its memory, and all it asks: look up, add.
+
+    `RuleMemory` is the memory of one process; a Ray run's workers look up
+    a replica of the run's memory (or one shared actor) through views that
+    hold their additions until the run accepts the explanation.
+    """
+
+    def neighbours(self, vector: np.ndarray, *, label: Label, k: int) -> list[tuple[MemoryEntry, float]]: ...
+
+    def anchored(self, keys: set[str], *, label: Label) -> list[tuple[tuple[str, ...], int]]: ...
+
+    def add(self, entry: MemoryEntry, vector: np.ndarray) -> None: ...
 
 
 class RuleMemory:

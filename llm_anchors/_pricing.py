@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from ._exceptions import ConfigError
 
-__all__ = ["FREE", "PRICES", "Price", "load_prices", "price_for"]
+__all__ = ["FREE", "LOCAL", "PRICES", "Price", "load_prices", "price_for"]
 
 MILLION = Decimal(1_000_000)
 
@@ -32,6 +33,8 @@ class Price:
     cached_input: Decimal | None = None
     as_of: str = ""
     source: str = ""
+    known: bool = True
+    """False for `LOCAL`: $0 assumed, not declared, so a dollar cap cannot rely on it."""
 
     def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> Decimal:
         """Exact dollars for a number of tokens."""
@@ -40,7 +43,10 @@ class Price:
         return (fresh * self.input + cached_tokens * cached_rate + completion_tokens * self.output) / MILLION
 
 
-FREE = Price(Decimal(0), Decimal(0), Decimal(0), source="local model")
+FREE = Price(Decimal(0), Decimal(0), Decimal(0), source="declared free")
+"""A model that costs nothing, by the caller's word."""
+LOCAL = Price(Decimal(0), Decimal(0), Decimal(0), source="assumed free: served on this machine", known=False)
+"""A model served on this machine whose name has no price: $0 is assumed, and a dollar cap refuses it."""
 
 _OPENAI = "https://openai.com/api/pricing (standard tier)"
 
@@ -65,39 +71,52 @@ PRICES: dict[str, Price] = {
 
 
 def load_prices(path: str | os.PathLike[str]) -> dict[str, Price]:
-    """Read ``{"model": {"input": "2.5", "output": "10", "cached_input": "1.25", "as_of": "..."}}``."""
+    """Read ``{"model": {"input": "2.5", "output": "10", "cached_input": "1.25", "as_of": "..."}}``
+    (USD per million tokens; finite, >= 0); anything else is a `ConfigError` naming the file."""
     try:
-        raw: dict[str, Any] = json.loads(Path(path).read_text())
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read price file {path}: {exc}") from exc
-    prices = {}
-    for model, entry in raw.items():
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"price file {path} must be an object of models, got {type(raw).__name__} {raw!r:.60}")
+    return {str(model): _price(model, entry, path) for model, entry in raw.items()}
+
+
+def _price(model: str, entry: Any, path: str | os.PathLike[str]) -> Price:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"price of {model!r} in {path} must be an object with input and output")
+    rates = {}
+    for key in ("input", "output", "cached_input"):
+        value = entry.get(key)
+        if value is None and key == "cached_input":
+            continue
         try:
-            prices[model] = Price(
-                Decimal(str(entry["input"])),
-                Decimal(str(entry["output"])),
-                Decimal(str(entry["cached_input"])) if entry.get("cached_input") is not None else None,
-                as_of=str(entry.get("as_of", "")),
-                source=str(entry.get("source", str(path))),
-            )
-        except (KeyError, TypeError, ArithmeticError) as exc:
-            raise ConfigError(f"price of {model!r} in {path} needs numeric input and output: {exc}") from exc
-        if min(prices[model].input, prices[model].output) < 0:
-            raise ConfigError(f"price of {model!r} in {path} is negative")
-    return prices
+            rate = Decimal(str(value)) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+        except ArithmeticError:
+            rate = None
+        if rate is None or not rate.is_finite() or rate < 0:
+            raise ConfigError(f"price of {model!r} in {path}: {key} must be a finite number >= 0, got {value!r}")
+        rates[key] = rate
+    return Price(rates["input"], rates["output"], rates.get("cached_input"), as_of=str(entry.get("as_of", "")),
+                 source=str(entry.get("source", str(path))))  # fmt: skip
+
+
+_DATED = re.compile(r"^(?P<family>.+)-(?:\d{4}-\d{2}-\d{2}|\d{4})$")
 
 
 def price_for(model: str, *, local: bool = False, prices: dict[str, Price] | None = None) -> Price:
-    """The price of ``model``: from ``prices``, else the built-in table; $0 when ``local``."""
+    """The price of ``model`` from ``prices``, else the built-in table: by its name, its
+    name without a provider prefix (``openai/gpt-4o-mini``), or its family when it is a
+    dated snapshot (``gpt-4o-2024-08-06``). A model with no price is `LOCAL` when
+    ``local`` (served on this machine), else a `ConfigError`."""
     table = {**PRICES, **(prices or {})}
-    if model in table:
-        return table[model]
+    for name in dict.fromkeys([model, model.rsplit("/", 1)[-1]]):
+        if name in table:
+            return table[name]
+        if (dated := _DATED.match(name)) is not None and dated["family"] in table:
+            return table[dated["family"]]
     if local:
-        return FREE
-    # A dated snapshot ("gpt-4o-mini-2024-07-18") costs what its family costs.
-    family = max((m for m in table if model.startswith(m + "-")), key=len, default=None)
-    if family is not None:
-        return table[family]
+        return LOCAL
     raise ConfigError(
         f"no price for hosted model {model!r}: give one (--price-file or prices=) "
         f"or mark the model local; known: {', '.join(sorted(table))}"

@@ -50,10 +50,18 @@ class ReportRow:
 
 def load_rows(path: str | Path) -> list[ReportRow]:
     """A results file's explanations, in the order they finished."""
-    return [
+    return load_run(path)[0]
+
+
+def load_run(path: str | Path) -> tuple[list[ReportRow], dict[int, str]]:
+    """A results file's explanations, in the order they finished, and its failed inputs with the reason."""
+    records = read_results(path)
+    rows = [
         ReportRow(index, str(r.get("input_sha256", "")), Explanation.from_json(json.dumps(r["explanation"])))
-        for index, r in read_results(path).items()
+        for index, r in records.items()
+        if "explanation" in r
     ]
+    return rows, {index: str(r["failed"]) for index, r in records.items() if "failed" in r}
 
 
 def write_report(
@@ -69,25 +77,33 @@ def write_report(
     the same inputs; the summary then says what MAnchors saved on the inputs
     both explained (matched by their hash).
     """
-    rows = load_rows(results)
+    rows, failed = load_run(results)
     base = load_rows(baseline) if baseline is not None else None
-    page = report_html(rows, base, title=title or f"llm-anchors report: {Path(results).name}")
+    page = report_html(rows, base, title=title or f"llm-anchors report: {Path(results).name}", failed=failed)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out
 
 
-def report_html(rows: Sequence[ReportRow], baseline: Sequence[ReportRow] | None = None, *, title: str) -> str:
-    """The report page, as a string."""
+def report_html(
+    rows: Sequence[ReportRow],
+    baseline: Sequence[ReportRow] | None = None,
+    *,
+    title: str,
+    failed: Mapping[int, str] | None = None,
+) -> str:
+    """The report page, as a string; ``failed``: the inputs that could not be explained, with the reason."""
     matched = _matched(rows, baseline) if baseline is not None else None
+    failed = failed or {}
     body = "\n".join(
         [
             f"<header><h1>{_e(title)}</h1><p class=muted>{_e(_provenance(rows))}</p></header>",
-            _summary(rows, matched),
+            _summary(rows, matched, len(failed)),
             _spend_chart(rows, matched),
             _top_words(rows),
             _table(rows),
+            _failures(failed),
         ]
     )
     return (
@@ -101,7 +117,7 @@ def report_html(rows: Sequence[ReportRow], baseline: Sequence[ReportRow] | None 
 # -- summary -----------------------------------------------------------------------
 
 
-def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow]] | None) -> str:
+def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow]] | None, failed: int = 0) -> str:
     metas = [r.explanation.meta for r in rows]
     labels = Counter(r.label for r in rows)
     looked_up = [r.hit for r in rows if r.hit is not None]
@@ -111,7 +127,11 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
     estimated = " (estimated)" if any(m.cost.tokens_estimated for m in metas) else ""
     found = sum(r.explanation.data.success for r in rows)
     cards = [
-        ("inputs", f"{len(rows):,}", f"{found:,} anchors reached τ"),
+        (
+            "inputs",
+            f"{len(rows) + failed:,}",
+            f"{found:,} anchors reached τ" + (f"; {failed:,} could not be explained" if failed else ""),
+        ),
         ("labels", " · ".join(f"{_e(k)} {v:,}" for k, v in labels.most_common()) or "—", ""),
         (
             "memory hits",
@@ -173,6 +193,18 @@ _SAVED: dict[str, Callable[[Explanation], Any]] = {
 def _matched(rows: Sequence[ReportRow], baseline: Sequence[ReportRow]) -> list[tuple[ReportRow, ReportRow]]:
     by_hash = {b.input_sha256: b for b in baseline}
     return [(r, by_hash[r.input_sha256]) for r in rows if r.input_sha256 in by_hash]
+
+
+def _failures(failed: Mapping[int, str]) -> str:
+    """The inputs that could not be explained (empty, too long), with the reason."""
+    if not failed:
+        return ""
+    items = "".join(f"<tr><td>{i}</td><td>{_e(reason)}</td></tr>" for i, reason in sorted(failed.items()))
+    return (
+        f"<section id=failed><h2>Inputs that could not be explained ({len(failed):,})</h2>"
+        f"<table class=compact><thead><tr><th>input</th><th>why</th></tr></thead><tbody>{items}</tbody></table>"
+        "</section>"
+    )
 
 
 # -- cumulative spend ----------------------------------------------------------------

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ._exceptions import ConfigError
 
-__all__ = ["SyncRunner", "sync_twin"]
+__all__ = ["SyncRunner", "close_when_dropped", "sync_twin"]
 
 T = TypeVar("T")
 
@@ -52,6 +53,21 @@ class SyncRunner:
         thread.join()
         loop.close()
 
+    def shutdown(self, cleanup: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run ``cleanup()`` on the loop, if it was started, then stop it: what `close` of the
+        runner's owner does, done by a finalizer when the owner is dropped unclosed."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        if threading.current_thread() is thread:  # collected on the loop's own thread: it cannot wait for itself
+            loop.create_task(_then_stop(cleanup(), loop))
+            return
+        try:
+            self.run(cleanup())
+        except Exception:  # noqa: S110 (a finalizer: nothing to tell)
+            pass
+        self.close()
+
     def _start(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
@@ -60,6 +76,19 @@ class SyncRunner:
                 thread.start()
                 self._loop, self._thread = loop, thread
             return self._loop
+
+
+async def _then_stop(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        await coro
+    finally:
+        loop.stop()
+
+
+def close_when_dropped(owner: object, runner: SyncRunner, cleanup: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    """When ``owner`` is garbage collected (or the interpreter exits) without being closed,
+    run ``cleanup`` on ``runner``'s loop and stop its thread (``cleanup`` must not hold ``owner``)."""
+    weakref.finalize(owner, runner.shutdown, cleanup)
 
 
 class HasSyncRunner(Protocol):

@@ -115,12 +115,19 @@ class TextSampler:
             raise InvalidInputError(f"text to explain must be a str, got {type(text).__name__}")
         if not text.strip():
             raise InvalidInputError("text to explain is empty or whitespace only")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"text to explain is not valid Unicode ({exc.reason} at character {exc.start}): no model can read it"
+            ) from None
         instance = TextInstance.parse(text)
         if not instance.words:
             raise InvalidInputError(f"text to explain has no words: {text[:80]!r}")
         if len(instance.words) > self.max_words:
             raise InvalidInputError(
-                f"text to explain has {len(instance.words)} words, over the limit of {self.max_words} (max_words)"
+                f"text to explain has {len(instance.words)} words, over the limit of {self.max_words} "
+                "(max_words, --max-words: each word is a feature the search may test)"
             )
         return instance
 

@@ -7,9 +7,11 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import math
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,14 +23,40 @@ from ._explanation import Explanation
 from ._inputs import read_inputs
 from ._llm import LLMClassifier
 from ._manchors import MAnchorsExplainer
-from ._pricing import load_prices
+from ._pricing import FREE, load_prices
 from ._progress import Progress, RunProgress
 from ._report import write_report
-from ._resumable import ResultsFile, RunReport, explain_resumable
+from ._resumable import ResultsFile, RunReport, check_memory_dir, explain_resumable, invalid_reasons
 from ._retry import RetryPolicy
-from ._text import TextInstance
+from ._text import TextInstance, TextSampler
 
 __all__ = ["main"]
+
+
+_NUMBERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool], str]] = {
+    "seconds": (float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "count": (int, lambda v: v >= 1, "an integer >= 1"),
+    "natural": (int, lambda v: v >= 0, "an integer >= 0"),
+    "tau": (float, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "usd": (Decimal, lambda v: v.is_finite() and v >= 0, "a finite number >= 0"),
+}
+
+
+def _number(kind: str) -> Callable[[str], Any]:
+    """An argparse type for a number of ``kind`` (see `_NUMBERS`): anything else is a usage error, before any work."""
+    convert, ok, want = _NUMBERS[kind]
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except (ValueError, ArithmeticError):
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}")
+        return value
+
+    parse.__name__ = kind
+    return parse
 
 
 def _model_options() -> argparse.ArgumentParser:
@@ -44,18 +72,24 @@ def _model_options() -> argparse.ArgumentParser:
     common.add_argument("--endpoint", choices=["auto", "completions", "chat"], default="auto")
     common.add_argument("--prompt", default=None, help="prompt template with {text}, or @FILE to read it from")
     common.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")
-    common.add_argument("--seed", type=int, default=0)
-    common.add_argument("--threshold", type=float, default=0.95, help="precision an anchor must reach (τ)")
+    common.add_argument("--seed", type=_number("natural"), default=0)
+    common.add_argument("--threshold", type=_number("tau"), default=0.95, help="precision an anchor must reach (τ)")
+    common.add_argument("--max-words", type=_number("count"), default=256, help="longest input explained, in words")
     common.add_argument(
-        "--max-concurrency", "--concurrency", dest="max_concurrency", type=int, default=8, help="requests in flight"
-    )
-    common.add_argument("--timeout", type=float, default=60.0, help="seconds for one HTTP request")
+        "--max-concurrency", "--concurrency", dest="max_concurrency", type=_number("count"), default=8,
+        help="requests in flight",
+    )  # fmt: skip
+    common.add_argument("--timeout", type=_number("seconds"), default=60.0, help="seconds for one HTTP request")
     common.add_argument(
-        "--max-attempts", type=int, default=6, help="attempts per request on 429/5xx/timeouts (default 6)"
+        "--max-attempts", type=_number("count"), default=6, help="attempts per request on 429/5xx/timeouts (default 6)"
     )
-    common.add_argument("--max-usd", default=None, help="spend cap in USD")
-    common.add_argument("--max-queries", type=int, default=None, help="cap on model queries")
-    common.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
+    common.add_argument("--max-usd", type=_number("usd"), default=None, help="spend cap in USD")
+    common.add_argument("--max-queries", type=_number("natural"), default=None, help="cap on model queries")
+    price = common.add_mutually_exclusive_group()
+    price.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
+    price.add_argument(
+        "--free", action="store_true", help="the model at --base-url costs nothing (a local model with no price)"
+    )
     return common
 
 
@@ -78,7 +112,8 @@ def _parser() -> argparse.ArgumentParser:
         help="explain every text of a file: resumable, under a spend cap",
         description="Explain every input of INPUT into --out (JSON lines, appended as each finishes). "
         "Run the same command again to carry on after a crash, Ctrl-C or a spent cap; caps (--max-usd, "
-        "--max-queries) hold for the whole run, across restarts.",
+        "--max-queries) hold for the whole run, across restarts. An input that cannot be explained (empty, "
+        "longer than --max-words) is recorded as failed, with the reason, and the run goes on.",
     )
     run.add_argument("input", help="JSONL, CSV or plain text (one input per line); - reads standard input")
     run.add_argument("--format", choices=["auto", "jsonl", "csv", "text"], default="auto")
@@ -88,8 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     memory = run.add_mutually_exclusive_group()
     memory.add_argument("--memory", default=None, help="MAnchors' memory directory (default: OUT.memory)")
     memory.add_argument("--no-memory", action="store_true", help="plain Anchors: no memory")
-    run.add_argument("--max-usd-per-text", default=None, help="spend cap of each explanation in USD")
-    run.add_argument("--inputs-at-once", type=int, default=1, help="inputs explained at once (MAnchors: 1 is exact)")
+    run.add_argument("--max-usd-per-text", type=_number("usd"), default=None, help="spend cap of each explanation")
+    run.add_argument(
+        "--inputs-at-once", type=_number("count"), default=1, help="inputs explained at once (MAnchors: 1 is exact)"
+    )
     run.add_argument(
         "--ray",
         nargs="?",
@@ -99,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         help="spread the run over Ray workers sharing the cap and the memory: a cluster's address "
         "(auto, ray://host:10001), or none to start Ray here (pip install 'llm-anchors[ray]')",
     )
-    run.add_argument("--workers", type=int, default=2, help="--ray: explainers running at once (default 2)")
+    run.add_argument("--workers", type=_number("count"), default=2, help="--ray: explainers at once (default 2)")
     report = sub.add_parser(
         "report",
         help="a run's results as one self-contained HTML page",
@@ -136,31 +173,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _classifier(args: argparse.Namespace, base_urls: list[str], model: str) -> LLMClassifier:
-    from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-    from adapters.openai_compat import OpenAICompatibleBackend
+class _Model:
+    """The explained model as the options say: its prompt, labels, price and servers."""
 
-    prompt = _read_prompt(args.prompt) if args.prompt else DEFAULT_PROMPT
-    labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
-    backend = OpenAICompatibleBackend(
-        base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout
-    )
-    prices = load_prices(args.price_file) if args.price_file else None
-    return LLMClassifier(backend, prompt, labels, prices=prices)
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.prompt = _read_prompt(args.prompt) if args.prompt else None
+        self.prices = load_prices(args.price_file) if args.price_file else None  # read before anything starts
+        if args.base_url:  # a dollar cap that cannot price its model is refused now, before anything starts
+            self.classifier(args.base_url, args.model or "default")
+
+    def classifier(self, base_urls: list[str], model: str, *, embedded: bool = False) -> LLMClassifier:
+        from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+        from adapters.openai_compat import OpenAICompatibleBackend
+
+        args = self.args
+        labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
+        backend = OpenAICompatibleBackend(
+            base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout
+        )
+        price = FREE if embedded or args.free else None
+        clf = LLMClassifier(backend, self.prompt or DEFAULT_PROMPT, labels, price=price, prices=self.prices)
+        if args.max_usd is not None and not clf.price.known:
+            raise ConfigError(
+                f"--max-usd cannot cap model {model!r} at {', '.join(base_urls)}: it has no price (served on this "
+                "machine under a name the price table lacks). Give its price (--price-file) or declare it free (--free)"
+            )
+        return clf
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seed": args.seed,
         "threshold": args.threshold,
+        "max_words": args.max_words,
         "max_concurrency": args.max_concurrency,
         "retry": RetryPolicy(max_attempts=args.max_attempts),
     }
 
 
 async def _explain(args: argparse.Namespace) -> int:
-    with _backend(args) as (base_urls, model):
-        clf = _classifier(args, base_urls, model)
+    model = _Model(args)
+    with _backend(args) as (base_urls, name, embedded):
+        clf = model.classifier(base_urls, name, embedded=embedded)
         budget = None
         if args.max_usd is not None or args.max_queries is not None:
             budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
@@ -175,17 +230,28 @@ async def _explain(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Explain a file of inputs; exit 0 when all are done, 3 when the run's cap stopped it,
-    130/143 on SIGINT/SIGTERM (everything finished is kept)."""
+    """Explain a file of inputs; exit 0 when all are done (those that cannot be explained
+    recorded as failed), 3 when the run's cap stopped it, 130/143 on SIGINT/SIGTERM
+    (everything finished is kept); 2 for anything refused before money was spent."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
+    model = _Model(args)
+    memory = None if args.no_memory else (args.memory or f"{args.out}.memory")
+    if memory is not None:
+        check_memory_dir(memory)
     out = Path(args.out)
     stopped_by: list[int] = []
     with ResultsFile(out) as results:
-        if not results.todo(texts):  # nothing to do: no server, no model loaded
-            print(f"{out}: all {len(texts):,} inputs are explained already", file=sys.stderr)
+        results.check_inputs(texts)
+        results.check_journal()
+        failed = sorted(results.failed)
+        still = invalid_reasons(TextSampler(max_words=args.max_words), [texts[i] for i in failed])
+        if not results.todo(texts) and all(still):  # nothing to do: no server, no model loaded
+            done = len(texts) - len(failed)
+            print(f"{out}: all {len(texts):,} inputs are done already ({done:,} explained, {len(failed):,} failed)",
+                  file=sys.stderr)  # fmt: skip
             return 0
         try:
-            report = asyncio.run(_run_async(args, texts, results, stopped_by))
+            report = asyncio.run(_run_async(args, model, memory, texts, results, stopped_by))
         except asyncio.CancelledError:
             if not stopped_by:
                 raise
@@ -197,25 +263,29 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _run_async(
-    args: argparse.Namespace, texts: list[str], results: ResultsFile, stopped_by: list[int]
+    args: argparse.Namespace,
+    model: _Model,
+    memory: str | None,
+    texts: list[str],
+    results: ResultsFile,
+    stopped_by: list[int],
 ) -> RunReport:
-    out = Path(args.out)
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, _stop, task, number, stopped_by)
-    journal = f"{out}.budget.jsonl"
     if args.ray is not None:
-        return await _run_on_ray(args, texts, results, journal)
+        return await _run_on_ray(args, model, memory, texts, results)
     with (
-        Budget(max_usd=args.max_usd, max_queries=args.max_queries, journal=journal) as run_budget,
-        _backend(args) as (base_urls, model),
-        contextlib.closing(QueryCache(f"{out}.cache.sqlite")) as cache,
+        results.open_budget(max_usd=args.max_usd, max_queries=args.max_queries) as run_budget,
+        _backend(args) as (base_urls, name, embedded),
+        contextlib.closing(QueryCache(f"{results.path}.cache.sqlite")) as cache,
     ):
         per_text = None
         if args.max_usd_per_text is not None:
             per_text = lambda: Budget(max_usd=args.max_usd_per_text, parent=run_budget)  # noqa: E731
-        clf = _classifier(args, base_urls, model)
+        clf = model.classifier(base_urls, name, embedded=embedded)
+        identity = await _identity(clf, embedded)
         kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
         options = {**_settings(args), "budget": run_budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
@@ -224,12 +294,25 @@ async def _run_async(
                     explainer,
                     texts,
                     results,
-                    memory_dir=None if args.no_memory else (args.memory or f"{out}.memory"),
+                    memory_dir=memory,
                     run_budget=run_budget,
                     budget_per_input=per_text,
                     concurrent_inputs=args.inputs_at_once,
                     on_result=bar.update,
+                    model=identity,
                 )
+
+
+async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
+    """What tells this model from another under the same name: the embedded model's file, or the
+    servers' addresses and what they say they serve."""
+    from adapters.llamacpp import MODEL_FILE
+    from adapters.openai_compat import OpenAICompatibleBackend, redact
+
+    backend = clf.backend
+    if embedded or not isinstance(backend, OpenAICompatibleBackend):
+        return {"embedded": MODEL_FILE}
+    return {"base_url": [redact(u) for u in backend.base_urls], "served": await backend.served_models()}
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -238,31 +321,35 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_on_ray(args: argparse.Namespace, texts: list[str], results: ResultsFile, journal: str) -> RunReport:
+async def _run_on_ray(
+    args: argparse.Namespace, model: _Model, memory: str | None, texts: list[str], results: ResultsFile
+) -> RunReport:
     """`llm-anchors run --ray`: the same run, its inputs spread over Ray workers."""
     from ._distributed import RayRun, explain_resumable_on_ray, import_ray
 
     import_ray()
-    memory = None if args.no_memory else (args.memory or f"{args.out}.memory")
     address = None if args.ray == "local" else args.ray
     options = {
         "max_usd": args.max_usd, "max_queries": args.max_queries, "max_usd_per_input": args.max_usd_per_text,
-        "journal": journal, "memory_dir": memory, "address": address,
+        "journal": results.check_journal(), "memory_dir": memory, "address": address,
     }  # fmt: skip
-    with _backend(args) as (base_urls, model):
-        make = functools.partial(_ray_explainer, args, base_urls, model)
+    with _backend(args) as (base_urls, name, embedded):
+        identity = await _identity(model.classifier(base_urls, name, embedded=embedded), embedded)
+        make = functools.partial(_ray_explainer, args, model, base_urls, name, embedded, str(results.path.resolve()))
         async with RayRun(make, workers=args.workers, **options) as run:
             budget = run.budget
             assert budget is not None
-            with RunProgress(len(texts), len(results.records), spent=lambda: budget.settled) as bar:
-                return await explain_resumable_on_ray(run, texts, results, on_result=bar.update)
+            with RunProgress(len(texts), len(results.records), spent=lambda: budget.report().settled) as bar:
+                return await explain_resumable_on_ray(run, texts, results, on_result=bar.update, model=identity)
 
 
-def _ray_explainer(args: argparse.Namespace, base_urls: list[str], model: str) -> AnchorsExplainer:
+def _ray_explainer(
+    args: argparse.Namespace, model: _Model, base_urls: list[str], name: str, embedded: bool, out: str
+) -> AnchorsExplainer:
     """A worker's explainer (built in the worker: its own connections and cache handle)."""
-    clf = _classifier(args, base_urls, model)
+    clf = model.classifier(base_urls, name, embedded=embedded)
     kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
-    cache = QueryCache(f"{Path(args.out).resolve()}.cache.sqlite")  # one file, shared by this machine's workers
+    cache = QueryCache(f"{out}.cache.sqlite")  # one file, shared by this machine's workers
     return kind(clf, **_settings(args), on_budget="return", cache=cache)
 
 
@@ -273,15 +360,16 @@ def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) ->
 
 
 @contextlib.contextmanager
-def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str]]:
+def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str, bool]]:
+    """The servers' base URLs, the model's name, and whether it is the embedded local LLM (started here)."""
     if args.base_url:
-        yield args.base_url, args.model or "default"
+        yield args.base_url, args.model or "default", False
         return
     from adapters.llamacpp import LlamaServer
 
     print("starting the local LLM (Gemma 3 270M on llama-server)…", file=sys.stderr, flush=True)
     with LlamaServer() as server:
-        yield [server.base_url], args.model or "gemma-3-270m-q4_k_m"
+        yield [server.base_url], args.model or "gemma-3-270m-q4_k_m", True
 
 
 def _read_prompt(value: str) -> str:

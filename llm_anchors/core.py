@@ -21,7 +21,7 @@ from typing import Any as _Any
 
 from ._backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
-from ._budget import BudgetReport, Charge, Reservation
+from ._budget import BudgetReport, Charge, Reservation, SpendCap
 from ._checks import deprecated as _deprecated
 from ._classifier import BaseClassifier, Batch, Classifier, Label, as_classifier
 from ._embeddings import SentenceEmbedder
@@ -30,10 +30,10 @@ from ._explanation import AnchorData, Cost, Meta
 from ._guided import GuidedSearch
 from ._image import ImageInstance, ImageMemoryFeatures
 from ._manchors import MemoryFeatures, TextMemoryFeatures
-from ._memory import MemoryEntry, RuleMemory
-from ._pricing import FREE, PRICES, Price, load_prices, price_for
+from ._memory import Memory, MemoryEntry, RuleMemory
+from ._pricing import FREE, LOCAL, PRICES, Price, load_prices, price_for
 from ._progress import Progress, RunProgress, StreamProgress
-from ._resumable import ResultsFile, RunReport, explain_resumable, input_hash
+from ._resumable import ResultsFile, RunReport, explain_resumable, input_hash, read_results, run_config
 from ._retry import is_retryable
 from ._rules import Rule, covers, make_rule
 from ._sampler import Instance, Sampler
@@ -44,6 +44,7 @@ from ._tokens import EstimateCounter, TokenCount, TokenCounter
 
 __all__ = [
     "FREE",
+    "LOCAL",
     "PRICES",
     "AnchorData",
     "Backend",
@@ -64,6 +65,7 @@ __all__ = [
     "ImageMemoryFeatures",
     "Instance",
     "Label",
+    "Memory",
     "MemoryEntry",
     "MemoryFeatures",
     "Meta",
@@ -86,6 +88,7 @@ __all__ = [
     "SearchParams",
     "SearchResult",
     "SentenceEmbedder",
+    "SpendCap",
     "StreamProgress",
     "TabularInstance",
     "TabularMemoryFeatures",
@@ -107,6 +110,8 @@ __all__ = [
     "lucb",
     "make_rule",
     "price_for",
+    "read_results",
+    "run_config",
 ]
 
 

@@ -8,13 +8,11 @@ Every worker runs ``make_explainer()``; they share one budget (a ledger
 actor: the cap holds for the whole run) and, for MAnchors, one memory.
 """
 
-from ._distributed import (
-    RayRun,
-    RunStats,
-    SharedBudget,
-    SharedMemory,
-    explain_distributed,
-    explain_resumable_on_ray,
-)
+from ._distributed import RayRun, RunStats, explain_distributed, explain_resumable_on_ray
+from ._ray_ledger import LedgerView
+from ._ray_memory import ActorMemory, ReplicaMemory
 
-__all__ = ["RayRun", "RunStats", "SharedBudget", "SharedMemory", "explain_distributed", "explain_resumable_on_ray"]
+__all__ = [
+    "ActorMemory", "LedgerView", "RayRun", "ReplicaMemory", "RunStats", "explain_distributed",
+    "explain_resumable_on_ray",
+]  # fmt: skip

@@ -35,7 +35,9 @@ class FaultServer:
         upstream: str | None = None,
         hang_s: float = 3.0,
         retry_after: str = "0.05",
+        served: Sequence[str] = ("fault-server-model",),
     ) -> None:
+        self.served = list(served)
         self.fail_rate = fail_rate
         self.kinds = list(kinds)
         self.rng = random.Random(seed)
@@ -55,6 +57,7 @@ class FaultServer:
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/tokenize", self._tokenize)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -107,6 +110,10 @@ class FaultServer:
         if self.upstream:
             return await self._forward(request.path, body)
         return web.json_response(self._reply(request.path, body))
+
+    async def _models(self, request: web.Request) -> web.Response:
+        """Never faulted: what the server serves (``served``), in OpenAI's shape."""
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.served]})
 
     async def _tokenize(self, request: web.Request) -> web.Response:
         """Never faulted: llama-server's shape, one token per whitespace-separated word (+ BOS)."""

@@ -31,26 +31,29 @@ def sentiment(prompt: str) -> str:
     return "positive" if "good" in words and "great" in words else "negative"
 
 
-def test_reserve_refuses_what_would_pass_a_cap():
+async def test_reserve_refuses_what_would_pass_a_cap():
     budget = Budget(max_usd="1.00", max_queries=10, max_tokens=1000)
-    first = budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
-    second = budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
+    first = await budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
+    second = await budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
     with pytest.raises(BudgetExceeded, match="max_usd"):
-        budget.reserve(Charge(1, 10, 1, Decimal("0.30")))
+        await budget.reserve(Charge(1, 10, 1, Decimal("0.30")))
     budget.settle(first, Charge(4, 90, 4, Decimal("0.35")))
     budget.release(second)
     assert budget.settled == Charge(4, 90, 4, Decimal("0.35"))
     assert budget.reserved == Charge()
     with pytest.raises(BudgetExceeded, match="max_queries"):
-        budget.reserve(Charge(7, 0, 0, Decimal(0)))
+        await budget.reserve(Charge(7, 0, 0, Decimal(0)))
     with pytest.raises(ConfigError):
         budget.settle(first, Charge())
     report = budget.report()
-    assert report.refused == 2 and report.calls == 1
+    assert report.refused == 2 and report.calls == 1 and report.reservations == 2
     assert "0.350000" in report.table() and '"queries": 4' in report.to_json()
 
 
-@pytest.mark.parametrize("kwargs", [{"max_usd": -1}, {"max_usd": "abc"}, {"max_queries": 1.5}, {"max_tokens": -2}])
+@pytest.mark.parametrize(
+    "kwargs", [{"max_usd": -1}, {"max_usd": "abc"}, {"max_usd": "nan"}, {"max_queries": 1.5}, {"max_tokens": -2},
+               {"max_queries": True}]
+)  # fmt: skip
 def test_bad_caps(kwargs):
     with pytest.raises(ConfigError):
         Budget(**kwargs)
@@ -61,11 +64,14 @@ def test_reserve_is_atomic_across_threads():
     granted = []
 
     def worker():
-        for _ in range(500):
-            try:
-                granted.append(budget.reserve(Charge(queries=1)))
-            except BudgetExceeded:
-                pass
+        async def take():
+            for _ in range(500):
+                try:
+                    granted.append(await budget.reserve(Charge(queries=1)))
+                except BudgetExceeded:
+                    pass
+
+        asyncio.run(take())
 
     threads = [threading.Thread(target=worker) for _ in range(8)]
     for t in threads:
@@ -73,6 +79,29 @@ def test_reserve_is_atomic_across_threads():
     for t in threads:
         t.join()
     assert len(granted) == 1000
+
+
+async def test_a_dollar_cap_refuses_a_model_whose_price_is_only_assumed():
+    budget = Budget(max_usd="0.0001")
+    with pytest.raises(ConfigError, match="price is unknown"):
+        await budget.reserve(Charge(queries=1, unpriced=True))
+    assert budget.report().reservations == 0
+    await Budget(max_queries=5).reserve(Charge(queries=1, unpriced=True))  # no dollar cap: nothing to price
+
+
+async def test_a_written_off_call_counts_at_its_worst_case_until_its_bill_arrives():
+    budget = Budget(max_queries=10)
+    held = await budget.reserve(Charge(queries=8))
+    budget.write_off(held)  # its worker died with the call in flight
+    assert (budget.settled.queries, budget.reserved) == (8, Charge())
+    with pytest.raises(BudgetExceeded):
+        await budget.reserve(Charge(queries=3))
+    budget.settle(held, Charge(queries=2))  # the bill came after all
+    assert budget.settled.queries == 2
+    other = await budget.reserve(Charge(queries=3))
+    budget.write_off(other)
+    budget.release(other)  # refused unbilled after all
+    assert budget.settled.queries == 2
 
 
 def priced(url, **kw):

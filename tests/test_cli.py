@@ -91,9 +91,10 @@ def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
     from llm_anchors.core import ResultsFile, input_hash
 
     (tmp_path / "in.txt").write_text("a good film\n")
-    results = ResultsFile(tmp_path / "out.jsonl")
-    results.append({"index": 0, "input_sha256": input_hash("a good film"), "explanation": {}})
-    results.close()
+    with ResultsFile(tmp_path / "out.jsonl") as results:
+        results.check_journal().touch()
+        results.check_config({"explainer": "MAnchorsExplainer"})
+        results.append({"index": 0, "input_sha256": input_hash("a good film"), "explanation": {}})
     args = [
         "run",
         str(tmp_path / "in.txt"),
@@ -103,11 +104,11 @@ def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
         "http://127.0.0.1:9/v1",
     ]
     assert main(args) == 0
-    assert "all 1 inputs are explained already" in capsys.readouterr().err
-    assert not (tmp_path / "out.jsonl.budget.jsonl").exists()
+    assert "all 1 inputs are done already (1 explained, 0 failed)" in capsys.readouterr().err
+    assert (tmp_path / "out.jsonl.budget.jsonl").read_text() == ""  # nothing was reserved: no server was asked
     (tmp_path / "in.txt").write_text("another film\n")
     assert main(args) == 2 and "not this input" in capsys.readouterr().err
-    assert json.loads((tmp_path / "out.jsonl").read_text())["index"] == 0  # kept
+    assert json.loads((tmp_path / "out.jsonl").read_text().splitlines()[1])["index"] == 0  # kept
 
 
 @pytest.mark.integration
@@ -132,4 +133,4 @@ def test_run_on_ray_workers_explains_every_input_once_against_the_real_llm(llama
     spent = sum(Explanation.from_json(json.dumps(r["explanation"])).meta.cost.settled.queries for r in lines)
     assert f"{spent:,} queries in all" in done.stderr
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "all 3 inputs are explained already" in again.stderr
+    assert again.returncode == 0 and "all 3 inputs are done already" in again.stderr

@@ -1,7 +1,7 @@
 import pytest
 
 from llm_anchors import UNPARSED, AnchorsExplainer, BadResponseError, ConfigError, LLMClassifier
-from llm_anchors.core import FREE, PRICES, Backend, Completion, Completions, EstimateCounter, MockBackend, as_backend
+from llm_anchors.core import LOCAL, PRICES, Backend, Completion, Completions, EstimateCounter, MockBackend, as_backend
 
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = ["negative", "positive"]
@@ -23,8 +23,10 @@ def read(clf, text, top=None):
 def test_label_from_logprobs_of_first_tokens():
     clf = clf_for()
     assert read(clf, " positive", {" positive": -0.1, " negative": -2.0}) == "positive"
-    # The label with the highest log-probability wins even when it was not generated.
-    assert read(clf, " neutral", {" neutral": -0.1, " negative": -1.0, " positive": -3.0}) == "negative"
+    # The most probable token answers: a label likely among the other alternatives was not the answer.
+    assert read(clf, " neutral", {" neutral": -0.1, " negative": -1.0, " positive": -3.0}) == UNPARSED
+    top5 = {" The": -0.05, " This": -3.5, " A": -4.0, " positive": -3.0, " I": -4.5}  # positive at 5%
+    assert read(clf, " The", top5) == UNPARSED
     # A first token that is only the start of the label word still names it.
     assert read(clf, " pos", {" pos": -0.2, " neg": -0.9}) == "positive"
     assert read(clf, "Positive", {"Positive": -0.2, "NEG": -0.9}) == "positive"
@@ -39,6 +41,11 @@ def test_text_is_parsed_without_logprobs():
 @pytest.mark.parametrize("text,top", [(" neutral", {" neutral": -0.1, " the": -1.0}), (" maybe", None), ("", None)])
 def test_answer_naming_no_label_is_unparsed(text, top):
     assert read(clf_for(), text, top) == UNPARSED
+
+
+def test_a_top_token_naming_two_labels_picks_the_one_the_alternatives_favour():
+    clf = LLMClassifier(MockBackend(lambda p: "positive"), PROMPT, ["positive", "possible"])
+    assert read(clf, " pos", {" pos": -0.1, " possible": -1.0, " positive": -2.0}) == "possible"
 
 
 def test_short_tokens_do_not_name_labels():
@@ -134,7 +141,7 @@ async def test_a_backend_with_the_required_members_gets_the_documented_defaults(
 
 def test_optional_backend_members_are_read_when_present():
     clf = LLMClassifier(Minimal(is_local=True, max_request_size=4), PROMPT, LABELS)
-    assert clf.price == FREE and clf.max_request_size == 4
+    assert clf.price == LOCAL and clf.max_request_size == 4
     with pytest.raises(ConfigError, match="cannot price"):
         LLMClassifier(Minimal(), PROMPT, LABELS)  # neither a model nor local: never free
     assert as_backend(MockBackend(sentiment)).is_local is True  # a full backend is used as it is

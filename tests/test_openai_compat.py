@@ -311,10 +311,12 @@ async def test_a_server_that_echoes_the_key_does_not_leak_it(client):
                 await backend.complete(["p"], CompletionParams())
         finally:
             await backend.aclose()
+    import pickle
     import traceback
 
     shown = "".join(traceback.format_exception(raised.value))
     assert "401" in str(raised.value) and KEY not in shown and "SECRET" not in shown
+    assert b"SECRET" not in pickle.dumps(raised.value)  # nor in what a Ray worker sends its coordinator
     if client == "aiohttp":  # it quotes the body; the openai client keeps only "Error code: 401"
         assert "<redacted>" in str(raised.value)
 

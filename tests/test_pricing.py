@@ -3,7 +3,7 @@ from decimal import Decimal
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.core import FREE, PRICES, Price, load_prices, price_for
+from llm_anchors.core import LOCAL, PRICES, Price, load_prices, price_for
 
 
 def test_cost_is_exact_decimal():
@@ -20,10 +20,25 @@ def test_builtin_prices_are_dated():
     assert price_for("gpt-4o-mini-2024-07-18") == PRICES["gpt-4o-mini"]
 
 
-def test_unknown_hosted_model_is_an_error_local_is_free():
+def test_unknown_hosted_model_is_an_error_local_is_assumed_free_but_not_known():
     with pytest.raises(ConfigError, match="no price"):
         price_for("mystery-model")
-    assert price_for("mystery-model", local=True) is FREE
+    assert price_for("mystery-model", local=True) is LOCAL and not LOCAL.known
+
+
+@pytest.mark.parametrize(
+    "name,family",
+    [("openai/gpt-4o-mini", "gpt-4o-mini"), ("gpt-4o-2024-08-06", "gpt-4o"), ("litellm/gpt-4.1-mini-2025-04-14",
+     "gpt-4.1-mini"), ("gpt-3.5-turbo-instruct-0914", "gpt-3.5-turbo-instruct")],
+)  # fmt: skip
+def test_a_model_behind_a_local_proxy_or_dated_is_priced_as_its_family(name, family):
+    assert price_for(name, local=True) == PRICES[family]  # on a loopback proxy too: never assumed free
+
+
+def test_a_family_is_only_matched_for_a_dated_snapshot():
+    with pytest.raises(ConfigError, match="no price"):
+        price_for("gpt-5-pro")  # not gpt-5's price: another model
+    assert price_for("gpt-5-pro", local=True) is LOCAL
 
 
 def test_price_file_overrides(tmp_path):
@@ -38,8 +53,12 @@ def test_price_file_overrides(tmp_path):
 
 @pytest.mark.parametrize(
     "content",
-    ["not json", '{"m": {"input": "x", "output": 1}}', '{"m": {"output": 1}}', '{"m": {"input": -1, "output": 1}}'],
-)
+    [
+        "not json", '{"m": {"input": "x", "output": 1}}', '{"m": {"output": 1}}', '{"m": {"input": -1, "output": 1}}',
+        '{"m": {"input": "nan", "output": 1}}', '{"m": {"input": "Infinity", "output": 1}}', "[]", "{}", '{"m": 3}',
+        '{"m": {"input": true, "output": 1}}', '{"m": {"input": 1, "output": 1, "cached_input": "-0.1"}}',
+    ],
+)  # fmt: skip
 def test_bad_price_files(tmp_path, content):
     path = tmp_path / "prices.json"
     path.write_text(content)

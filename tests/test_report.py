@@ -13,7 +13,7 @@ import pytest
 
 from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.cli import main
-from llm_anchors.core import ResultsFile, explain_resumable
+from llm_anchors.core import ResultsFile, explain_resumable, read_results
 from llm_anchors.display import write_report
 
 POSITIVE = {"good", "great", "fine"}
@@ -97,7 +97,7 @@ def test_a_plain_anchors_baseline_measures_the_saving(runs, tmp_path):
 
 
 def _totals(path: Path) -> int:
-    return sum(json.loads(line)["explanation"]["meta"]["queries"] for line in path.read_text().splitlines())
+    return sum(r["explanation"]["meta"]["queries"] for r in read_results(path).values())
 
 
 def test_the_command_writes_the_page_and_leaves_a_cut_short_results_file_as_it_is(runs, tmp_path, capsys):

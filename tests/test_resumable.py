@@ -101,13 +101,13 @@ async def test_a_cap_per_input_ends_each_explanation_and_the_run_goes_on(tmp_pat
 # -- the budget: a journal across restarts, a cap per explanation --------------------
 
 
-def test_a_journal_counts_what_earlier_processes_spent_and_held(tmp_path):
+async def test_a_journal_counts_what_earlier_processes_spent_and_held(tmp_path):
     journal = tmp_path / "b.jsonl"
     first = Budget(max_queries=100, journal=journal)
-    done = first.reserve(Charge(queries=30))
+    done = await first.reserve(Charge(queries=30))
     first.settle(done, Charge(queries=20))
-    first.reserve(Charge(queries=40))  # in flight when the process dies: counted at its worst case
-    refused = first.reserve(Charge(queries=10))
+    await first.reserve(Charge(queries=40))  # in flight when the process dies: counted at its worst case
+    refused = await first.reserve(Charge(queries=10))
     first.release(refused)
     first.close()
     with open(journal, "a") as handle:
@@ -115,26 +115,26 @@ def test_a_journal_counts_what_earlier_processes_spent_and_held(tmp_path):
     second = Budget(max_queries=100, journal=journal)
     assert second.settled.queries == 60
     with pytest.raises(BudgetExceeded):
-        second.reserve(Charge(queries=41))
-    second.settle(second.reserve(Charge(queries=40)), Charge(queries=40))
+        await second.reserve(Charge(queries=41))
+    second.settle(await second.reserve(Charge(queries=40)), Charge(queries=40))
     second.close()
     with Budget(max_queries=1000, journal=journal) as third:
         assert third.settled.queries == 100
 
 
-def test_a_child_budget_holds_its_own_cap_and_its_parents():
+async def test_a_child_budget_holds_its_own_cap_and_its_parents():
     run = Budget(max_usd="1.00")
     one = Budget(max_usd="0.30", parent=run)
-    held = one.reserve(Charge(usd=Decimal("0.25")))
+    held = await one.reserve(Charge(usd=Decimal("0.25")))
     with pytest.raises(BudgetExceeded):
-        one.reserve(Charge(usd=Decimal("0.10")))  # its own cap
+        await one.reserve(Charge(usd=Decimal("0.10")))  # its own cap
     one.settle(held, Charge(usd=Decimal("0.20")))
     assert run.settled.usd == Decimal("0.20") and run.reserved.usd == 0
     other = Budget(max_usd="0.90", parent=run)
     with pytest.raises(BudgetExceeded):
-        other.reserve(Charge(usd=Decimal("0.85")))  # the parent's cap
+        await other.reserve(Charge(usd=Decimal("0.85")))  # the parent's cap
     assert other.reserved.usd == 0 and run.reserved.usd == 0
-    other.release(other.reserve(Charge(usd=Decimal("0.5"))))
+    other.release(await other.reserve(Charge(usd=Decimal("0.5"))))
     assert run.reserved.usd == 0
 
 
