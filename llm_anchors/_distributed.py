@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, overload
 
@@ -199,6 +202,7 @@ class RayRun:
         self.budget: LedgerView | None = None
         """The run's cap, seen from here (its ledger's report: what the whole run spent)."""
         self._started_ray = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self._ledger: Any = None
         self._holder: Any = None
         self._pool: list[Any] = []
@@ -222,6 +226,7 @@ class RayRun:
             options = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
             ray.init(address=self.address, **{**options, **self.ray_init})
             self._started_ray = True
+            self._watchdog = _watch_ray()
         here = _on_this_node(ray)
         self._new_ledger()
         self._pool = [self._new_worker() for _ in range(self.workers)]
@@ -290,6 +295,8 @@ class RayRun:
             self._pool = []
             if self._started_ray:
                 ray.shutdown()
+            if self._watchdog is not None:
+                self._watchdog.communicate(timeout=30)  # its stdin closes: it ends what Ray left behind
 
     def report(self) -> BudgetReport:
         """The run's ledger: settled, reserved, calls, refusals."""
@@ -456,6 +463,45 @@ class RayRun:
         await self._attach(fresh)
         self._pool.append(fresh)
         return [fresh]
+
+
+_WATCHDOG = """
+import os, signal, sys
+sys.stdin.buffer.read()  # returns when the coordinator's end of the pipe closes: it ended, or was killed
+marks = [b"RAY_RAYLET_PID=" + pid.encode() for pid in sys.argv[1:]]
+for entry in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{entry}/environ", "rb") as handle:
+            if set(marks) & set(handle.read().split(b"\\0")):
+                os.kill(int(entry), signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def _watch_ray() -> subprocess.Popen[bytes] | None:
+    """A process that outlives this one to stop the Ray runtime it started: killed, this process
+    takes down Ray's head with it, but not its agents and workers, which wait a minute (a 60 s
+    report to the dead head) before they end. The watchdog ends them when this process is gone."""
+    raylets = [pid for pid, name in _children() if name == "raylet"]
+    if not raylets or not Path("/proc").is_dir():
+        return None
+    command = [sys.executable, "-c", _WATCHDOG, *map(str, raylets)]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, start_new_session=True)
+
+
+def _children() -> list[tuple[int, str]]:
+    """This process's children: (pid, command name), read from /proc (Linux)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")) if Path("/proc").is_dir() else ():
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if int(rest[1]) == os.getpid():
+            found.append((int(entry), name))
+    return found
 
 
 def _on_this_node(ray: ModuleType) -> Any:

@@ -21,7 +21,7 @@ from typing import Any as _Any
 
 from ._backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
-from ._budget import BudgetReport, Charge, Reservation, SpendCap
+from ._budget import BudgetReport, Charge, JournalState, Reservation, SpendCap, read_journal
 from ._checks import deprecated as _deprecated
 from ._classifier import BaseClassifier, Batch, Classifier, Label, as_classifier
 from ._embeddings import SentenceEmbedder
@@ -64,6 +64,7 @@ __all__ = [
     "ImageInstance",
     "ImageMemoryFeatures",
     "Instance",
+    "JournalState",
     "Label",
     "Memory",
     "MemoryEntry",
@@ -110,6 +111,7 @@ __all__ = [
     "lucb",
     "make_rule",
     "price_for",
+    "read_journal",
     "read_results",
     "run_config",
 ]

@@ -36,8 +36,11 @@ class FaultServer:
         hang_s: float = 3.0,
         retry_after: str = "0.05",
         served: Sequence[str] = ("fault-server-model",),
+        port: int = 0,
     ) -> None:
         self.served = list(served)
+        self.port = port
+        self.prompts: list[str] = []  # every prompt answered, in order
         self.fail_rate = fail_rate
         self.kinds = list(kinds)
         self.rng = random.Random(seed)
@@ -60,7 +63,7 @@ class FaultServer:
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         port = self._runner.addresses[0][1]
         self.base_url = f"http://127.0.0.1:{port}/v1"
@@ -138,6 +141,7 @@ class FaultServer:
         else:
             prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
         self.prompts_served += len(prompts)
+        self.prompts.extend(prompts)
         choices = []
         for i, prompt in enumerate(prompts):
             word = " " + self.answer(prompt)

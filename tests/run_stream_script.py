@@ -6,7 +6,7 @@ Exit 0 when every input is explained, 3 when the run's cap stopped it.
 import asyncio
 import sys
 
-from llm_anchors import AnchorsExplainer, Budget, FunctionClassifier, MAnchorsExplainer, QueryCache
+from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, QueryCache
 from llm_anchors.core import ResultsFile, explain_resumable
 
 POSITIVE = {"good", "great", "fine", "love", "wonderful"}
@@ -23,19 +23,14 @@ def predict(texts):
 
 
 async def main(out: str, cap: int, kind: str) -> int:
-    budget = Budget(max_queries=cap, journal=out + ".budget.jsonl")
     explainer_type = MAnchorsExplainer if kind == "manchors" else AnchorsExplainer
     clf = FunctionClassifier(predict, name="keywords")
     cache = QueryCache(out + ".cache.sqlite")
-    async with explainer_type(clf, seed=0, budget=budget, on_budget="return", cache=cache) as explainer:
-        results = ResultsFile(out)
-        try:
+    with ResultsFile(out) as results, results.open_budget(max_queries=cap) as budget:
+        async with explainer_type(clf, seed=0, budget=budget, on_budget="return", cache=cache) as explainer:
             report = await explain_resumable(
                 explainer, TEXTS, results, memory_dir=out + ".memory", run_budget=budget, save_every=3
             )
-        finally:
-            results.close()
-            budget.close()
     return 3 if report.stopped == "budget" else 0
 
 

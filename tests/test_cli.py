@@ -134,3 +134,245 @@ def test_run_on_ray_workers_explains_every_input_once_against_the_real_llm(llama
     assert f"{spent:,} queries in all" in done.stderr
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "all 3 inputs are done already" in again.stderr
+
+
+# -- a run keeps its promises: one writer, a cap that prices what it caps, one configuration -----
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+PROMPT = "Review: {text}\nSentiment:"
+SENTENCES = [f"a good and great film number {i}" for i in range(6)] + [f"a dull film number {i}" for i in range(6)]
+
+
+def keyword_sentiment(prompt: str) -> str:
+    words = prompt.split("Review: ")[-1].split()
+    return "positive" if "good" in words and "great" in words else "negative"
+
+
+async def cli(*args: str, fsize: int | None = None) -> tuple[int, str]:
+    """``llm-anchors ARGS`` in a subprocess, awaited (the test's fake server keeps answering meanwhile)."""
+    import asyncio
+    import os
+    import resource
+    import signal
+    import sys
+
+    def limit() -> None:  # a disk that fills up: every write past fsize bytes of a file fails
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "llm_anchors.cli", *args, env=env, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE, preexec_fn=limit if fsize is not None else None,
+    )  # fmt: skip
+    _, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, err.decode()
+
+
+def inputs(tmp_path, texts=SENTENCES, name="in.jsonl"):
+    import json
+
+    path = tmp_path / name
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return str(path)
+
+
+def lines(path) -> list[dict]:
+    from llm_anchors.core import read_results
+
+    return list(read_results(path).values())
+
+
+def run_args(url: str, source: str, out, *more: str) -> list[str]:
+    return ["run", source, "--out", str(out), "--base-url", url, "--prompt", PROMPT, "--no-memory", *more]
+
+
+async def test_two_runs_on_one_out_at_once_never_pass_the_cap_nor_write_an_input_twice(tmp_path):
+    import asyncio
+
+    from tests.fault_server import FaultServer
+
+    cap = 300
+    async with FaultServer(answer=keyword_sentiment, latency=(0.01, 0.02)) as server:
+        args = run_args(server.base_url, inputs(tmp_path), tmp_path / "out.jsonl", "--max-queries", str(cap))
+        (a, a_err), (b, b_err) = await asyncio.gather(cli(*args), cli(*args))
+        served = server.prompts_served
+    indices = [r["index"] for r in lines(tmp_path / "out.jsonl")]
+    assert served <= cap, (served, a_err, b_err)
+    assert len(indices) == len(set(indices))
+    assert 2 in (a, b) and "another run is writing" in a_err + b_err  # the second one stops at once
+
+
+@pytest.mark.parametrize("model", ["claude-3-5-haiku-latest", "my-local-finetune"])
+async def test_a_dollar_cap_refuses_a_model_it_cannot_price_before_any_query(tmp_path, model):
+    from tests.fault_server import FaultServer
+
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = run_args(server.base_url, inputs(tmp_path), tmp_path / "out.jsonl", "--model", model)
+        code, err = await cli(*args, "--max-usd", "0.0001")
+        assert server.prompts_served == 0
+        assert code == 2 and "no price" in err and "--price-file" in err and "--free" in err
+        assert (await cli(*args, "--max-usd", "0.0001", "--free"))[0] == 0  # declared free: the cap never binds
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "gpt-4o-2024-08-06"])
+async def test_a_model_behind_a_loopback_proxy_is_priced_as_its_family_and_its_dollar_cap_binds(tmp_path, model):
+    from decimal import Decimal
+
+    from llm_anchors.core import read_journal
+    from tests.fault_server import FaultServer
+
+    async with FaultServer(answer=keyword_sentiment) as server:
+        out = tmp_path / "out.jsonl"
+        code, err = await cli(
+            *run_args(server.base_url, inputs(tmp_path), out, "--model", model, "--max-usd", "0.0001")
+        )
+    spent = read_journal(f"{out}.budget.jsonl").spent
+    assert code == 3 and "cap is reached" in err
+    assert Decimal(0) < spent.usd <= Decimal("0.0001") and spent.queries < 600
+
+
+async def test_a_journal_deleted_or_cut_beside_the_results_is_refused_not_read_as_nothing_spent(tmp_path):
+    from tests.fault_server import FaultServer
+
+    out = tmp_path / "out.jsonl"
+    journal = tmp_path / "out.jsonl.budget.jsonl"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = run_args(server.base_url, inputs(tmp_path), out)
+        assert (await cli(*args, "--max-queries", "120"))[0] == 3
+        served, whole = server.prompts_served, journal.read_bytes()
+        journal.unlink()
+        code, err = await cli(*args, "--max-queries", "120")
+        assert code == 2 and "missing" in err and "Traceback" not in err
+        journal.write_bytes(b"".join(whole.splitlines(keepends=True)[:3]))  # cut at a line's end
+        code, err = await cli(*args, "--max-queries", "120")
+        assert code == 2 and "was cut" in err
+        assert server.prompts_served == served  # refused before any query
+        journal.write_bytes(whole)
+        assert (await cli(*args, "--max-queries", "100000"))[0] == 0  # the whole journal back: it carries on
+
+
+@pytest.mark.parametrize(
+    "change,named",
+    [
+        (["--seed", "1"], "seed: 0 → 1"),
+        (["--threshold", "0.9"], "threshold"),
+        (["--prompt", "Text: {text}\nReview: label:"], "classifier.prompt"),
+        (["--labels", "negative,positive,neutral"], "classifier.labels"),
+        (["--model", "another-model"], "classifier.llm"),
+        (["--max-words", "300", "--seed", "2"], "seed"),
+    ],
+)
+async def test_a_resume_with_another_configuration_is_refused_naming_what_differs(tmp_path, change, named):
+    from tests.fault_server import FaultServer
+
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        base = run_args(server.base_url, inputs(tmp_path), out)
+        assert (await cli(*base, "--max-queries", "100"))[0] == 3
+        before, served = out.read_bytes(), server.prompts_served
+        other = base[: base.index("--prompt")] + base[base.index("--prompt") + 2 :] if "--prompt" in change else base
+        code, err = await cli(*other, *change, "--max-queries", "100000")
+        assert code == 2 and "another configuration" in err and named in err, err
+        assert out.read_bytes() == before and server.prompts_served == served
+        assert (await cli(*base, "--max-queries", "100000"))[0] == 0  # caps and --max-words may change
+
+
+async def test_a_resume_against_another_server_or_explainer_is_refused(tmp_path):
+    from tests.fault_server import FaultServer
+
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment, served=["model-a"]) as first:
+        base = run_args(first.base_url, inputs(tmp_path), out)
+        assert (await cli(*base, "--max-queries", "100"))[0] == 3
+        port = int(first.base_url.rsplit(":", 1)[1].split("/")[0])
+        code, err = await cli(*[a for a in base if a != "--no-memory"], "--max-queries", "100000")
+        assert code == 2 and "explainer: 'AnchorsExplainer' → 'MAnchorsExplainer'" in err
+    async with FaultServer(answer=keyword_sentiment, served=["model-b"], port=port) as second:  # same address
+        code, err = await cli(*base, "--max-queries", "100000")
+        assert code == 2 and "classifier.model.served" not in err and "model.served" in err and "model-b" in err
+        assert second.prompts_served == 0
+    async with FaultServer(answer=keyword_sentiment, served=["model-a"]) as elsewhere:
+        code, err = await cli(*run_args(elsewhere.base_url, inputs(tmp_path), out), "--max-queries", "100000")
+        assert code == 2 and "model.base_url" in err
+
+
+async def test_inputs_that_cannot_be_explained_are_failed_lines_and_the_run_goes_on(tmp_path):
+    import json
+
+    from tests.fault_server import FaultServer
+
+    long = " ".join(f"word{i}" for i in range(300)) + " good great"
+    texts = ["a good and great film", "", "!!! ... ???", long, "\ud800 a lone surrogate", "a dull film"]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))  # \ud800 escaped: valid JSON
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = run_args(server.base_url, str(source), out, "--max-queries", "100000")
+        code, err = await cli(*args)
+        assert code == 0 and "2/6 inputs explained" in err and "4 could not be explained" in err, err
+        failed = {r["index"]: r["failed"] for r in lines(out) if "failed" in r}
+        assert sorted(failed) == [1, 2, 3, 4]
+        assert "empty" in failed[1] and "no words" in failed[2] and "--max-words" in failed[3]
+        assert "Unicode" in failed[4]
+        assert not any("word1 " in p or "surrogate" in p for p in server.prompts)  # never sent, never paid
+        served = server.prompts_served
+        code, err = await cli(*args)  # again: nothing left, no server asked
+        assert code == 0 and "all 6 inputs are done already (2 explained, 4 failed)" in err
+        code, err = await cli(*args, "--max-words", "400")  # the long input is explainable now
+        assert code == 0 and "3/6 inputs explained" in err and server.prompts_served > served
+    indices = [r["index"] for r in lines(out)]
+    assert sorted(set(indices)) == list(range(6)) and "explanation" in lines(out)[[*indices].index(3)]
+
+
+@pytest.mark.parametrize("option", [["--timeout", "nan"], ["--timeout", "inf"], ["--timeout", "0"],
+                                    ["--max-usd", "nan"], ["--max-queries", "-1"], ["--threshold", "1.5"],
+                                    ["--workers", "0"], ["--max-words", "0"], ["--seed", "-3"]])  # fmt: skip
+def test_impossible_numbers_are_usage_errors_before_anything_starts(tmp_path, option, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(run_args("http://127.0.0.1:9/v1", inputs(tmp_path), tmp_path / "out.jsonl", *option))
+    assert info.value.code == 2 and "must be" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("content", ['{"default": {"input": "nan", "output": 1}}', "[]", "{"])
+def test_a_bad_price_file_is_refused_before_anything_starts(tmp_path, content, capsys):
+    (tmp_path / "prices.json").write_text(content)
+    args = run_args("http://127.0.0.1:9/v1", inputs(tmp_path), tmp_path / "out.jsonl")
+    assert main([*args, "--price-file", str(tmp_path / "prices.json"), "--max-usd", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "prices.json" in err and "Traceback" not in err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_memory_that_is_a_file_and_an_out_that_is_a_directory_are_refused_before_anything_starts(tmp_path, capsys):
+    (tmp_path / "memory").write_text("not a directory")
+    args = run_args("http://127.0.0.1:9/v1", inputs(tmp_path), tmp_path / "out.jsonl")
+    args.remove("--no-memory")
+    assert main([*args, "--memory", str(tmp_path / "memory")]) == 2
+    assert "is a file" in capsys.readouterr().err and not (tmp_path / "out.jsonl").exists()
+    (tmp_path / "dir").mkdir()
+    assert main(run_args("http://127.0.0.1:9/v1", inputs(tmp_path), tmp_path / "dir")) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+async def test_a_full_disk_stops_the_run_cleanly_and_the_same_command_finishes_it(tmp_path):
+    import warnings
+
+    from tests.fault_server import FaultServer
+
+    out = tmp_path / "out.jsonl"
+    texts = [f"{s} and more" for s in SENTENCES] * 4  # ~2 KB a line: the results outgrow the disk
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = run_args(server.base_url, inputs(tmp_path, texts), out, "--max-queries", "100000")
+        code, err = await cli(*args, fsize=40_000)  # room for SQLite's 32 KB index, not for every result
+        assert code == 2 and "cannot write" in err and "Traceback" not in err, err
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its last line is likely cut short: the next run drops it
+            done = len(lines(out))
+        assert 0 < done < len(texts)
+        code, err = await cli(*args)
+        assert code == 0, err
+    indices = [r["index"] for r in lines(out)]
+    assert sorted(indices) == list(range(len(texts)))

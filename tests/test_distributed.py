@@ -192,6 +192,92 @@ async def test_a_resumed_run_puts_back_the_memory_entries_recorded_after_the_las
         assert stored == sum(len(r["memory_entries"]) for r in results.records.values())  # none lost
 
 
+@pytest.mark.integration
+async def test_workers_killed_under_a_query_cap_never_make_the_server_answer_more_than_it(local_ray):
+    """Workers SIGKILLed with calls in flight: the server, not the ledger, counts what was answered."""
+    cap = 600
+    texts = [f"{t} , good and great" for t in TEXTS]
+    async with FaultServer(answer=sentiment, latency=(0.1, 0.3)) as server:
+        async with RayRun(partial(hosted, server.base_url), workers=2, max_queries=cap, max_replacements=20) as run:
+            stream = asyncio.ensure_future(collect(run.explain_stream(texts, seed=0)))
+            rng, killed = random.Random(0), 0
+            while not stream.done() and killed < 10:
+                await asyncio.sleep(rng.uniform(0.2, 0.5))
+                with contextlib.suppress(Exception):
+                    os.kill(rng.choice(await asyncio.to_thread(run.worker_pids)), signal.SIGKILL)
+                    killed += 1
+            with contextlib.suppress(BudgetExceeded):
+                await stream
+            report = await asyncio.to_thread(run.report)
+        await asyncio.sleep(0.5)  # what the dead workers had sent is answered by now
+        served = server.prompts_served
+    assert killed >= 3 and report.refused > 0  # workers died, and the cap bound
+    assert served <= report.settled.queries <= cap, (served, report)
+
+
+async def collect(stream):
+    return [e async for e in stream]
+
+
+async def test_a_worker_s_error_reaches_the_coordinator_as_itself(local_ray):
+    from llm_anchors import BackendError
+
+    async with FaultServer(answer=sentiment, fail_rate=1.0, kinds=["echo-key"]) as server:
+        async with RayRun(partial(hosted, server.base_url), workers=1) as run:
+            with pytest.raises(BackendError) as raised:
+                await collect(run.explain_stream(SENTENCES[:1]))
+    assert raised.value.status == 401 and "401" in str(raised.value) and not raised.value.retryable
+
+
+async def test_the_ledger_writes_off_a_dead_worker_s_calls_at_their_worst_case():
+    from llm_anchors._ray_ledger import Ledger
+
+    ledger = Ledger({"max_queries": 10}, None)
+    rid, refused, _ = await ledger.reserve(Charge(queries=6), "worker-0", "t1")
+    assert refused is None and ledger.write_off("worker-0") == 1
+    assert ledger.report().settled.queries == 6 and ledger.report().reserved == Charge()
+    _, refused, _ = await ledger.reserve(Charge(queries=5), "worker-1", "t2")
+    assert isinstance(refused, BudgetExceeded)  # the dead worker's call may have been answered: it counts
+    _, refused, _ = await ledger.reserve(Charge(queries=1), "worker-0", "t3")
+    assert isinstance(refused, BudgetExceeded)  # nothing more from a worker declared dead
+    ledger.settle(rid, Charge(queries=2))  # its bill arrives after all
+    assert ledger.report().settled.queries == 2
+
+
+def test_a_killed_coordinator_leaves_no_ray_process_behind(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).with_name("ray_coordinator_script.py")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    coordinator = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        (raylet,) = coordinator.stdout.readline().split()
+        left = ray_processes(raylet)
+        assert len(left) >= 2  # its agents and its worker, at least
+    finally:
+        coordinator.kill()
+        coordinator.communicate()
+    deadline = time.monotonic() + 20  # Ray's own agents wait 60 s for the head they report to
+    while (left := ray_processes(raylet)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left
+
+
+def ray_processes(raylet: str) -> list[int]:
+    """The processes Ray started under ``raylet`` (they carry its pid in their environment)."""
+    mark = f"RAY_RAYLET_PID={raylet}".encode()
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if mark in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
 def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ConfigError, match=r"pip install 'llm-anchors\[ray\]'"):

@@ -243,3 +243,14 @@ async def test_old_style_batches_and_quotes_still_settle_with_warnings():
         Decimal("0.002"),
         True,
     )
+
+
+def test_labels_read_back_from_a_persisted_cache_keep_their_type(tmp_path):
+    labels = [("neg", 1), ("pos", (2, "x")), 3, "word", None, 1.5, True]
+    cache = QueryCache(tmp_path / "c.sqlite")
+    cache.put_many("m", [(f"t{i}", label) for i, label in enumerate(labels)])
+    cache.close()
+    again = QueryCache(tmp_path / "c.sqlite")
+    assert [again.get("m", f"t{i}")[1] for i in range(len(labels))] == labels
+    assert type(again.get("m", "t0")[1]) is tuple  # a tuple label is not a list: it stays hashable and equal
+    again.close()

@@ -1,6 +1,5 @@
 """``llm-anchors report``: the page's content, and the page in a real headless Chromium."""
 
-import json
 import re
 import shutil
 import struct

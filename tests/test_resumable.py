@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from llm_anchors import AnchorsExplainer, Budget, BudgetExceeded, ConfigError, FunctionClassifier
-from llm_anchors._inputs import read_inputs
-from llm_anchors.core import Charge, ResultsFile, explain_resumable, input_hash
+from llm_anchors.core import Charge, ResultsFile, explain_resumable, input_hash, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("run_stream_script.py")
@@ -98,6 +97,92 @@ async def test_a_cap_per_input_ends_each_explanation_and_the_run_goes_on(tmp_pat
     assert run.settled.queries == sum(exp.meta.queries for exp in found) and run.reserved == Charge()
 
 
+def test_one_writer_at_a_time(tmp_path):
+    with ResultsFile(tmp_path / "r.jsonl"):
+        with pytest.raises(ConfigError, match=f"another run is writing .*r.jsonl \\(process {os.getpid()}\\)"):
+            ResultsFile(tmp_path / "r.jsonl")
+    with ResultsFile(tmp_path / "r.jsonl"):  # released when the first closed
+        pass
+
+
+def test_a_results_file_keeps_its_run_s_configuration_and_refuses_another(tmp_path):
+    config = {"explainer": "AnchorsExplainer", "seed": 0, "sampler": {"p_hide": 0.5}, "classifier": {"labels": "a,b"}}
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        results.check_config(config)
+        results.append({"index": 0, "input_sha256": "x", "failed": "empty"})
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        assert results.config == config and results.failed == {0: "empty"}
+        results.check_config(dict(config))
+        changed = {**config, "seed": 1, "sampler": {"p_hide": 0.3}, "classifier": {"labels": "a,c"}}
+        with pytest.raises(ConfigError) as refused:
+            results.check_config(changed)
+    message = str(refused.value)
+    assert "seed: 0 → 1" in message and "sampler.p_hide: 0.5 → 0.3" in message and "classifier.labels" in message
+
+
+async def test_run_config_holds_what_shapes_an_explanation_and_not_what_a_resume_may_change():
+    clf = FunctionClassifier(keywords, name="kw")
+    a = run_config(AnchorsExplainer(clf, seed=0, budget=Budget(max_queries=10), max_concurrency=2, max_words=10))
+    b = run_config(AnchorsExplainer(clf, seed=0, budget=Budget(max_queries=99), max_concurrency=8, max_words=99))
+    assert a == b and a["seed"] == 0 and a["classifier"] == {"function": "kw"} and a["explainer"] == "AnchorsExplainer"
+    assert run_config(AnchorsExplainer(clf, seed=0, threshold=0.9)) != a
+    assert run_config(AnchorsExplainer(clf, seed=0), model={"base_url": ["u"]})["model"] == {"base_url": ["u"]}
+
+
+async def test_a_run_records_inputs_it_cannot_explain_and_goes_on(tmp_path):
+    texts = ["a good film", "", "!!!", "a bad film", " ".join(["word"] * 40)]
+    async with AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, max_words=30) as explainer:
+        with ResultsFile(tmp_path / "r.jsonl") as results:
+            report = await explain_resumable(explainer, texts, results)
+            assert sorted(results.failed) == [1, 2, 4] and [i for i, _ in results.explanations()] == [0, 3]
+    assert (report.done, report.failed, report.stopped) == (5, 3, "")
+    assert "2/5 inputs explained" in report.summary() and "3 could not be explained" in report.summary()
+    async with AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, max_words=50) as explainer:
+        with ResultsFile(tmp_path / "r.jsonl") as results:
+            again = await explain_resumable(explainer, texts, results)  # a higher max_words: input 4 now
+            assert sorted(results.failed) == [1, 2] and [i for i, _ in results.explanations()] == [0, 3, 4]
+    assert (again.done_now, again.failed) == (1, 2)
+
+
+async def test_a_journal_missing_or_cut_beside_results_is_refused(tmp_path):
+    clf = FunctionClassifier(keywords, name="kw")
+    texts = [f"a good film number {i}" for i in range(4)]
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        budget = results.open_budget(max_queries=100_000)
+        async with AnchorsExplainer(clf, seed=0, budget=budget) as explainer:
+            await explain_resumable(explainer, texts, results, run_budget=budget)
+        budget.close()
+    journal = tmp_path / "r.jsonl.budget.jsonl"
+    whole = journal.read_bytes()
+    journal.write_bytes(b"".join(whole.splitlines(keepends=True)[:-4]))
+    with ResultsFile(tmp_path / "r.jsonl") as results, pytest.raises(ConfigError, match="was cut"):
+        results.open_budget()
+    journal.unlink()
+    with ResultsFile(tmp_path / "r.jsonl") as results, pytest.raises(ConfigError, match="is missing"):
+        results.open_budget()
+    journal.write_bytes(whole)
+    with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget() as budget:
+        assert budget.settled.queries == sum(exp.meta.queries for _, exp in results.explanations())
+
+
+@pytest.mark.parametrize(
+    "line,why",
+    [
+        (b"{}", "not one reserve"), (b"[1]", "not one reserve"), (b"\xff\xfe binary", "codec"),
+        (b'{"r": 2, "q": -453, "p": 0, "c": 0, "usd": "0"}', "q must be"),
+        (b'{"r": 2, "q": 1, "p": 0, "c": 0, "usd": "-5"}', "usd must be"),
+        (b'{"r": 2, "q": 1, "p": 0, "c": 0, "usd": "NaN"}', "usd must be"),
+        (b'{"s": 7, "q": 1, "p": 0, "c": 0, "usd": "0"}', "not open"), (b'{"r": 1, "q": 1, "p": 0, "c": 0, "usd": "0"}',
+        "not after"), (b'{"r": 2, "s": 1}', "not one reserve"),
+    ],
+)  # fmt: skip
+def test_a_damaged_journal_line_is_an_error_naming_the_file_and_line(tmp_path, line, why):
+    journal = tmp_path / "b.jsonl"
+    journal.write_bytes(b'{"r": 1, "q": 3, "p": 0, "c": 0, "usd": "0"}\n' + line + b"\n")
+    with pytest.raises(ConfigError, match=f"b.jsonl:2 is not a budget journal record .*{why}"):
+        Budget(max_queries=100, journal=journal)
+
+
 # -- the budget: a journal across restarts, a cap per explanation --------------------
 
 
@@ -136,28 +221,6 @@ async def test_a_child_budget_holds_its_own_cap_and_its_parents():
     assert other.reserved.usd == 0 and run.reserved.usd == 0
     other.release(await other.reserve(Charge(usd=Decimal("0.5"))))
     assert run.reserved.usd == 0
-
-
-# -- inputs ----------------------------------------------------------------------
-
-
-def test_inputs_from_jsonl_csv_and_text(tmp_path):
-    (tmp_path / "a.jsonl").write_text('{"text": "one", "id": 1}\n\n{"text": "two"}\n')
-    (tmp_path / "a.csv").write_text('id,review\n1,"one, with a comma"\n2,two\n')
-    (tmp_path / "a.txt").write_text("one\n\ntwo\n")
-    assert read_inputs(str(tmp_path / "a.jsonl")) == ["one", "two"]
-    assert read_inputs(str(tmp_path / "a.csv"), text_column="review") == ["one, with a comma", "two"]
-    assert read_inputs(str(tmp_path / "a.txt")) == ["one", "two"]
-    with pytest.raises(ConfigError, match="a.jsonl:1 has no text field 'body'"):
-        read_inputs(str(tmp_path / "a.jsonl"), text_field="body")
-    with pytest.raises(ConfigError, match="no column 'text'"):
-        read_inputs(str(tmp_path / "a.csv"))
-    (tmp_path / "bad.csv").write_text('text\n"a stray" quote\nnext\n')
-    with pytest.raises(ConfigError, match="bad.csv:.* is not CSV"):
-        read_inputs(str(tmp_path / "bad.csv"))
-    (tmp_path / "empty.txt").write_text("\n \n")
-    with pytest.raises(ConfigError, match="holds no inputs"):
-        read_inputs(str(tmp_path / "empty.txt"))
 
 
 # -- killed at random points --------------------------------------------------------

@@ -89,3 +89,20 @@ def test_explain_sync_reuses_its_connections_and_close_releases_them():
             del explainer, backend, session
             gc.collect()
         assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+@pytest.mark.integration
+def test_an_explainer_dropped_without_close_leaves_no_thread_nor_session():
+    def answer(prompt):
+        return "positive" if "good" in prompt.split("Review: ")[-1].split() else "negative"
+
+    with server_in_thread(answer=answer) as url:
+        backend = OpenAICompatibleBackend(url, "m")
+        explainer = AnchorsExplainer(LLMClassifier(backend, "Review: {text}\nSentiment:", ["negative", "positive"]))
+        before = set(threading.enumerate())
+        explainer.explain_sync("a good film", seed=0)
+        session = backend._transport._session
+        (started,) = set(threading.enumerate()) - before  # its event loop's thread
+        del explainer  # never closed
+        gc.collect()
+        assert session.closed and backend._transport is None and not started.is_alive()
