@@ -68,17 +68,17 @@ def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not (out.exists() and out.read_text().count("\n") >= 1) and time.monotonic() < deadline:
+    while not (out.exists() and out.read_text().count("\n") >= 2) and time.monotonic() < deadline:  # config, 1
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 143, err
-    kept = out.read_text().splitlines()
+    kept = out.read_text().splitlines()[1:]  # after the run's configuration
     assert 1 <= len(kept) < len(REVIEWS) and (tmp_path / "results.jsonl.memory" / "CURRENT").exists()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert f"{len(REVIEWS)}/{len(REVIEWS)} inputs explained" in done.stderr
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    lines = [json.loads(line) for line in out.read_text().splitlines()[1:]]
     assert sorted(r["index"] for r in lines) == list(range(len(REVIEWS)))
     assert lines[: len(kept)] == [json.loads(line) for line in kept]  # nothing finished was redone
     labels = {r["index"]: r["explanation"]["data"]["label"] for r in lines}
@@ -127,7 +127,7 @@ def test_run_on_ray_workers_explains_every_input_once_against_the_real_llm(llama
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    lines = [json.loads(line) for line in out.read_text().splitlines()[1:]]  # after the run's configuration
     assert sorted(r["index"] for r in lines) == [0, 1, 2]
     # One ledger counted every worker's billed calls (a timed-out call resent is billed twice).
     spent = sum(Explanation.from_json(json.dumps(r["explanation"])).meta.cost.settled.queries for r in lines)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from llm_anchors import AnchorsExplainer, Budget, BudgetExceeded, ConfigError, FunctionClassifier
-from llm_anchors.core import Charge, ResultsFile, explain_resumable, input_hash, run_config
+from llm_anchors.core import Charge, ResultsFile, explain_resumable, input_hash, read_journal, read_results, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("run_stream_script.py")
@@ -238,13 +238,11 @@ def _run(out: Path, cap: int, kill_after: float | None = None) -> int | None:
 
 
 def _results(out: Path) -> dict[int, dict]:
-    lines = out.read_text().splitlines()
-    return {json.loads(line)["index"]: json.loads(line)["explanation"]["data"] for line in lines}
+    return {index: r["explanation"]["data"] for index, r in read_results(out).items()}
 
 
 def _spent(out: Path) -> int:
-    with Budget(journal=Path(f"{out}.budget.jsonl")) as budget:
-        return budget.settled.queries
+    return read_journal(f"{out}.budget.jsonl").spent.queries
 
 
 @pytest.mark.integration
