@@ -312,6 +312,11 @@ class Budget:
         return f"Budget(max_usd={self.max_usd}, max_tokens={self.max_tokens}, max_queries={self.max_queries})"
 
     @property
+    def journal(self) -> Path | None:
+        """The file every reservation, settlement and release is appended to (None: not journaled)."""
+        return self._journal.path if self._journal is not None else None
+
+    @property
     def settled(self) -> Charge:
         return self._settled
 

@@ -41,7 +41,16 @@ from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, RuleMemory
 from ._ray_ledger import Ledger, LedgerView
 from ._ray_memory import ActorMemory, Entries, MemoryHolder, ReplicaMemory, memory_at
-from ._resumable import ResultsFile, RunReport, Stream, invalid_reasons, missing_entries, resume, run_config
+from ._resumable import (
+    ResultsFile,
+    RunReport,
+    Stream,
+    check_memory_dir,
+    invalid_reasons,
+    missing_entries,
+    resume,
+    run_config,
+)  # fmt: skip
 
 __all__ = ["RayRun", "RunStats", "explain_distributed", "explain_resumable_on_ray"]
 
@@ -187,6 +196,8 @@ class RayRun:
         if memory not in ("actor", "replicas"):
             raise ConfigError(f"memory must be 'actor' or 'replicas', got {memory!r}")
         Budget(max_usd, max_tokens, max_queries)  # bad caps fail here, not in an actor
+        if memory_dir is not None:
+            check_memory_dir(memory_dir)  # not discovered at the end, once the run was paid
         self.max_usd_per_input = Budget(max_usd=max_usd_per_input).max_usd
         self.memory = memory
         self.ray = import_ray()

@@ -393,10 +393,11 @@ async def explain_resumable(
 ) -> RunReport:
     """Explain ``texts`` into ``results``, skipping the inputs it already holds.
 
-    ``run_budget`` (the explainer's budget; from `ResultsFile.open_budget`)
-    caps the whole run: when it refuses a call the explanation it cut short
-    is not recorded, the run stops with ``stopped="budget"``, and the same
-    call with a higher cap carries on. A MAnchors explainer's memory is
+    ``run_budget`` (the explainer's budget, from `ResultsFile.open_budget`:
+    journaled beside the results) caps the whole run: when it refuses a call
+    the explanation it cut short is not recorded, the run stops with
+    ``stopped="budget"``, and the same call with a higher cap carries on.
+    Without one the run's spend is journaled all the same, uncapped. A MAnchors explainer's memory is
     loaded from ``memory_dir`` if saved there, completed from the results
     file and saved (atomically) every ``save_every`` inputs and at the end,
     however the run ends. ``model``: what identifies the explained model
@@ -404,6 +405,33 @@ async def explain_resumable(
     with the run's configuration. An input that cannot be explained is
     recorded as failed and the run goes on.
     """
+    results.check_inputs(texts)
+    own = results.open_budget() if run_budget is None and explainer.budget is None else None
+    if own is not None:  # the spend is journaled, capped or not
+        explainer.budget = run_budget = own
+    try:
+        _check_run_budget(explainer, run_budget, results)
+        return await _explain_resumable(
+            explainer, texts, results, memory_dir, model, run_budget=run_budget, budget_per_input=budget_per_input,
+            concurrent_inputs=concurrent_inputs, save_every=save_every, on_result=on_result,
+        )  # fmt: skip
+    finally:
+        if own is not None:
+            explainer.budget = None
+            own.close()
+
+
+async def _explain_resumable(
+    explainer: AnchorsExplainer,
+    texts: Sequence[Any],
+    results: ResultsFile,
+    memory_dir: str | Path | None,
+    model: Mapping[str, Any] | None,
+    *,
+    budget_per_input: Callable[[], SpendCap | None] | None,
+    concurrent_inputs: int,
+    **record: Any,
+) -> RunReport:
     manchors = explainer if isinstance(explainer, MAnchorsExplainer) else None
     saving = manchors if memory_dir is not None else None
     config = run_config(explainer, model=dict(model or {}))
@@ -437,13 +465,22 @@ async def explain_resumable(
         )
 
     try:
-        return await resume(
-            results, texts, config, reasons, stream, run_budget=run_budget, new_entries=new_entries,
-            save=save, save_every=save_every, on_result=on_result,
-        )  # fmt: skip
+        return await resume(results, texts, config, reasons, stream, new_entries=new_entries, save=save, **record)
     finally:
         if saving is not None and memory_dir is not None:
             _save_memory(saving, str(memory_dir))
+
+
+def _check_run_budget(explainer: AnchorsExplainer, run_budget: SpendCap | None, results: ResultsFile) -> None:
+    """`ConfigError` unless the explainer's calls reserve on ``run_budget``, journaled beside ``results``."""
+    if run_budget is None or explainer.budget is not run_budget:
+        raise ConfigError("a run's explainer must spend through the run's budget: give it as run_budget= too")
+    if isinstance(run_budget, Budget) and (
+        run_budget.journal is None or run_budget.journal.resolve() != results.journal.resolve()
+    ):
+        raise ConfigError(
+            f"a run's budget is journaled beside its results ({results.journal}): use results.open_budget(...)"
+        )
 
 
 def check_memory_dir(directory: str | os.PathLike[str]) -> None:

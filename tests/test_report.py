@@ -165,3 +165,15 @@ def test_in_headless_chromium_the_table_sorts_filters_and_the_page_renders(runs,
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1280, 1000)
     assert len(png) > 20_000  # a page drawn, not a blank one
+
+
+async def test_inputs_that_could_not_be_explained_are_counted_and_listed(tmp_path):
+    texts = ["a good film", "", "<!-- ?? -->", "a bad film"]
+    async with AnchorsExplainer(FunctionClassifier(predict, name="keywords"), seed=0) as explainer:
+        with ResultsFile(tmp_path / "r.jsonl") as results:
+            await explain_resumable(explainer, texts, results)
+    page = write_report(tmp_path / "r.jsonl", tmp_path / "report.html").read_text()
+    assert "2 could not be explained" in page and "Inputs that could not be explained (2)" in page
+    failed = page.split("id=failed")[1]
+    assert "<td>1</td><td>text to explain is empty" in failed and "&lt;!-- ?? --&gt;" in failed
+    assert "<!-- ?? -->" not in page  # escaped

@@ -56,11 +56,9 @@ async def test_results_of_other_inputs_are_refused_not_overwritten(tmp_path):
 
 async def test_a_cap_reached_at_an_input_s_first_query_stops_the_run_too(tmp_path):
     texts = [f"a good film number {i}" for i in range(3)]  # 30 queries for the first: the cap
-    budget = Budget(max_queries=30)
-    async with AnchorsExplainer(
-        FunctionClassifier(keywords, name="kw"), seed=0, budget=budget, on_budget="return"
-    ) as e:
-        with ResultsFile(tmp_path / "r.jsonl") as results:
+    with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=30) as budget:
+        clf = FunctionClassifier(keywords, name="kw")
+        async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as e:
             report = await explain_resumable(e, texts, results, run_budget=budget)
     assert (report.stopped, report.done, budget.settled.queries) == ("budget", 1, 30)
 
@@ -68,26 +66,25 @@ async def test_a_cap_reached_at_an_input_s_first_query_stops_the_run_too(tmp_pat
 async def test_a_run_skips_what_is_done_and_stops_at_its_cap(tmp_path):
     texts = [f"a good film number {i}" for i in range(6)]  # 30 queries for the first, 16 for each other
     clf = FunctionClassifier(keywords, name="kw")
-    results = ResultsFile(tmp_path / "r.jsonl")
-    budget = Budget(max_queries=70)
-    async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as explainer:
-        report = await explain_resumable(explainer, texts, results, run_budget=budget)
-    assert report.stopped == "budget" and 0 < report.done < len(texts)
-    assert budget.settled.queries <= 70 and all(not exp.meta.budget_exhausted for _, exp in results.explanations())
+    with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=70) as budget:
+        async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as explainer:
+            report = await explain_resumable(explainer, texts, results, run_budget=budget)
+        assert report.stopped == "budget" and 0 < report.done < len(texts)
+        assert budget.settled.queries <= 70 and all(not e.meta.budget_exhausted for _, e in results.explanations())
     done = report.done
-    more = Budget(max_queries=100_000)
-    async with AnchorsExplainer(clf, seed=0, budget=more, on_budget="return") as explainer:
-        rest = await explain_resumable(explainer, texts, results, run_budget=more)
-    assert (rest.done_before, rest.done_now, rest.stopped) == (done, len(texts) - done, "")
-    assert [i for i, _ in results.explanations()] == list(range(len(texts)))
-    results.close()
+    with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=100_000) as more:
+        assert more.settled == budget.settled  # what the first session spent, read back from the journal
+        async with AnchorsExplainer(clf, seed=0, budget=more, on_budget="return") as explainer:
+            rest = await explain_resumable(explainer, texts, results, run_budget=more)
+        assert (rest.done_before, rest.done_now, rest.stopped) == (done, len(texts) - done, "")
+        assert [i for i, _ in results.explanations()] == list(range(len(texts)))
 
 
 async def test_a_cap_per_input_ends_each_explanation_and_the_run_goes_on(tmp_path):
     texts = [f"a good film number {i}" for i in range(3)]  # 30 queries for the first, 16 for each other
-    run = Budget(max_queries=1000)
-    async with AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, budget=run, on_budget="return") as e:
-        with ResultsFile(tmp_path / "r.jsonl") as results:
+    clf = FunctionClassifier(keywords, name="kw")
+    with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=1000) as run:
+        async with AnchorsExplainer(clf, seed=0, budget=run, on_budget="return") as e:
             report = await explain_resumable(
                 e, texts, results, run_budget=run, budget_per_input=lambda: Budget(max_queries=10, parent=run)
             )
@@ -95,6 +92,22 @@ async def test_a_cap_per_input_ends_each_explanation_and_the_run_goes_on(tmp_pat
     assert (report.stopped, report.done) == ("", 3)  # each input's cap ends its explanation, not the run
     assert all(exp.meta.budget_exhausted and exp.meta.queries <= 10 for exp in found)
     assert run.settled.queries == sum(exp.meta.queries for exp in found) and run.reserved == Charge()
+
+
+async def test_a_run_s_spend_is_journaled_beside_its_results_or_it_does_not_start(tmp_path):
+    clf = FunctionClassifier(keywords, name="kw")
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        async with AnchorsExplainer(clf, seed=0) as explainer:  # no cap: journaled all the same
+            await explain_resumable(explainer, ["a good film"], results)
+            assert explainer.budget is None
+        assert read_journal(results.journal).spent.queries == results.explanations()[0][1].meta.queries > 0
+        elsewhere = Budget(max_queries=100)
+        async with AnchorsExplainer(clf, seed=0, budget=elsewhere) as explainer:
+            with pytest.raises(ConfigError, match="journaled beside its results"):
+                await explain_resumable(explainer, ["a good film", "a bad film"], results, run_budget=elsewhere)
+            with pytest.raises(ConfigError, match="through the run's budget"):
+                await explain_resumable(explainer, ["a good film", "a bad film"], results)
+    assert elsewhere.settled == Charge()
 
 
 def test_one_writer_at_a_time(tmp_path):
