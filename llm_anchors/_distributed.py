@@ -23,13 +23,11 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, overload
 
@@ -41,16 +39,9 @@ from ._manchors import MAnchorsExplainer
 from ._memory import MemoryEntry, RuleMemory
 from ._ray_ledger import Ledger, LedgerView
 from ._ray_memory import ActorMemory, Entries, MemoryHolder, ReplicaMemory, memory_at
-from ._resumable import (
-    ResultsFile,
-    RunReport,
-    Stream,
-    check_memory_dir,
-    invalid_reasons,
-    missing_entries,
-    resume,
-    run_config,
-)  # fmt: skip
+from ._ray_watchdog import watch_ray
+from ._results import ResultsFile
+from ._resumable import RunReport, Stream, check_memory_dir, invalid_reasons, missing_entries, resume, run_config
 
 __all__ = ["RayRun", "RunStats", "explain_distributed", "explain_resumable_on_ray"]
 
@@ -237,7 +228,7 @@ class RayRun:
             options = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
             ray.init(address=self.address, **{**options, **self.ray_init})
             self._started_ray = True
-            self._watchdog = _watch_ray()
+            self._watchdog = watch_ray()
         here = _on_this_node(ray)
         self._new_ledger()
         self._pool = [self._new_worker() for _ in range(self.workers)]
@@ -474,45 +465,6 @@ class RayRun:
         await self._attach(fresh)
         self._pool.append(fresh)
         return [fresh]
-
-
-_WATCHDOG = """
-import os, signal, sys
-sys.stdin.buffer.read()  # returns when the coordinator's end of the pipe closes: it ended, or was killed
-marks = [b"RAY_RAYLET_PID=" + pid.encode() for pid in sys.argv[1:]]
-for entry in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        with open(f"/proc/{entry}/environ", "rb") as handle:
-            if set(marks) & set(handle.read().split(b"\\0")):
-                os.kill(int(entry), signal.SIGKILL)
-    except OSError:
-        pass
-"""
-
-
-def _watch_ray() -> subprocess.Popen[bytes] | None:
-    """A process that outlives this one to stop the Ray runtime it started: killed, this process
-    takes down Ray's head with it, but not its agents and workers, which wait a minute (a 60 s
-    report to the dead head) before they end. The watchdog ends them when this process is gone."""
-    raylets = [pid for pid, name in _children() if name == "raylet"]
-    if not raylets or not Path("/proc").is_dir():
-        return None
-    command = [sys.executable, "-c", _WATCHDOG, *map(str, raylets)]
-    return subprocess.Popen(command, stdin=subprocess.PIPE, start_new_session=True)
-
-
-def _children() -> list[tuple[int, str]]:
-    """This process's children: (pid, command name), read from /proc (Linux)."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")) if Path("/proc").is_dir() else ():
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        if int(rest[1]) == os.getpid():
-            found.append((int(entry), name))
-    return found
 
 
 def _on_this_node(ray: ModuleType) -> Any:

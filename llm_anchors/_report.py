@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ._explanation import Explanation
-from ._resumable import read_results
+from ._results import read_results
 from ._version import __version__
 
 __all__ = ["ReportRow", "report_html", "write_report"]

@@ -26,7 +26,8 @@ from ._manchors import MAnchorsExplainer
 from ._pricing import FREE, load_prices
 from ._progress import Progress, RunProgress
 from ._report import write_report
-from ._resumable import ResultsFile, RunReport, check_memory_dir, explain_resumable, invalid_reasons
+from ._results import ResultsFile
+from ._resumable import RunReport, check_memory_dir, explain_resumable, invalid_reasons
 from ._retry import RetryPolicy
 from ._text import TextInstance, TextSampler
 

@@ -33,7 +33,8 @@ from ._manchors import MemoryFeatures, TextMemoryFeatures
 from ._memory import Memory, MemoryEntry, RuleMemory
 from ._pricing import FREE, LOCAL, PRICES, Price, load_prices, price_for
 from ._progress import Progress, RunProgress, StreamProgress
-from ._resumable import ResultsFile, RunReport, explain_resumable, input_hash, read_results, run_config
+from ._results import ResultsFile, input_hash, read_results
+from ._resumable import RunReport, explain_resumable, run_config
 from ._retry import is_retryable
 from ._rules import Rule, covers, make_rule
 from ._sampler import Instance, Sampler
