@@ -41,9 +41,10 @@ MAY_CHANGE = ("budget", "on_budget", "max_concurrency", "request_size")
 
 
 def run_config(explainer: AnchorsExplainer, **more: Any) -> dict[str, Any]:
-    """What shapes a run's explanations: the explainer, the model's identity, every search
-    and sampler setting, the seed (not caps, concurrency or ``max_words``), and ``more``
-    (the model's address, the memory's directory), as plain JSON."""
+    """What shapes a run's explanations, as plain JSON: the explainer, the model's identity (its
+    parts by name: ``classifier.prompt``, ``classifier.labels``...), every search and sampler
+    setting and the seed, not caps, concurrency or ``max_words`` (`MAY_CHANGE`); and ``more``
+    (``model=``: what tells the model from another under the same name, its server)."""
     settings = {k: v for k, v in explainer.settings().items() if k not in MAY_CHANGE}
     settings["sampler"] = {k: v for k, v in settings["sampler"].items() if k != "max_words"}
     identity = explainer.classifier.identity

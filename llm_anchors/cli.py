@@ -307,12 +307,12 @@ async def _run_async(
 async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
     """What tells this model from another under the same name: the embedded model's file, or the
     servers' addresses and what they say they serve."""
-    from adapters.llamacpp import MODEL_FILE
+    from adapters.llamacpp import find_model
     from adapters.openai_compat import OpenAICompatibleBackend, redact
 
     backend = clf.backend
     if embedded or not isinstance(backend, OpenAICompatibleBackend):
-        return {"embedded": MODEL_FILE}
+        return {"embedded": find_model().name}
     return {"base_url": [redact(u) for u in backend.base_urls], "served": await backend.served_models()}
 
 
