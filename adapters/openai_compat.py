@@ -17,7 +17,6 @@ import math
 import os
 import re
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlparse, urlunparse
@@ -72,8 +71,7 @@ class OpenAICompatibleBackend:
     api_key: taken from ``$api_key_env`` (OPENAI_API_KEY) when not given;
         never logged, never part of ``identity`` or ``repr``.
     timeout: seconds for one HTTP request.
-    max_request_size: prompts per /completions request (``max_prompts_per_request``
-        before 0.2: still read, with a DeprecationWarning).
+    max_request_size: prompts per /completions request.
     max_connections: HTTP requests in flight from this backend.
     """
 
@@ -90,15 +88,7 @@ class OpenAICompatibleBackend:
         max_request_size: int = 16,
         max_connections: int = 32,
         extra_body: dict[str, Any] | None = None,
-        max_prompts_per_request: int | None = None,
     ) -> None:
-        if max_prompts_per_request is not None:
-            warnings.warn(
-                "OpenAICompatibleBackend(max_prompts_per_request=) is now max_request_size=; the old name goes in 0.3",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            max_request_size = max_prompts_per_request
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and urlparse(u).scheme in ("http", "https") for u in urls):
             raise ConfigError(f"base_url must be one or more http(s) URLs, got {base_url!r}")

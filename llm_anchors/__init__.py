@@ -6,10 +6,6 @@ engine's parts, for extending it (protocols, search, query engine,
 accounting), are in `llm_anchors.core`.
 """
 
-import importlib as _importlib
-import warnings as _warnings
-from typing import Any as _Any
-
 from ._budget import Budget
 from ._cache import CacheWriteWarning, QueryCache
 from ._classifier import UNPARSED, FunctionClassifier
@@ -65,24 +61,3 @@ __all__ = [
     "TextSampler",
     "__version__",
 ]
-
-_MOVED_TO_ADAPTERS = {"ServerTokenCounter", "TiktokenCounter"}
-
-
-def __getattr__(name: str) -> _Any:
-    """Names that were top-level before 0.2 still resolve, with a `DeprecationWarning`."""
-    core = _importlib.import_module("llm_anchors.core")
-    if name in core.__all__:
-        where = "llm_anchors.core"
-        value = getattr(core, name)
-    elif name in _MOVED_TO_ADAPTERS:
-        where = "adapters.token_counters"
-        value = getattr(_importlib.import_module(where), name)
-    else:
-        raise AttributeError(f"module 'llm_anchors' has no attribute {name!r}")
-    _warnings.warn(
-        f"llm_anchors.{name} moved to {where}; the top-level name goes in 0.3",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return value

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, TypeVar
 
 from ._exceptions import ConfigError
 
-__all__ = ["check_int", "check_number", "deprecated", "renamed"]
+__all__ = ["check_int", "check_number"]
 
 T = TypeVar("T")
 
@@ -40,20 +39,3 @@ def check_number(
     if not inside:
         bounds = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
         raise ConfigError(f"{name} must be a number in {bounds}{' or None' if optional else ''}, got {value!r}")
-
-
-def deprecated(old: str, new: str, *, stacklevel: int = 3) -> None:
-    """Warn that ``old`` (a name or form from before 0.2) is now ``new`` and goes in 0.3.
-
-    ``stacklevel`` 3 points at the caller of the function that calls this one.
-    """
-    warnings.warn(f"{old} is now {new}; the old form goes in 0.3", DeprecationWarning, stacklevel=stacklevel)
-
-
-def renamed(owner: str, old: str, new: str, old_value: T | None, value: T) -> T:
-    """``old_value`` when a caller still used the keyword's name from before 0.2 (with a
-    `DeprecationWarning`), else ``value``."""
-    if old_value is None:
-        return value
-    deprecated(f"{owner}({old}=)", f"{new}=", stacklevel=4)
-    return old_value

@@ -7,12 +7,10 @@ import inspect
 import math
 import secrets
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
-from decimal import Decimal
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ._budget import Charge
-from ._checks import deprecated
 from ._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
 
 __all__ = [
@@ -36,46 +34,13 @@ UNPARSED = "<unparsed>"
 silently the explained input's label."""
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class Batch:
     """A classifier's answer to a list of texts: one label each, and what the
-    call cost (its tokens and dollars; the engine counts the queries).
-
-    ``usd`` and ``usage`` are the arguments from before 0.2 (a call's
-    dollars and its tokens): given, they are folded into ``charge`` with a
-    `DeprecationWarning`, and read back as properties.
-    """
+    call cost (its tokens and dollars; the engine counts the queries)."""
 
     labels: list[Label]
-    charge: Charge
-
-    def __init__(
-        self,
-        labels: list[Label],
-        charge: Charge | None = None,
-        usd: Decimal | str | None = None,
-        *,
-        usage: Charge | None = None,
-    ) -> None:
-        charge = charge if charge is not None else (usage if usage is not None else Charge())
-        if usd is not None or usage is not None:
-            deprecated(*_OLD_BATCH)
-            charge = replace(charge, usd=Decimal(str(usd)) if usd is not None else charge.usd)
-        object.__setattr__(self, "labels", labels)
-        object.__setattr__(self, "charge", charge)
-
-    @property
-    def usage(self) -> Charge:
-        deprecated(*_OLD_BATCH)
-        return self.charge
-
-    @property
-    def usd(self) -> Decimal:
-        deprecated(*_OLD_BATCH)
-        return self.charge.usd
-
-
-_OLD_BATCH = ("Batch(usage=, usd=)", "Batch(charge=Charge(...))")
+    charge: Charge = field(default_factory=Charge)
 
 
 @runtime_checkable
@@ -131,9 +96,6 @@ class _Defaults(BaseClassifier):
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         limit = getattr(inner, "max_request_size", None)
-        if limit is None and getattr(inner, "max_batch", None) is not None:
-            deprecated(f"{type(inner).__name__}.max_batch", "max_request_size", stacklevel=4)
-            limit = inner.max_batch
         self._limit = limit if isinstance(limit, int) else None  # read once: the engine asks per request
 
     @property

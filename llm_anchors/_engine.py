@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from ._budget import Charge, Reservation, SpendCap
 from ._cache import QueryCache
-from ._checks import check_int, deprecated, renamed
+from ._checks import check_int
 from ._classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
 from ._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
 from ._retry import RetryPolicy
@@ -82,9 +82,7 @@ class QueryEngine:
         request_size: int = 100,
         retry: RetryPolicy | None = None,
         budget: SpendCap | None = None,
-        chunk_size: int | None = None,
     ) -> None:
-        request_size = renamed("QueryEngine", "chunk_size", "request_size", chunk_size, request_size)
         check_int("max_concurrency", max_concurrency)
         check_int("request_size", request_size)
         self.classifier = as_classifier(classifier)
@@ -240,12 +238,7 @@ class QueryEngine:
         return batch
 
     async def _quote(self, chunk: list[str]) -> Charge:
-        quoted: Charge | tuple[Charge, bool] = await self.classifier.quote(chunk)
-        if isinstance(quoted, tuple):  # (charge, estimated) before 0.2
-            deprecated(f"{self.classifier!r}.quote returning (Charge, estimated)", "a quote that returns a Charge "
-                       "with .estimated set")  # fmt: skip
-            return replace(quoted[0], estimated=quoted[0].estimated or quoted[1])
-        return quoted
+        return await self.classifier.quote(chunk)
 
     def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
         budget = stats.cap(self.budget)

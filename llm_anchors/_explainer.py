@@ -14,7 +14,7 @@ import numpy as np
 
 from ._budget import SpendCap
 from ._cache import QueryCache
-from ._checks import check_int, renamed
+from ._checks import check_int
 from ._classifier import UNPARSED, Classifier, Label, as_classifier
 from ._engine import QueryEngine, QueryStats
 from ._exceptions import BudgetExceeded, ConfigError, InvalidInputError, NondeterminismWarning
@@ -115,9 +115,7 @@ class AnchorsExplainer:
         on_budget: Literal["raise", "return"] = "raise",
         n_examples: int = 5,
         verify_determinism: int = 0,
-        chunk_size: int | None = None,
     ) -> None:
-        request_size = renamed(type(self).__name__, "chunk_size", "request_size", chunk_size, request_size)
         complete = as_classifier(classifier)
         check_int("seed", seed, minimum=0, optional=True)
         check_int("n_examples", n_examples, minimum=0)
@@ -302,16 +300,12 @@ class AnchorsExplainer:
         *,
         concurrent_inputs: int = 1,
         progress: bool | Callable[[StreamProgress], None] = False,
-        max_concurrency: int | None = None,
     ) -> list[Explanation]:
         """Explain a stream; results in input order (`explain_stream`, collected).
 
         ``progress``: a callback given a `StreamProgress` after each input (in
-        input order), or True for a bar on stderr. (``max_concurrency=`` is
-        the name ``concurrent_inputs`` had before 0.2.)
+        input order), or True for a bar on stderr.
         """
-        concurrent_inputs = renamed("explain_many", "max_concurrency", "concurrent_inputs", max_concurrency,
-                                    concurrent_inputs)  # fmt: skip
         check_int("concurrent_inputs", concurrent_inputs)
         report = stream_reporter(progress, len(texts))
         out: list[Explanation] = []

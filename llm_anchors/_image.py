@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import deprecated
 from ._classifier import FunctionClassifier, model_name
 from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
@@ -64,8 +63,6 @@ class ImageSampler:
         (``kernel_size``, ``max_dist``).
     fill: "mean" (each superpixel's mean colour) or a number (a flat grey).
     p_hide: chance that a superpixel outside the rule is hidden (0.5).
-    embed, embed_dim: before 0.2, MAnchors' memory key; now given to
-        `ImageMemoryFeatures` (``MAnchorsExplainer(memory_features=...)``).
     max_images: images whose superpixels are kept for `render` (oldest dropped).
     max_pixels: the largest image accepted (H × W); a batch of perturbations
         is ``request_size`` copies of it in memory, so downscale bigger ones.
@@ -81,8 +78,6 @@ class ImageSampler:
         max_dist: float = 200.0,
         fill: str | float = "mean",
         p_hide: float = 0.5,
-        embed: Callable[[np.ndarray], np.ndarray] | None = None,
-        embed_dim: int | None = None,
         max_images: int = 256,
         max_pixels: int = 1024 * 1024,
     ) -> None:
@@ -92,13 +87,6 @@ class ImageSampler:
             raise ConfigError(f"fill must be 'mean' or a number, got {fill!r}")
         if not 0.0 < p_hide < 1.0:
             raise ConfigError(f"p_hide must lie strictly between 0 and 1, got {p_hide}")
-        if (embed is None) != (embed_dim is None):
-            raise ConfigError("embed and embed_dim go together")
-        if embed is not None:
-            deprecated(
-                "ImageSampler(embed=, embed_dim=)",
-                "MAnchorsExplainer(memory_features=ImageMemoryFeatures(embed, embed_dim))",
-            )
         try:
             import skimage.segmentation
         except ImportError as exc:
@@ -107,7 +95,6 @@ class ImageSampler:
         self.segmentation, self.n_segments, self.compactness = segmentation, n_segments, compactness
         self.kernel_size, self.max_dist = kernel_size, max_dist
         self.fill, self.p_hide = fill, p_hide
-        self._embed, self._embed_dim = embed, embed_dim
         self.max_images, self.max_pixels = max_images, max_pixels
         self._images: OrderedDict[str, ImageInstance] = OrderedDict()
 
@@ -178,22 +165,7 @@ class ImageSampler:
 
     def memory_features(self) -> ImageMemoryFeatures:
         """MAnchors' memory key and HT for images (`ImageMemoryFeatures`; its default key)."""
-        return ImageMemoryFeatures(self._embed, self._embed_dim)
-
-    def classifier(self, predict: Any, *, name: str | None = None) -> ImageClassifier:
-        """Before 0.2: `ImageClassifier` (``ImageClassifier(predict, sampler)``)."""
-        deprecated("ImageSampler.classifier(predict)", "ImageClassifier(predict, sampler)")
-        return ImageClassifier(predict, self, name=name)
-
-    def anchor_image(self, explanation: Explanation, image: object | None = None) -> np.ndarray:
-        """Before 0.2: `llm_anchors.display.anchor_image`."""
-        deprecated("ImageSampler.anchor_image(exp)", "llm_anchors.display.anchor_image(exp, sampler)")
-        return anchor_image(explanation, self, image)
-
-    def save_anchor_png(self, explanation: Explanation, path: str | Path, image: object | None = None) -> Path:
-        """Before 0.2: `llm_anchors.display.save_anchor_png`."""
-        deprecated("ImageSampler.save_anchor_png(exp, path)", "llm_anchors.display.save_anchor_png(exp, path, sampler)")
-        return save_anchor_png(explanation, path, self, image)
+        return ImageMemoryFeatures()
 
 
 class ImageClassifier(FunctionClassifier):

@@ -15,8 +15,7 @@ vectors.npy: a load checks both before hnswlib reads a byte (a damaged
 index file could crash the interpreter), loads into a fresh index, checks
 its size and dimension against the entries, and refuses anything else
 with a `ConfigError` naming the file; CURRENT must name a generation of
-this directory. A save of format 1 (no checksums) is rebuilt from its
-vectors instead of trusting its index file.
+this directory.
 """
 
 from __future__ import annotations
@@ -219,23 +218,16 @@ class RuleMemory:
             entries = [entry_from_dict(raw) for raw in meta["entries"]]
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
-        checksums = meta.get("checksums") if meta["format_version"] >= 2 else None
+        checksums = meta.get("checksums")
+        if not isinstance(checksums, dict):
+            raise ConfigError(f"{gen / 'entries.json'} holds no checksums")
         vectors = _read_vectors(gen / "vectors.npy", (len(entries), dim), checksums)
         memory = cls(dim, embedder_id, scope)
         memory.entries, memory._vectors = entries, vectors
-        if checksums is None:
-            memory._index = memory._rebuilt(vectors)
-        else:
-            memory._index = memory._read_index(gen / "index.bin", len(entries), checksums)
+        memory._index = memory._read_index(gen / "index.bin", len(entries), checksums)
         for number, entry in enumerate(entries):
             memory._file(entry, number)
         return memory
-
-    def _rebuilt(self, vectors: np.ndarray) -> Any:
-        index = self._new_index(max(1024, len(vectors)))
-        if len(vectors):
-            index.add_items(vectors, np.arange(len(vectors)))
-        return index
 
     def _read_index(self, path: Path, count: int, checksums: dict[str, Any]) -> Any:
         """Load ``path`` into a fresh index, after its checksum; check it holds ``count`` vectors of this dimension."""
@@ -259,16 +251,13 @@ def _read_meta(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
     if not isinstance(meta, dict) or not isinstance(meta.get("entries"), list):
         raise ConfigError(f"{path} is not a memory's entries file")
-    if meta.get("format_version") not in (1, FORMAT_VERSION):
-        raise ConfigError(
-            f"{path} has format {meta.get('format_version')!r}; this version reads 1 and {FORMAT_VERSION}"
-        )
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(f"{path} has format {meta.get('format_version')!r}; this version reads {FORMAT_VERSION}")
     return meta
 
 
-def _read_vectors(path: Path, shape: tuple[int, int], checksums: dict[str, Any] | None) -> np.ndarray:
-    if checksums is not None:
-        _verify(path, checksums)
+def _read_vectors(path: Path, shape: tuple[int, int], checksums: dict[str, Any]) -> np.ndarray:
+    _verify(path, checksums)
     try:
         vectors = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -319,14 +308,10 @@ def _fsync(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
-_OLD_NAMES = {"text": "query", "words": "features", "rule_words": "rule_features", "anchor_words": "anchor_features"}
-
-
 def entry_from_dict(raw: dict[str, Any]) -> MemoryEntry:
-    """A `MemoryEntry` from its JSON form (``dataclasses.asdict``; the names before 0.2 too)."""
+    """A `MemoryEntry` from its JSON form (``dataclasses.asdict``)."""
     if isinstance(raw.get("label"), (list, dict)):
         raise TypeError(f"unhashable label {raw['label']!r}")
-    raw = {_OLD_NAMES.get(k, k): v for k, v in raw.items()}  # a memory saved before 0.2
     return MemoryEntry(
         query=str(raw["query"]),
         features=tuple(raw["features"]),

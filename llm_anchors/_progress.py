@@ -7,10 +7,8 @@ a `StreamProgress` after every finished input. ``progress=True`` on
 
 from __future__ import annotations
 
-import inspect
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -140,29 +138,10 @@ def bar(total: int) -> Callable[[StreamProgress], None]:
     return report
 
 
-def stream_reporter(progress: bool | Callable[..., Any], total: int) -> Callable[[StreamProgress], None] | None:
-    """The callback ``explain_many`` calls: the user's, the bar (``True``) or none.
-
-    A callback of two arguments ``(done, total)`` (before 0.2) still works, with a `DeprecationWarning`.
-    """
-    if not callable(progress):
-        return bar(total) if progress else None
-    if _positional_arity(progress) == 2:
-        warnings.warn(
-            "explain_many's progress callback now takes one StreamProgress (.done, .total, .explanation); "
-            "the (done, total) form goes in 0.3",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        legacy = progress
-        return lambda step: legacy(step.done, step.total)
-    return progress
-
-
-def _positional_arity(fn: Callable[..., Any]) -> int:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return 1
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
+def stream_reporter(
+    progress: bool | Callable[[StreamProgress], None], total: int
+) -> Callable[[StreamProgress], None] | None:
+    """The callback ``explain_many`` calls: the user's, the bar (``True``) or none."""
+    if callable(progress):
+        return progress
+    return bar(total) if progress else None

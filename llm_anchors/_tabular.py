@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import deprecated
 from ._classifier import FunctionClassifier, model_name
 from ._exceptions import ConfigError, InvalidInputError
 from ._explainer import AnchorsExplainer
@@ -209,11 +208,6 @@ class TabularSampler:
     def memory_features(self) -> TabularMemoryFeatures:
         """MAnchors' memory key and HT for these rows (`MemoryFeatures`)."""
         return TabularMemoryFeatures(self)
-
-    def classifier(self, predict: Any, *, name: str | None = None) -> TabularClassifier:
-        """Before 0.2: `TabularClassifier` (``TabularClassifier(predict, sampler)``)."""
-        deprecated("TabularSampler.classifier(predict)", "TabularClassifier(predict, sampler)")
-        return TabularClassifier(predict, self, name=name)
 
 
 class TabularClassifier(FunctionClassifier):

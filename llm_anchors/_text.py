@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_int, check_number, renamed
+from ._checks import check_int, check_number
 from ._exceptions import ConfigError, InvalidInputError
 from ._rules import Rule
 from ._sampler import keep_independently
@@ -75,7 +75,7 @@ class TextSampler:
 
     mode "unk" (the Anchors papers' default): every word outside the rule
     is hidden (replaced by ``mask``) with probability ``p_hide``,
-    independently (``p_replace`` before 0.2). ``max_words`` bounds the
+    independently. ``max_words`` bounds the
     input: the search's cost grows with it.
     """
 
@@ -86,9 +86,7 @@ class TextSampler:
         mask: str = "UNK",
         p_hide: float = 0.5,
         max_words: int = 256,
-        p_replace: float | None = None,
     ) -> None:
-        p_hide = renamed("TextSampler", "p_replace", "p_hide", p_replace, p_hide)
         if mode != "unk":
             raise ConfigError(f"unknown perturbation mode {mode!r}; available: 'unk'")
         check_number("p_hide", p_hide, high=1.0)

@@ -17,12 +17,9 @@ pieces the explainers are made of:
 These names may change between minor releases; the top-level ones do not.
 """
 
-from typing import Any as _Any
-
 from ._backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from ._bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
 from ._budget import BudgetReport, Charge, JournalState, Reservation, SpendCap, read_journal
-from ._checks import deprecated as _deprecated
 from ._classifier import BaseClassifier, Batch, Classifier, Label, as_classifier
 from ._embeddings import SentenceEmbedder
 from ._engine import QueryEngine, QueryStats
@@ -116,20 +113,3 @@ __all__ = [
     "read_results",
     "run_config",
 ]
-
-
-def _usage(prompt_tokens: int = 0, completion_tokens: int = 0) -> Charge:
-    """Before 0.2: a call's tokens. Now a `Charge`."""
-    return Charge(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-
-
-_REPLACED = {"Usage": (_usage, "Charge(prompt_tokens=, completion_tokens=)"), "Quote": (Charge, "Charge")}
-
-
-def __getattr__(name: str) -> _Any:
-    """Accounting names from before 0.2 (``Usage``, ``Quote``) resolve, with a `DeprecationWarning`."""
-    if name not in _REPLACED:
-        raise AttributeError(f"module 'llm_anchors.core' has no attribute {name!r}")
-    value, instead = _REPLACED[name]
-    _deprecated(f"llm_anchors.core.{name}", instead)
-    return value

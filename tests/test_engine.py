@@ -226,25 +226,6 @@ class OldStyleClassifier:
         return Charge(len(texts), 20 * len(texts), 0, Decimal("0.002")), True
 
 
-async def test_old_style_batches_and_quotes_still_settle_with_warnings():
-    from decimal import Decimal
-
-    from llm_anchors import Budget
-
-    engine = QueryEngine(OldStyleClassifier(), cache=QueryCache(enabled=False), budget=Budget(max_queries=10))
-    stats = QueryStats()
-    with pytest.warns(DeprecationWarning) as caught:
-        assert await engine.classify(["a", "b"], stats) == ["A", "B"]
-    messages = " ".join(str(w.message) for w in caught)
-    assert "Batch(usage=, usd=)" in messages and "returns a Charge" in messages
-    assert (stats.queries, stats.settled.queries, stats.settled.prompt_tokens) == (2, 2, 20)
-    assert (stats.settled.usd, stats.reserved.usd, stats.reserved.estimated) == (
-        Decimal("0.001"),
-        Decimal("0.002"),
-        True,
-    )
-
-
 def test_labels_read_back_from_a_persisted_cache_keep_their_type(tmp_path):
     labels = [("neg", 1), ("pos", (2, "x")), 3, "word", None, 1.5, True]
     cache = QueryCache(tmp_path / "c.sqlite")

@@ -10,9 +10,7 @@ from llm_anchors import (
     FunctionClassifier,
     InvalidInputError,
     QueryCache,
-    TextSampler,
 )
-from llm_anchors.core import Batch
 from tests.conftest import needs_all
 
 SENTENCE = "this is a good and great movie with a fine plot overall"
@@ -255,32 +253,3 @@ async def test_verify_determinism_catches_a_model_that_changes_its_mind():
         exp = await explainer(moody, verify_determinism=50).explain(SENTENCE)
     assert exp.meta.determinism["changed"] > 0
     assert any(issubclass(w.category, NondeterminismWarning) for w in caught)
-
-
-def test_old_keyword_names_work_for_one_release_with_a_warning():
-    clf = FunctionClassifier(lambda texts: [1] * len(texts), name="ones")
-    with pytest.warns(DeprecationWarning, match=r"chunk_size=\) is now request_size="):
-        explainer = AnchorsExplainer(clf, chunk_size=7)
-    assert explainer.engine.request_size == 7 and explainer.settings()["request_size"] == 7
-    with pytest.warns(DeprecationWarning, match=r"p_replace=\) is now p_hide="):
-        assert TextSampler(p_replace=0.3).p_hide == 0.3
-    assert TextSampler().settings()["kind"] == "text"
-
-
-async def test_a_classifier_that_still_says_max_batch_is_honoured_with_a_warning():
-    class Old:
-        identity = "old"
-        max_batch = 2
-
-        def __init__(self):
-            self.sizes = []
-
-        async def classify(self, texts):
-            self.sizes.append(len(texts))
-            return Batch([1] * len(texts))
-
-    old = Old()
-    with pytest.warns(DeprecationWarning, match="max_batch is now max_request_size"):
-        async with AnchorsExplainer(old, seed=0) as explainer:
-            await explainer.explain("a b c d e")
-    assert max(old.sizes) == 2

@@ -57,24 +57,6 @@ def test_dollars_are_exact_decimals_in_python_and_strings_in_json(exp):
     assert back == priced
 
 
-def test_an_explanation_saved_before_0_2_with_a_flat_cost_still_reads(exp):
-    from decimal import Decimal
-
-    raw = json.loads(exp.to_json())
-    raw["meta"]["cost"] = {
-        "queries": 5,
-        "cache_hits": 2,
-        "prompt_tokens": 70,
-        "completion_tokens": 5,
-        "tokens_estimated": True,
-        "usd_reserved": "0.0009",
-        "usd_settled": "0.0004",
-    }
-    cost = Explanation.from_json(json.dumps(raw)).meta.cost
-    assert (cost.queries, cost.cache_hits, cost.prompt_tokens, cost.completion_tokens) == (5, 2, 70, 5)
-    assert (cost.usd, cost.usd_reserved, cost.tokens_estimated) == (Decimal("0.0004"), Decimal("0.0009"), True)
-
-
 def test_features_read_as_words_and_old_text_words_json_reads(exp):
     assert exp.data.words == exp.data.features and exp.data.text == exp.data.query
     raw = json.loads(exp.to_json())

@@ -49,34 +49,8 @@ def test_core_exports_resolve_and_do_not_repeat_the_top_level():
     assert not set(names) & set(llm_anchors.__all__)
 
 
-@pytest.mark.parametrize("name", ["BeamSearch", "QueryEngine", "lucb", "Charge"])
-def test_names_that_moved_to_core_still_resolve_with_a_warning(name):
-    with pytest.warns(DeprecationWarning, match=f"llm_anchors.{name} moved to llm_anchors.core"):
-        value = getattr(llm_anchors, name)
-    assert value is getattr(llm_anchors.core, name)
-
-
-def test_token_counters_moved_next_to_their_adapter():
-    from adapters.token_counters import TiktokenCounter
-
-    with pytest.warns(DeprecationWarning, match="adapters.token_counters"):
-        assert llm_anchors.TiktokenCounter is TiktokenCounter
-
-
 def test_unknown_names_are_attribute_errors():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="no_such_name"):
             _ = llm_anchors.no_such_name
-
-
-def test_accounting_names_from_before_0_2_resolve_to_charge_with_a_warning():
-    from llm_anchors.core import Charge
-
-    with pytest.warns(DeprecationWarning, match="Usage is now Charge"):
-        usage = llm_anchors.core.Usage(12, 3)
-    assert usage == Charge(prompt_tokens=12, completion_tokens=3)
-    with pytest.warns(DeprecationWarning, match="Quote is now Charge"):
-        assert llm_anchors.core.Quote is Charge
-    with pytest.raises(AttributeError, match="Nothing"):
-        _ = llm_anchors.core.Nothing

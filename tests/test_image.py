@@ -130,15 +130,3 @@ def test_a_model_embedding_keys_the_memory():
     assert m.features is keyed and m.memory.embedder_id == keyed.identity
     with pytest.raises(ConfigError, match="embed_dim"):
         ImageMemoryFeatures(features, embed_dim=3).embed([images.features(picture())])
-
-
-def test_the_sampler_forms_before_0_2_still_work_with_warnings(sampler, tmp_path):
-    with pytest.warns(DeprecationWarning, match="ImageClassifier"):
-        clf = sampler.classifier(predict)
-    assert isinstance(clf, ImageClassifier)
-    exp = ImageExplainer(predict, sampler, seed=0).explain_sync(picture())
-    with pytest.warns(DeprecationWarning, match="llm_anchors.display"):
-        assert np.array_equal(sampler.anchor_image(exp), anchor_image(exp, sampler))
-    with pytest.warns(DeprecationWarning, match="ImageMemoryFeatures"):
-        old = ImageSampler(embed=lambda image: image[..., 0].ravel()[:4], embed_dim=4)
-    assert old.memory_features().dim == 4

@@ -155,16 +155,6 @@ async def test_explain_many_with_concurrency_and_progress(embedder):
         await m.explain_many(STREAM, concurrent_inputs=0)
 
 
-async def test_explain_many_keeps_its_old_keyword_and_callback_for_one_release(embedder):
-    m = manchors(embedder)
-    seen = []
-    with pytest.warns(DeprecationWarning) as caught:
-        await m.explain_many(STREAM[:2], max_concurrency=2, progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(1, 2), (2, 2)]
-    assert {"concurrent_inputs" in str(w.message) or "StreamProgress" in str(w.message) for w in caught} == {True}
-    assert len(caught) == 2
-
-
 def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
     with manchors(embedder) as m:
         many = m.explain_many_sync(STREAM[:2])

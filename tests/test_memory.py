@@ -139,22 +139,6 @@ def test_anchors_and_their_index_survive_save_and_load(tmp_path):
     assert back.anchored({"dull", "boring", "x"}, label="pos") == [(("boring", "dull"), 1)]
 
 
-def test_a_memory_saved_with_the_names_before_0_2_loads(tmp_path):
-    import json
-
-    memory = RuleMemory(DIM, "emb", "clf")
-    memory.add(anchored_entry("a dull and boring film", ("dull", "boring")), unit(1))
-    memory.save(tmp_path / "m")
-    gen = next((tmp_path / "m").glob("gen-*"))
-    meta = json.loads((gen / "entries.json").read_text())
-    old = {"query": "text", "features": "words", "rule_features": "rule_words", "anchor_features": "anchor_words"}
-    meta["entries"] = [{old.get(k, k): v for k, v in e.items()} for e in meta["entries"]]
-    assert "words" in meta["entries"][0] and "features" not in meta["entries"][0]
-    (gen / "entries.json").write_text(json.dumps(meta))
-    back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
-    assert back.entries == memory.entries
-
-
 def _damaged(tmp_path, damage):
     """Save a memory, damage it with ``damage(gen_dir, root)``, load it in a fresh process."""
     filled(30).save(tmp_path / "m")
@@ -164,7 +148,8 @@ def _damaged(tmp_path, damage):
     damage(gen, tmp_path / "m", next(other.glob("gen-*")))
     script = textwrap.dedent(
         f"""
-        from llm_anchors import ConfigError, RuleMemory
+        from llm_anchors import ConfigError
+        from llm_anchors.core import RuleMemory
         try:
             RuleMemory.load({str(tmp_path / "m")!r}, embedder_id="emb", dim={DIM}, scope="clf")
             print("LOADED")
@@ -216,23 +201,6 @@ def test_a_damaged_memory_is_refused_with_the_file_named_never_a_crash(tmp_path,
     done = _damaged(tmp_path, damage)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # -11 would be a segfault
     assert done.stdout.startswith("ConfigError:") and file in done.stdout, done.stdout
-
-
-def test_a_format_1_save_is_rebuilt_from_its_vectors(tmp_path):
-    import json
-
-    memory = filled(40)
-    memory.save(tmp_path / "m")
-    gen = next((tmp_path / "m").glob("gen-*"))
-    meta = json.loads((gen / "entries.json").read_text())
-    meta["format_version"] = 1
-    del meta["checksums"]
-    (gen / "entries.json").write_text(json.dumps(meta))
-    (gen / "index.bin").write_bytes(b"not trusted, never read")
-    back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
-    assert back.entries == memory.entries
-    for i in range(10):
-        assert back.nearest(unit(i), label="pos")[0] == memory.nearest(unit(i), label="pos")[0]
 
 
 def test_nearest_unused_gives_each_row_the_best_free_column_first_on_ties():

@@ -126,11 +126,3 @@ async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
     again = MAnchorsExplainer(TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0)
     again.load(tmp_path)
     assert again.memory.entries == m.memory.entries
-
-
-def test_the_classifier_factory_before_0_2_still_works_with_a_warning(sampler):
-    with pytest.warns(DeprecationWarning, match="TabularClassifier"):
-        old = sampler.classifier(predict, name="age-colour")
-    new = TabularClassifier(predict, sampler, name="age-colour")
-    assert old.identity == new.identity and new.identity.endswith("tabular:age-colour")
-    assert sampler.memory_features().identity.startswith("tabular-bins:3:")
