@@ -9,6 +9,7 @@ import platform
 import resource
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, MAnchorsExplainer
-from llm_anchors.core import PRICES, RunProgress
+from llm_anchors.core import PRICES, ProgressBar
 from llm_anchors.datasets import shuffled
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -125,7 +126,7 @@ async def explain_rows(
     bar goes to stderr; ``verbose`` also prints one line per explanation.
     """
     rows = []
-    bar = RunProgress(len(texts), label=label)
+    bar = ProgressBar(len(texts), label=label)
     for i, (index, text) in enumerate(zip(indices, texts, strict=True)):
         started = time.perf_counter()
         exp = await explainer.explain(text)
@@ -133,31 +134,31 @@ async def explain_rows(
         fresh = await explainer.estimate_precision(text, exp.data.positions, n=fresh_samples)
         row: dict[str, Any] = {
             "index": int(index),
-            "text": exp.data.text,
-            "words": len(exp.data.words),
+            "text": exp.data.query,
+            "words": len(exp.data.features),
             "anchor": list(exp.data.anchor),
             "success": exp.data.success,
             "label": exp.data.label,
             "time_s": elapsed,
             "samples": exp.meta.samples,
             "queries": exp.meta.queries,
-            "cache_hits": exp.meta.cache_hits,
-            "prompt_tokens": exp.meta.cost.prompt_tokens,
+            "cache_hits": exp.meta.cost.cache_hits,
+            "prompt_tokens": exp.meta.cost.settled.prompt_tokens,
             "unparsed": exp.meta.unparsed,
             "precision": exp.data.precision,
             "fresh_precision": fresh,
             "coverage": exp.data.coverage,
             "length": len(exp.data.anchor),
             "memory_hit": exp.meta.memory_hit,
-            "memory_similarity": exp.meta.memory_similarity,
-            "memory_lookup_s": exp.meta.memory_lookup_s,
+            "memory_similarity": exp.meta.memory.similarity if exp.meta.memory else None,
+            "memory_lookup_s": exp.meta.memory.lookup_s if exp.meta.memory else None,
             "memory_size": len(explainer.local_memory) if isinstance(explainer, MAnchorsExplainer) else None,
-            "completion_tokens": exp.meta.cost.completion_tokens,
+            "completion_tokens": exp.meta.cost.settled.completion_tokens,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_mb": rss_mb(),
             "server_rss_mb": server_rss() if server_rss is not None else None,
             "cache_entries": len(explainer.cache),
-            "stages": exp.meta.stages,
+            "stages": {name: asdict(stage) for name, stage in exp.meta.stages.items()},
         }
         rows.append(row)
         if checkpoint is not None:

@@ -34,7 +34,7 @@ from aiohttp import web
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer
 from llm_anchors.datasets import load_rt_polarity
-from llm_anchors.distributed import RayRun
+from llm_anchors.distributed import RayPool
 
 from ._common import RESULTS, short_order, write_json
 from .baseline_llm import server_url
@@ -75,7 +75,7 @@ async def in_process(make: Any, texts: list[str]) -> dict[str, Any]:
 
 
 async def on_ray(make: Any, texts: list[str], workers: int, **options: Any) -> dict[str, Any]:
-    async with RayRun(make, workers=workers, **options) as run:
+    async with RayPool(make, workers=workers, **options) as run:
         cpu = await asyncio.to_thread(run.worker_cpu_s)
         started = time.perf_counter()
         found = [e async for e in run.explain_stream(texts)]

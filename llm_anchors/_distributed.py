@@ -43,7 +43,7 @@ from ._ray_watchdog import watch_ray
 from ._results import ResultsFile
 from ._resumable import RunReport, Stream, check_memory_dir, invalid_reasons, missing_entries, resume, run_config
 
-__all__ = ["RayRun", "RunStats", "explain_distributed", "explain_resumable_on_ray"]
+__all__ = ["RayPool", "PoolStats", "explain_distributed", "explain_resumable_on_ray"]
 
 RAY_MISSING = "explaining on Ray needs ray: pip install 'llm-anchors[ray]'"
 
@@ -129,7 +129,7 @@ class Worker:
 
 
 @dataclass
-class RunStats:
+class PoolStats:
     """What a distributed run did: explanations accepted, memory hits, workers lost, inputs redone."""
 
     explained: int = 0
@@ -138,11 +138,11 @@ class RunStats:
     inputs_redone: int = 0
 
 
-class RayRun:
+class RayPool:
     """A pool of Ray workers sharing one budget and one memory.
 
-    >>> async with RayRun(make_explainer, workers=4, max_queries=100_000) as run:
-    ...     async for exp in run.explain_stream(texts):
+    >>> async with RayPool(make_explainer, workers=4, max_queries=100_000) as pool:
+    ...     async for exp in pool.explain_stream(texts):
     ...         ...
 
     ``make_explainer``: a function of no arguments returning the explainer
@@ -200,7 +200,7 @@ class RayRun:
         self.address = address
         self.max_replacements = workers if max_replacements is None else max_replacements
         self.ray_init = ray_init or {}
-        self.stats = RunStats()
+        self.stats = PoolStats()
         self.budget: LedgerView | None = None
         """The run's cap, seen from here (its ledger's report: what the whole run spent)."""
         self._started_ray = False
@@ -215,7 +215,7 @@ class RayRun:
         self._synced: dict[Any, int] = {}  # with replicas: how much of the log each worker has
         self.last_stored: list[MemoryEntry] = []  # the memory entries of the explanation last yielded
 
-    async def __aenter__(self) -> RayRun:
+    async def __aenter__(self) -> RayPool:
         await asyncio.to_thread(self._start)
         return self
 
@@ -303,7 +303,7 @@ class RayRun:
     def report(self) -> BudgetReport:
         """The run's ledger: settled, reserved, calls, refusals."""
         if self.budget is None:
-            raise ConfigError("the run has not started: use `async with RayRun(...)`")
+            raise ConfigError("the run has not started: use `async with RayPool(...)`")
         return self.budget.report()
 
     def worker_pids(self) -> list[int]:
@@ -475,7 +475,7 @@ def _on_this_node(ray: ModuleType) -> Any:
 
 
 async def explain_resumable_on_ray(
-    run: RayRun,
+    pool: RayPool,
     texts: Sequence[Any],
     results: ResultsFile,
     *,
@@ -483,20 +483,20 @@ async def explain_resumable_on_ray(
     on_result: Callable[[int, Explanation, RunReport], None] | None = None,
     model: Mapping[str, Any] | None = None,
 ) -> RunReport:
-    """`explain_resumable` over a started `RayRun`: the inputs ``results`` lacks, recorded
+    """`explain_resumable` over a started `RayPool`: the inputs ``results`` lacks, recorded
     as they finish; the run's ledger caps it (give it ``results.check_journal()`` as its
     journal), its memory is saved every ``save_every`` inputs."""
-    config = await run.config(model=dict(model or {}))
+    config = await pool.config(model=dict(model or {}))
     results.check_inputs(texts)
     results.check_config(config)  # before the memory is touched
-    await run.remember(results)
+    await pool.remember(results)
 
     def stream(todo: list[int]) -> Stream:
-        return run.explain_stream((texts[i] for i in todo), invalid="yield")
+        return pool.explain_stream((texts[i] for i in todo), invalid="yield")
 
     return await resume(
-        results, texts, config, run.invalid, stream, run_budget=run.budget, new_entries=lambda: run.last_stored,
-        save=run.save_memory, save_every=save_every, on_result=on_result,
+        results, texts, config, pool.invalid, stream, run_budget=pool.budget, new_entries=lambda: pool.last_stored,
+        save=pool.save_memory, save_every=save_every, on_result=on_result,
     )  # fmt: skip
 
 
@@ -504,7 +504,7 @@ async def explain_distributed(
     texts: Iterable[Any], make_explainer: Callable[[], AnchorsExplainer], *, workers: int = 2, **options: Any
 ) -> AsyncIterator[Explanation]:
     """Explain ``texts`` on ``workers`` Ray workers, yielding explanations in input
-    order; ``options`` are `RayRun`'s (caps, journal, memory_dir, address)."""
-    async with RayRun(make_explainer, workers=workers, **options) as run:
-        async for exp in run.explain_stream(texts):
+    order; ``options`` are `RayPool`'s (caps, journal, memory_dir, address)."""
+    async with RayPool(make_explainer, workers=workers, **options) as pool:
+        async for exp in pool.explain_stream(texts):
             yield exp

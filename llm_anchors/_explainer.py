@@ -7,7 +7,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Self, overload
 
 import numpy as np
@@ -18,7 +18,7 @@ from ._checks import check_int
 from ._classifier import UNPARSED, Classifier, Label, as_classifier
 from ._engine import QueryEngine, QueryStats
 from ._exceptions import BudgetExceeded, ConfigError, InvalidInputError, NondeterminismWarning
-from ._explanation import AnchorData, Cost, Explanation, Meta
+from ._explanation import AnchorData, Cost, Explanation, Meta, Recheck, Settings, Stage
 from ._progress import Progress, StreamProgress, stream_reporter
 from ._retry import RetryPolicy
 from ._rules import Rule, make_rule
@@ -28,13 +28,13 @@ from ._sync import SyncRunner, close_when_dropped, sync_twin
 from ._text import TextSampler
 from ._version import __version__
 
-__all__ = ["AnchorsExplainer", "Run"]
+__all__ = ["AnchorsExplainer", "Explaining"]
 
 _END = object()  # the end of an input stream
 
 
 @dataclass
-class Run:
+class Explaining:
     """One explanation in progress: its input, random generator, counts and trace (shared with the
     explainers built on `AnchorsExplainer`)."""
 
@@ -50,13 +50,12 @@ class Run:
     progress: Callable[[Progress], None] | None = None
     texts: list[str] = field(default_factory=list)
     hits: list[bool] = field(default_factory=list)
-    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+    stages: dict[str, Stage] = field(default_factory=dict)
 
     def count(self, stage: str, samples: int, queries: int) -> None:
         """Add samples and paid queries to a stage of the explanation."""
-        counts = self.stages.setdefault(stage, {"samples": 0, "queries": 0})
-        counts["samples"] += samples
-        counts["queries"] += queries
+        counts = self.stages.get(stage, Stage())
+        self.stages[stage] = Stage(counts.samples + samples, counts.queries + queries)
 
 
 class AnchorsExplainer:
@@ -188,18 +187,19 @@ class AnchorsExplainer:
     def budget(self, cap: SpendCap | None) -> None:
         self.engine.budget = cap
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> Settings:
         """Every parameter that shapes an explanation, for its meta."""
         budget = self.engine.budget
-        return {
-            **asdict(self.params),
-            "budget": repr(budget) if budget is not None else None,
-            "on_budget": self.on_budget,
-            "sampler": self.sampler.settings(),
-            "max_concurrency": self.engine.max_concurrency,
-            "request_size": self.engine.request_size,
-            "n_examples": self.n_examples,
-        }
+        return Settings(
+            search=self.params,
+            sampler=self.sampler.settings(),
+            max_concurrency=self.engine.max_concurrency,
+            request_size=self.engine.request_size,
+            n_examples=self.n_examples,
+            verify_determinism=self.verify_determinism,
+            budget=repr(budget) if budget is not None else None,
+            on_budget=self.on_budget,
+        )
 
     async def explain(
         self,
@@ -331,27 +331,27 @@ class AnchorsExplainer:
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
-    def _start(self, text: object, seed: int | None, budget: SpendCap | None = None) -> Run:
+    def _start(self, text: object, seed: int | None, budget: SpendCap | None = None) -> Explaining:
         check_int("seed", seed, minimum=0, optional=True)
         instance = self.sampler.features(text)
         if seed is None:
             seed = self.seed
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-        return Run(instance, seed, np.random.default_rng(seed), QueryStats(budget=budget), time.perf_counter())
+        return Explaining(instance, seed, np.random.default_rng(seed), QueryStats(budget=budget), time.perf_counter())
 
-    async def _label_target(self, run: Run) -> None:
+    async def _label_target(self, run: Explaining) -> None:
         (run.target,) = await self.engine.classify([run.instance.query], run.stats)
 
-    async def _search(self, run: Run, start: Rule | None) -> SearchResult:
+    async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
         pool = self._coverage_pool(run)
         return await self._drive(run, BeamSearch(len(run.instance.features), pool, self.params, start))
 
-    def _coverage_pool(self, run: Run) -> np.ndarray:
+    def _coverage_pool(self, run: Explaining) -> np.ndarray:
         return self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
 
-    async def _drive(self, run: Run, search: BeamSearch) -> SearchResult:
+    async def _drive(self, run: Explaining, search: BeamSearch) -> SearchResult:
         """Run a search to its end, or to the best rule so far when the budget runs out (``on_budget``)."""
         try:
             return await drive(search.run(), lambda requests: self._answer(run, requests))
@@ -361,7 +361,7 @@ class AnchorsExplainer:
             run.budget_exhausted = True
             return search.best_so_far()
 
-    async def _recheck(self, run: Run) -> dict[str, Any]:
+    async def _recheck(self, run: Explaining) -> dict[str, Any]:
         """Ask the model again about ``verify_determinism`` of the run's texts; meta fields."""
         texts = list(dict.fromkeys(run.texts))
         if not self.verify_determinism or not texts:
@@ -378,9 +378,9 @@ class AnchorsExplainer:
                 NondeterminismWarning,
                 stacklevel=3,
             )
-        return {"determinism": {"rechecked": len(chosen), "changed": changed}}
+        return {"determinism": Recheck(len(chosen), changed)}
 
-    async def _answer(self, run: Run, requests: list[SampleRequest]) -> list[Samples]:
+    async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
         """Draw, label and return the samples one round of the search asked for."""
         drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
         batch = [t for batch_texts, _ in drawn for t in batch_texts]
@@ -394,7 +394,7 @@ class AnchorsExplainer:
             offset += len(batch_texts)
         return out
 
-    async def _label(self, run: Run, texts: list[str], stage: str) -> np.ndarray:
+    async def _label(self, run: Explaining, texts: list[str], stage: str) -> np.ndarray:
         """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
         queries = run.stats.queries
         labels = await self.engine.classify(texts, run.stats)
@@ -406,16 +406,16 @@ class AnchorsExplainer:
         return np.array([label == run.target for label in labels], dtype=bool)
 
     @staticmethod
-    def _progress(run: Run) -> Progress:
+    def _progress(run: Explaining) -> Progress:
         s = run.stats
         elapsed = time.perf_counter() - run.started
         return Progress(run.samples, s.queries, s.cache_hits, s.settled, elapsed)
 
     @staticmethod
     def _cost(stats: QueryStats) -> Cost:
-        return Cost(stats.queries, stats.cache_hits, stats.settled, stats.reserved)
+        return Cost(stats.settled, stats.reserved, stats.cache_hits, stats.retries, dict(stats.failures))
 
-    def _explanation(self, run: Run, result: SearchResult, **extra: Any) -> Explanation:
+    def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
         instance, stats = run.instance, result.stats
         positions = tuple(sorted(result.rule))
@@ -442,18 +442,15 @@ class AnchorsExplainer:
             explainer=self.name,
             version=__version__,
             classifier=self.classifier.identity,
-            params=self.settings(),
+            settings=self.settings(),
             seed=run.seed,
             samples=run.samples,
             queries=run.stats.queries,
-            cache_hits=run.stats.cache_hits,
-            retries=run.stats.retries,
-            failures=dict(run.stats.failures),
-            unparsed=run.unparsed + int(run.target == UNPARSED),
-            budget_exhausted=run.budget_exhausted,
             wall_time_s=time.perf_counter() - run.started,
             cost=self._cost(run.stats),
-            stages={name: dict(counts) for name, counts in run.stages.items()},
+            unparsed=run.unparsed + int(run.target == UNPARSED),
+            budget_exhausted=run.budget_exhausted,
+            stages=dict(run.stages),
             **extra,
         )
         return Explanation(meta, data)

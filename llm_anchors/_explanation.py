@@ -5,74 +5,109 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from ._budget import Charge
 from ._classifier import Label
-from ._search import RoundTrace, RuleStats
+from ._exceptions import ConfigError
+from ._search import RoundTrace, RuleStats, SearchParams
 from ._text import TextInstance
+from ._version import __version__
 
-__all__ = ["AnchorData", "Cost", "Explanation", "Meta"]
+__all__ = ["AnchorData", "Cost", "Explanation", "MemorySettings", "MemoryUse", "Meta", "Recheck", "Settings", "Stage"]
 
 
 @dataclass(frozen=True)
 class Cost:
-    """What one explanation cost.
+    """What one explanation's calls cost.
 
-    ``queries``: texts sent to the model (each once, however often resent);
-    ``cache_hits``: texts answered without a query; ``settled``: what the
-    calls cost (`Charge`: billed queries, tokens, exact `Decimal` dollars);
+    ``settled``: what the calls were billed (`Charge`: queries billed, a
+    resent one too; tokens; exact `Decimal` dollars, ``cost.settled.usd``);
     ``reserved``: the worst cases held against the budget before the calls
-    (empty without a budget). The properties read the settled charge.
+    (empty without a budget); ``cache_hits``: texts answered without a
+    call; ``retries``: failed calls sent again; ``failures``: failed calls
+    by reason ("HTTP 429", "timeout", or the error's type).
     """
 
-    queries: int = 0
-    cache_hits: int = 0
     settled: Charge = field(default_factory=Charge)
     reserved: Charge = field(default_factory=Charge)
+    cache_hits: int = 0
+    retries: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
 
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Cost:
-        """From `Explanation.to_json`'s form, or the flat one written before 0.2."""
-        if "settled" not in raw:  # before 0.2: one flat record
-            estimated = bool(raw.get("tokens_estimated", False))
-            settled = Charge(
-                0,
-                raw.get("prompt_tokens", 0),
-                raw.get("completion_tokens", 0),
-                Decimal(str(raw.get("usd_settled", 0))),
-                estimated,
-            )
-            reserved = Charge(usd=Decimal(str(raw.get("usd_reserved", 0))), estimated=estimated)
-            return cls(raw.get("queries", 0), raw.get("cache_hits", 0), settled, reserved)
-        charges = {k: Charge(**_known(Charge, raw[k])) for k in ("settled", "reserved")}
-        return cls(raw.get("queries", 0), raw.get("cache_hits", 0), **charges)
 
-    @property
-    def prompt_tokens(self) -> int:
-        return self.settled.prompt_tokens
+@dataclass(frozen=True)
+class Stage:
+    """Samples and paid queries of one step of the search."""
 
-    @property
-    def completion_tokens(self) -> int:
-        return self.settled.completion_tokens
+    samples: int = 0
+    queries: int = 0
 
-    @property
-    def tokens_estimated(self) -> bool:
-        return self.settled.estimated or self.reserved.estimated
 
-    @property
-    def usd(self) -> Decimal:
-        return self.settled.usd
+@dataclass(frozen=True)
+class MemoryUse:
+    """How MAnchors used its memory for one input.
 
-    @property
-    def usd_settled(self) -> Decimal:
-        return self.settled.usd
+    ``similarity``: the cosine similarity of the nearest remembered input
+    with this label (None: none yet); ``lookup_s``: the time to embed this
+    input and look it up; ``source``: the remembered input reused, on a hit;
+    ``proposals`` ("guided"): the rules the memory proposed, as features;
+    ``ht_rule``, ``ht_pruned`` ("paper"): the rule HT mapped onto this input
+    and the features pruned from it.
+    """
 
-    @property
-    def usd_reserved(self) -> Decimal:
-        return self.reserved.usd
+    similarity: float | None = None
+    lookup_s: float = 0.0
+    source: str | None = None
+    proposals: tuple[tuple[str, ...], ...] = ()
+    ht_rule: tuple[str, ...] = ()
+    ht_pruned: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """``verify_determinism``: texts asked again, bypassing the cache, and how many changed label."""
+
+    rechecked: int
+    changed: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every parameter that shaped an explanation.
+
+    ``search``: the search's (`SearchParams`); ``sampler``: the sampler's
+    own settings (``kind`` first: text, tabular, image); ``memory``:
+    MAnchors' (None for plain Anchors); the rest, how queries were sent and
+    capped.
+    """
+
+    search: SearchParams
+    sampler: dict[str, Any]
+    max_concurrency: int
+    request_size: int
+    n_examples: int
+    verify_determinism: int = 0
+    budget: str | None = None
+    on_budget: str = "raise"
+    memory: MemorySettings | None = None
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """MAnchors' parameters (see `MAnchorsExplainer`)."""
+
+    strategy: str
+    tau_sim: float
+    tau_mid: float
+    k_nearest: int
+    max_proposals: int
+    min_accept_samples: int
+    hit_root_samples: int
+    prune_samples: int
+    embedder: str
 
 
 @dataclass(frozen=True)
@@ -81,43 +116,30 @@ class Meta:
 
     ``samples``: labelled perturbations the search consumed, cache hits
     included; ``queries``: texts actually sent to the model (the
-    unperturbed input included); ``cache_hits``: texts answered without a
-    query; ``retries``: failed calls sent again; ``failures``: failed calls
-    by reason ("HTTP 429", "timeout", ...); ``unparsed``: answers
-    that named no label (the class `UNPARSED`); ``stages``: samples and
-    paid queries per step of the search (``{"root": {"samples": 1,
-    "queries": 1}, "round-1": ...}``, names in `llm_anchors._search.STAGES`;
-    MAnchors adds "prune"). MAnchors adds
-    ``memory_hit`` (None for plain Anchors), the similarity and text of the
-    nearest remembered input, the time to embed and look it up; with
-    strategy "guided" the rules the memory proposed, with "paper" the rule
-    HT mapped onto this input and the words pruned from it. ``determinism``
-    (with ``verify_determinism``): texts asked again and how many changed label.
+    unperturbed input included, each once however often resent); ``cost``:
+    what the calls cost (`Cost`); ``unparsed``: answers that named no label
+    (the class `UNPARSED`); ``stages``: samples and paid queries per step of
+    the search (names in `llm_anchors._search.STAGES`; MAnchors adds
+    "prune"); ``memory_hit``: whether MAnchors reused a remembered input
+    (None for plain Anchors), ``memory`` how (`MemoryUse`);
+    ``determinism`` (with ``verify_determinism``): `Recheck`.
     """
 
     explainer: str
     version: str
     classifier: str
-    params: dict[str, Any]
+    settings: Settings
     seed: int
     samples: int
     queries: int
-    cache_hits: int
     wall_time_s: float
-    retries: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
+    cost: Cost = field(default_factory=Cost)
     unparsed: int = 0
     budget_exhausted: bool = False
-    cost: Cost = field(default_factory=Cost)
-    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+    stages: dict[str, Stage] = field(default_factory=dict)
     memory_hit: bool | None = None
-    memory_similarity: float | None = None
-    memory_lookup_s: float | None = None
-    memory_source: str | None = None
-    ht_rule: tuple[str, ...] = ()
-    ht_pruned: tuple[str, ...] = ()
-    memory_proposals: tuple[tuple[str, ...], ...] = ()
-    determinism: dict[str, int] | None = None
+    memory: MemoryUse | None = None
+    determinism: Recheck | None = None
 
 
 @dataclass(frozen=True)
@@ -126,8 +148,7 @@ class AnchorData:
 
     ``query``: the explained input as the model was asked about it (the
     text; a row as JSON; an image's digest); ``features``: its features by
-    name (the words; predicates; superpixels), read as ``text`` and
-    ``words`` too. ``anchor``: the anchor's features, in input order;
+    name (the words; predicates; superpixels). ``anchor``: the anchor's features, in input order;
     ``positions``: their indices among ``features``. ``precision`` is the search's estimate, with
     KL bounds ``precision_bounds``; ``success`` is False when no rule
     reached the threshold and the best-precision rule is returned instead.
@@ -148,16 +169,6 @@ class AnchorData:
     path: tuple[RuleStats, ...] = ()
     rounds: tuple[RoundTrace, ...] = ()
 
-    @property
-    def text(self) -> str:
-        """The query, named for a text explanation."""
-        return self.query
-
-    @property
-    def words(self) -> tuple[str, ...]:
-        """The features, named for a text explanation."""
-        return self.features
-
 
 @dataclass(frozen=True)
 class Explanation:
@@ -170,20 +181,12 @@ class Explanation:
 
     @classmethod
     def from_json(cls, text: str) -> Explanation:
-        raw = json.loads(text)
-        meta = dict(raw["meta"])
-        meta["cost"] = Cost.from_dict(meta["cost"])
-        for name in ("ht_rule", "ht_pruned"):
-            meta[name] = tuple(meta.get(name, ()))
-        meta["memory_proposals"] = tuple(tuple(r) for r in meta.get("memory_proposals", ()))
-        data = {_OLD_DATA.get(k, k): v for k, v in raw["data"].items()}  # "text"/"words" before 0.2
-        for name in _TUPLES:
-            data[name] = tuple(data[name])
-        data["path"] = tuple(_rule_stats(s) for s in data["path"])
-        data["rounds"] = tuple(
-            RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"])) for r in data["rounds"]
-        )
-        return cls(Meta(**_known(Meta, meta)), AnchorData(**_known(AnchorData, data)))
+        """The explanation `to_json` wrote; anything else is a `ConfigError`."""
+        try:
+            raw = json.loads(text)
+            return cls(_meta(raw["meta"]), _data(raw["data"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"not an explanation of llm-anchors {__version__}: {type(exc).__name__}: {exc}") from None
 
     def __str__(self) -> str:
         d, m = self.data, self.meta
@@ -193,15 +196,14 @@ class Explanation:
             flag += " [budget exhausted: best rule so far]"
         return (
             f"{anchor} -> {d.label!r} | precision {d.precision:.2f} | coverage {d.coverage:.2f} | "
-            f"{m.samples} samples, {m.queries} queries, ${m.cost.usd_settled}, {m.wall_time_s:.2f}s{flag}"
+            f"{m.samples} samples, {m.queries} queries, ${m.cost.settled.usd}, {m.wall_time_s:.2f}s{flag}"
         )
 
     def marked_html(self, wrap: Callable[[str], str]) -> str:
         """HTML of the input with its anchor's words passed through ``wrap`` (given
         escaped text); for rows and images, the anchor's rule."""
         d = self.data
-        sampler = self.meta.params.get("sampler") or {}
-        if sampler.get("kind", "text") == "text":  # the sentence, anchor words marked
+        if self.meta.settings.sampler.get("kind", "text") == "text":  # the sentence, anchor words marked
             return TextInstance.parse(d.query).mark(d.positions, wrap, html.escape)
         return " AND ".join(wrap(html.escape(w)) for w in d.anchor) or "(empty rule)"  # features: the rule
 
@@ -214,17 +216,46 @@ class Explanation:
         )
 
 
-_OLD_DATA = {"text": "query", "words": "features"}
 _TUPLES = ("features", "anchor", "positions", "precision_bounds", "examples_covered_true", "examples_covered_false")
+
+
+def _meta(raw: dict[str, Any]) -> Meta:
+    settings = dict(raw["settings"])
+    settings["search"] = SearchParams(**settings["search"])
+    if settings.get("memory") is not None:
+        settings["memory"] = MemorySettings(**settings["memory"])
+    cost = dict(raw["cost"])
+    cost["settled"], cost["reserved"] = Charge(**cost["settled"]), Charge(**cost["reserved"])
+    memory = raw.get("memory")
+    if memory is not None:
+        proposals = tuple(tuple(rule) for rule in memory["proposals"])
+        ht = {name: tuple(memory[name]) for name in ("ht_rule", "ht_pruned")}
+        memory = MemoryUse(**{**memory, "proposals": proposals, **ht})
+    return Meta(
+        **{
+            **raw,
+            "settings": Settings(**settings),
+            "cost": Cost(**cost),
+            "stages": {name: Stage(**counts) for name, counts in raw["stages"].items()},
+            "memory": memory,
+            "determinism": Recheck(**raw["determinism"]) if raw.get("determinism") is not None else None,
+        }
+    )
+
+
+def _data(raw: dict[str, Any]) -> AnchorData:
+    data = dict(raw)
+    for name in _TUPLES:
+        data[name] = tuple(data[name])
+    data["path"] = tuple(_rule_stats(s) for s in data["path"])
+    data["rounds"] = tuple(
+        RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"])) for r in data["rounds"]
+    )
+    return AnchorData(**data)
 
 
 def _rule_stats(raw: dict[str, Any]) -> RuleStats:
     return RuleStats(tuple(raw["rule"]), tuple(raw["order"]), raw["n_samples"], raw["positives"], raw["coverage"])
-
-
-def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in raw.items() if k in names}
 
 
 def _plain(value: Any) -> Any:

@@ -26,8 +26,8 @@ from ._budget import SpendCap
 from ._classifier import Classifier, require_stable_identity
 from ._embeddings import SentenceEmbedder
 from ._exceptions import ConfigError
-from ._explainer import AnchorsExplainer, Run
-from ._explanation import Explanation
+from ._explainer import AnchorsExplainer, Explaining
+from ._explanation import Explanation, MemorySettings, MemoryUse, Settings
 from ._guided import GuidedSearch
 from ._memory import Memory, MemoryEntry, RuleMemory, nearest_unused
 from ._progress import Progress
@@ -226,11 +226,13 @@ class MAnchorsExplainer(AnchorsExplainer):
             raise ConfigError(f"this explainer's memory is not its own ({memory!r}): save or load it where it is")
         return memory
 
-    def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "strategy": self.strategy, "tau_sim": self.tau_sim, "tau_mid": self.tau_mid,
-                "k_nearest": self.k_nearest, "max_proposals": self.max_proposals,
-                "min_accept_samples": self.min_accept_samples, "prune_samples": self.prune_samples,
-                "embedder": self.features.identity}  # fmt: skip
+    def settings(self) -> Settings:
+        memory = MemorySettings(
+            strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
+            max_proposals=self.max_proposals, min_accept_samples=self.min_accept_samples,
+            hit_root_samples=self.hit_root_samples, prune_samples=self.prune_samples, embedder=self.features.identity,
+        )  # fmt: skip
+        return replace(super().settings(), memory=memory)
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Save the memory (atomically: a crash leaves the previous save loadable).
@@ -266,35 +268,35 @@ class MAnchorsExplainer(AnchorsExplainer):
         vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
         k = self.k_nearest if self.strategy == "guided" else 1
         near = self.memory.neighbours(vector, label=run.target, k=max(k, 1))
-        lookup = time.perf_counter() - started
-        looked_up: dict[str, Any] = {"memory_similarity": near[0][1] if near else None, "memory_lookup_s": lookup}
+        looked_up = MemoryUse(near[0][1] if near else None, time.perf_counter() - started)
         similar = [entry for entry, similarity in near if similarity >= self.tau_sim]
         if self.strategy == "paper" and similar:
-            return await self._vertical(run, similar[0], **looked_up)
-        extra: dict[str, Any] = {"memory_hit": bool(similar), **looked_up}
+            return await self._vertical(run, similar[0], looked_up)
         if self.strategy == "guided" and similar:
-            result = await self._guided(run, similar, extra)
+            result, looked_up = await self._guided(run, similar, looked_up)
         else:
             result = await self._search(run, None)
         if not run.budget_exhausted:
             self._remember(run, result, vector)
-        return self._explanation(run, result, **extra, **await self._recheck(run))
+        extra = await self._recheck(run)
+        return self._explanation(run, result, memory_hit=bool(similar), memory=looked_up, **extra)
 
     # -- "guided": what the memory proposes ----------------------------------
 
-    async def _guided(self, run: Run, similar: Sequence[MemoryEntry], meta: dict[str, Any]) -> SearchResult:
+    async def _guided(
+        self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
+    ) -> tuple[SearchResult, MemoryUse]:
         """The memory proposes rules, `GuidedSearch` certifies one or grows its own."""
         proposals = await asyncio.to_thread(self._proposals, run, similar)
-        meta["memory_source"] = similar[0].query
-        meta["memory_proposals"] = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
+        named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
         n = len(run.instance.features)
         pool = self._coverage_pool(run)
         search = GuidedSearch(
             n, pool, self.params, proposals=proposals, min_accept=self.min_accept_samples, root=self.hit_root_samples
         )
-        return await self._drive(run, search)
+        return await self._drive(run, search), replace(looked_up, source=similar[0].query, proposals=named)
 
-    def _proposals(self, run: Run, similar: Sequence[MemoryEntry]) -> list[Rule]:
+    def _proposals(self, run: Explaining, similar: Sequence[MemoryEntry]) -> list[Rule]:
         """Rules the memory proposes for this input, most promising first.
 
         Earlier anchors of this label made only of this input's keys (words,
@@ -315,25 +317,19 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     # -- "paper": HT, pruning, VT ---------------------------------------------
 
-    async def _vertical(
-        self, run: Run, entry: MemoryEntry, *, memory_similarity: float | None, memory_lookup_s: float
-    ) -> Explanation:
+    async def _vertical(self, run: Explaining, entry: MemoryEntry, looked_up: MemoryUse) -> Explanation:
         mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
         kept = await self._prune(run, mapped)
         start = frozenset(kept) if kept else None
         result = await self._search(run, start)
         names = run.instance.features
-        return self._explanation(
-            run,
-            result,
-            memory_hit=True,
-            memory_similarity=memory_similarity,
-            memory_lookup_s=memory_lookup_s,
-            memory_source=entry.query,
+        memory = replace(
+            looked_up,
+            source=entry.query,
             ht_rule=tuple(names[p] for p in mapped),
             ht_pruned=tuple(names[p] for p in mapped if p not in kept),
-            **await self._recheck(run),
         )
+        return self._explanation(run, result, memory_hit=True, memory=memory, **await self._recheck(run))
 
     def horizontal(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
         """Text HT: each rule word → the position of the most similar unused word of ``instance``."""
@@ -341,7 +337,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             raise ConfigError("horizontal(rule_words, ...) maps words: it is for text inputs")
         return self.features.map_words(rule_words, instance)
 
-    async def _prune(self, run: Run, positions: list[int]) -> list[int]:
+    async def _prune(self, run: Explaining, positions: list[int]) -> list[int]:
         """Drop words whose removal does not lower the rule's precision on a light sample."""
         if len(positions) < 2 or self.prune_samples == 0:
             return positions
@@ -349,13 +345,13 @@ class MAnchorsExplainer(AnchorsExplainer):
         full, *without = await self._precisions(run, rules, self.prune_samples, "prune")
         return [p for p, precision in zip(positions, without, strict=True) if precision < full]
 
-    async def _precisions(self, run: Run, rules: list[Rule], n: int, stage: str) -> list[float]:
+    async def _precisions(self, run: Explaining, rules: list[Rule], n: int, stage: str) -> list[float]:
         """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
         drawn = [self.sampler.sample(run.instance, rule, n, run.rng)[0] for rule in rules]
         hits = await self._label(run, [t for texts in drawn for t in texts], stage)
         return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
 
-    def _remember(self, run: Run, result: SearchResult, vector: np.ndarray) -> None:
+    def _remember(self, run: Explaining, result: SearchResult, vector: np.ndarray) -> None:
         """Store the input with its intermediate rule (at τ_mid) and its anchor."""
         mid = result.intermediate(self.tau_mid)
         if not mid.rule:

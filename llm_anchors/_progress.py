@@ -19,7 +19,7 @@ from ._budget import Charge
 if TYPE_CHECKING:
     from ._explanation import Explanation
 
-__all__ = ["Progress", "RunProgress", "StreamProgress", "stream_reporter"]
+__all__ = ["Progress", "ProgressBar", "StreamProgress", "stream_reporter"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class StreamProgress:
     explanation: Explanation
 
 
-class RunProgress:
+class ProgressBar:
     """One progress bar over a stream of inputs (tqdm): inputs done, ETA, dollars
     and queries so far, memory hit rate (MAnchors).
 
@@ -89,7 +89,7 @@ class RunProgress:
         """Count one finished input (the signature `explain_resumable`'s ``on_result`` has)."""
         meta = explanation.meta
         self.done += 1
-        self.usd += meta.cost.usd
+        self.usd += meta.cost.settled.usd
         self.queries += meta.queries
         if meta.memory_hit is not None:
             self.looked_up += 1
@@ -119,7 +119,7 @@ class RunProgress:
     def close(self) -> None:
         self.bar.close()
 
-    def __enter__(self) -> RunProgress:
+    def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -127,8 +127,8 @@ class RunProgress:
 
 
 def bar(total: int) -> Callable[[StreamProgress], None]:
-    """``explain_many(progress=True)``: a `RunProgress` on stderr."""
-    shown = RunProgress(total)
+    """``explain_many(progress=True)``: a `ProgressBar` on stderr."""
+    shown = ProgressBar(total)
 
     def report(step: StreamProgress) -> None:
         shown.update(step.done - 1, step.explanation)

@@ -121,10 +121,10 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
     metas = [r.explanation.meta for r in rows]
     labels = Counter(r.label for r in rows)
     looked_up = [r.hit for r in rows if r.hit is not None]
-    usd = sum((m.cost.usd_settled for m in metas), Decimal(0))
-    prompt = sum(m.cost.prompt_tokens for m in metas)
-    completion = sum(m.cost.completion_tokens for m in metas)
-    estimated = " (estimated)" if any(m.cost.tokens_estimated for m in metas) else ""
+    usd = sum((m.cost.settled.usd for m in metas), Decimal(0))
+    prompt = sum(m.cost.settled.prompt_tokens for m in metas)
+    completion = sum(m.cost.settled.completion_tokens for m in metas)
+    estimated = " (estimated)" if any(m.cost.settled.estimated or m.cost.reserved.estimated for m in metas) else ""
     found = sum(r.explanation.data.success for r in rows)
     cards = [
         (
@@ -141,7 +141,7 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
         (
             "queries",
             f"{sum(m.queries for m in metas):,}",
-            f"{sum(m.samples for m in metas):,} samples, {sum(m.cache_hits for m in metas):,} cache hits",
+            f"{sum(m.samples for m in metas):,} samples, {sum(m.cost.cache_hits for m in metas):,} cache hits",
         ),
         ("tokens", f"{prompt + completion:,}", f"{prompt:,} prompt + {completion:,} completion{estimated}"),
         ("dollars", f"${_usd(usd)}", _usd_note(usd, rows)),
@@ -185,7 +185,7 @@ def _savings(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
 _SAVED: dict[str, Callable[[Explanation], Any]] = {
     "queries": lambda e: e.meta.queries,
     "samples": lambda e: e.meta.samples,
-    "dollars": lambda e: e.meta.cost.usd_settled,
+    "dollars": lambda e: e.meta.cost.settled.usd,
     "time (s)": lambda e: e.meta.wall_time_s,
 }
 
@@ -212,10 +212,10 @@ def _failures(failed: Mapping[int, str]) -> str:
 
 def _spend_chart(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow]] | None) -> str:
     """Cumulative dollars (queries when the run cost nothing) over the inputs in the order they finished."""
-    dollars = any(r.explanation.meta.cost.usd_settled for r in rows)
+    dollars = any(r.explanation.meta.cost.settled.usd for r in rows)
 
     def spend(e: Explanation) -> float:
-        return float(e.meta.cost.usd_settled) if dollars else float(e.meta.queries)
+        return float(e.meta.cost.settled.usd) if dollars else float(e.meta.queries)
 
     series = {"this run": _cumulative(spend(r.explanation) for r in rows)}
     if matched:
@@ -332,7 +332,7 @@ def _row(r: ReportRow) -> str:
         "precision": f"{d.precision:.4f}",
         "coverage": f"{d.coverage:.4f}",
         "queries": m.queries,
-        "usd": m.cost.usd_settled,
+        "usd": m.cost.settled.usd,
         "memory": memory[1],
         "text": _e(d.query.lower()),
     }
@@ -341,7 +341,7 @@ def _row(r: ReportRow) -> str:
         f"<tr {attrs}><td class=num>{r.index}</td><td class=text>{r.explanation.marked_html(_mark)}{flags}</td>"
         f"<td>{_e(r.label)}</td><td class=num>{d.precision:.3f} <span class=muted>[{low:.2f}, {high:.2f}]</span></td>"
         f"<td class=num>{d.coverage:.3f}</td><td class=num>{m.queries:,}</td>"
-        f"<td class=num>{_usd(m.cost.usd_settled)}</td>"
+        f"<td class=num>{_usd(m.cost.settled.usd)}</td>"
         f"<td class=mem-{memory[0] if memory[1] >= 0 else 'none'}>{memory[0]}</td></tr>"
     )
 

@@ -45,13 +45,12 @@ def run_config(explainer: AnchorsExplainer, **more: Any) -> dict[str, Any]:
     parts by name: ``classifier.prompt``, ``classifier.labels``...), every search and sampler
     setting and the seed, not caps, concurrency or ``max_words`` (`MAY_CHANGE`); and ``more``
     (``model=``: what tells the model from another under the same name, its server)."""
-    settings = {k: v for k, v in explainer.settings().items() if k not in MAY_CHANGE}
+    settings = {k: v for k, v in asdict(explainer.settings()).items() if k not in MAY_CHANGE}
     settings["sampler"] = {k: v for k, v in settings["sampler"].items() if k != "max_words"}
     identity = explainer.classifier.identity
     parts = identity.split("|")
     model: Any = dict(p.split(":", 1) for p in parts) if all(":" in p for p in parts) else identity
-    config = {"explainer": explainer.name, "classifier": model, "seed": explainer.seed,
-              "verify_determinism": explainer.verify_determinism, **settings, **more}  # fmt: skip
+    config = {"explainer": explainer.name, "classifier": model, "seed": explainer.seed, **settings, **more}
     plain: dict[str, Any] = json.loads(json.dumps(config, default=str))
     return plain
 

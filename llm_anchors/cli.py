@@ -24,7 +24,7 @@ from ._inputs import read_inputs
 from ._llm import LLMClassifier
 from ._manchors import MAnchorsExplainer
 from ._pricing import FREE, load_prices
-from ._progress import Progress, RunProgress
+from ._progress import Progress, ProgressBar
 from ._report import write_report
 from ._results import ResultsFile
 from ._resumable import RunReport, check_memory_dir, explain_resumable, invalid_reasons
@@ -290,7 +290,7 @@ async def _run_async(
         kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
         options = {**_settings(args), "budget": run_budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
-            with RunProgress(len(texts), len(results.records), spent=lambda: run_budget.settled) as bar:
+            with ProgressBar(len(texts), len(results.records), spent=lambda: run_budget.settled) as bar:
                 return await explain_resumable(
                     explainer,
                     texts,
@@ -326,7 +326,7 @@ async def _run_on_ray(
     args: argparse.Namespace, model: _Model, memory: str | None, texts: list[str], results: ResultsFile
 ) -> RunReport:
     """`llm-anchors run --ray`: the same run, its inputs spread over Ray workers."""
-    from ._distributed import RayRun, explain_resumable_on_ray, import_ray
+    from ._distributed import RayPool, explain_resumable_on_ray, import_ray
 
     import_ray()
     address = None if args.ray == "local" else args.ray
@@ -337,11 +337,11 @@ async def _run_on_ray(
     with _backend(args) as (base_urls, name, embedded):
         identity = await _identity(model.classifier(base_urls, name, embedded=embedded), embedded)
         make = functools.partial(_ray_explainer, args, model, base_urls, name, embedded, str(results.path.resolve()))
-        async with RayRun(make, workers=args.workers, **options) as run:
-            budget = run.budget
+        async with RayPool(make, workers=args.workers, **options) as pool:
+            budget = pool.budget
             assert budget is not None
-            with RunProgress(len(texts), len(results.records), spent=lambda: budget.report().settled) as bar:
-                return await explain_resumable_on_ray(run, texts, results, on_result=bar.update, model=identity)
+            with ProgressBar(len(texts), len(results.records), spent=lambda: budget.report().settled) as bar:
+                return await explain_resumable_on_ray(pool, texts, results, on_result=bar.update, model=identity)
 
 
 def _ray_explainer(
@@ -407,14 +407,15 @@ class _ProgressLine:
 def render(exp: Explanation, *, color: bool = False) -> str:
     """The sentence with the anchor marked, then the numbers."""
     d, m = exp.data, exp.meta
-    sentence = TextInstance.parse(d.text).mark(
+    sentence = TextInstance.parse(d.query).mark(
         d.positions, (lambda w: f"\033[1;7m{w}\033[0m") if color else (lambda w: f"[{w}]")
     )
     anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
     status = "" if d.success else "  (no rule reached the threshold: best found)"
     if m.budget_exhausted:
         status += "  (budget exhausted: best rule so far)"
-    estimated = " (estimated)" if m.cost.tokens_estimated else ""
+    c = m.cost
+    estimated = " (estimated)" if c.settled.estimated or c.reserved.estimated else ""
     lines = [
         sentence,
         "",
@@ -423,9 +424,9 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         f"precision   {d.precision:.3f}  (bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
         f"coverage    {d.coverage:.3f}",
         f"samples     {m.samples:,}",
-        f"queries     {m.queries:,}  ({m.cache_hits:,} cache hits, {m.retries} retries)",
-        f"tokens      {m.cost.prompt_tokens:,} prompt + {m.cost.completion_tokens:,} completion{estimated}",
-        f"cost        ${m.cost.usd_settled} (reserved ${m.cost.usd_reserved})",
+        f"queries     {m.queries:,}  ({c.cache_hits:,} cache hits, {c.retries} retries)",
+        f"tokens      {c.settled.prompt_tokens:,} prompt + {c.settled.completion_tokens:,} completion{estimated}",
+        f"cost        ${c.settled.usd} (reserved ${c.reserved.usd})",
         f"time        {m.wall_time_s:.1f}s",
     ]
     if m.unparsed:

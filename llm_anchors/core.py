@@ -23,13 +23,13 @@ from ._budget import BudgetReport, Charge, JournalState, Reservation, SpendCap, 
 from ._classifier import BaseClassifier, Batch, Classifier, Label, as_classifier
 from ._embeddings import SentenceEmbedder
 from ._engine import QueryEngine, QueryStats
-from ._explanation import AnchorData, Cost, Meta
+from ._explanation import AnchorData, Cost, MemorySettings, MemoryUse, Meta, Recheck, Settings, Stage
 from ._guided import GuidedSearch
 from ._image import ImageInstance, ImageMemoryFeatures
 from ._manchors import MemoryFeatures, TextMemoryFeatures
 from ._memory import Memory, MemoryEntry, RuleMemory
 from ._pricing import FREE, LOCAL, PRICES, Price, load_prices, price_for
-from ._progress import Progress, RunProgress, StreamProgress
+from ._progress import Progress, ProgressBar, StreamProgress
 from ._results import ResultsFile, input_hash, read_results
 from ._resumable import RunReport, explain_resumable, run_config
 from ._retry import is_retryable
@@ -67,19 +67,22 @@ __all__ = [
     "Memory",
     "MemoryEntry",
     "MemoryFeatures",
+    "MemorySettings",
+    "MemoryUse",
     "Meta",
     "MockBackend",
     "Price",
     "Progress",
     "QueryEngine",
     "QueryStats",
+    "Recheck",
     "Reservation",
     "ResultsFile",
     "RoundTrace",
     "Rule",
     "RuleMemory",
     "RuleStats",
-    "RunProgress",
+    "ProgressBar",
     "RunReport",
     "SampleRequest",
     "Sampler",
@@ -87,7 +90,9 @@ __all__ = [
     "SearchParams",
     "SearchResult",
     "SentenceEmbedder",
+    "Settings",
     "SpendCap",
+    "Stage",
     "StreamProgress",
     "TabularInstance",
     "TabularMemoryFeatures",

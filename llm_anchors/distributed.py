@@ -1,6 +1,6 @@
 """One explanation run across processes and machines, on Ray (``pip install 'llm-anchors[ray]'``).
 
->>> from llm_anchors.distributed import RayRun, explain_distributed
+>>> from llm_anchors.distributed import RayPool, explain_distributed
 >>> async for exp in explain_distributed(texts, make_explainer, workers=4, max_queries=100_000):
 ...     print(exp)
 
@@ -8,11 +8,11 @@ Every worker runs ``make_explainer()``; they share one budget (a ledger
 actor: the cap holds for the whole run) and, for MAnchors, one memory.
 """
 
-from ._distributed import RayRun, RunStats, explain_distributed, explain_resumable_on_ray
+from ._distributed import PoolStats, RayPool, explain_distributed, explain_resumable_on_ray
 from ._ray_ledger import LedgerView
 from ._ray_memory import ActorMemory, ReplicaMemory
 
 __all__ = [
-    "ActorMemory", "LedgerView", "RayRun", "ReplicaMemory", "RunStats", "explain_distributed",
+    "ActorMemory", "LedgerView", "RayPool", "ReplicaMemory", "PoolStats", "explain_distributed",
     "explain_resumable_on_ray",
 ]  # fmt: skip

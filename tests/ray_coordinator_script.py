@@ -7,7 +7,7 @@ import asyncio
 import os
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier
-from llm_anchors.distributed import RayRun
+from llm_anchors.distributed import RayPool
 
 
 def make() -> AnchorsExplainer:
@@ -15,7 +15,7 @@ def make() -> AnchorsExplainer:
 
 
 async def main() -> None:
-    async with RayRun(make, workers=1, ray_init={"num_cpus": 1}):
+    async with RayPool(make, workers=1, ray_init={"num_cpus": 1}):
         raylets = [p for p in os.listdir("/proc") if p.isdigit() and _is_raylet_child(p)]
         print(" ".join(raylets), flush=True)
         await asyncio.sleep(300)

@@ -160,12 +160,15 @@ async def test_dollar_sums_are_exact():
         exps = [await e.explain(s) for e, s in zip(explainers, SENTENCES, strict=False)]
         for e in explainers:
             await e.aclose()
-    total = sum((Decimal(x.meta.cost.usd_settled) for x in exps), Decimal(0))
+    total = sum((Decimal(x.meta.cost.settled.usd) for x in exps), Decimal(0))
     assert budget.settled.usd == total
-    tokens = sum(x.meta.cost.prompt_tokens for x in exps), sum(x.meta.cost.completion_tokens for x in exps)
+    tokens = (
+        sum(x.meta.cost.settled.prompt_tokens for x in exps),
+        sum(x.meta.cost.settled.completion_tokens for x in exps),
+    )
     assert total == PRICE.cost(*tokens)  # exact: no float anywhere
     assert total > 0
-    assert all(Decimal(x.meta.cost.usd_reserved) >= Decimal(x.meta.cost.usd_settled) for x in exps)
+    assert all(Decimal(x.meta.cost.reserved.usd) >= Decimal(x.meta.cost.settled.usd) for x in exps)
 
 
 @pytest.mark.integration
@@ -174,8 +177,8 @@ async def test_cache_hits_cost_nothing():
         async with AnchorsExplainer(priced(server.base_url), seed=0) as e:
             first = await e.explain(SENTENCES[0])
             again = await e.explain(SENTENCES[0])
-    assert Decimal(first.meta.cost.usd_settled) > 0
-    assert again.meta.queries == 0 and Decimal(again.meta.cost.usd_settled) == 0
+    assert Decimal(first.meta.cost.settled.usd) > 0
+    assert again.meta.queries == 0 and Decimal(again.meta.cost.settled.usd) == 0
 
 
 async def test_exhaustion_raises_or_returns_best_rule_so_far():
@@ -214,7 +217,7 @@ async def test_persisted_cache_makes_a_second_run_free(tmp_path):
         async with AnchorsExplainer(priced(server.base_url), seed=0, cache=QueryCache(tmp_path / "q.db")) as e:
             second = await e.explain(SENTENCES[0])
     assert first.meta.queries > 0
-    assert second.meta.queries == 0 and Decimal(second.meta.cost.usd_settled) == 0
+    assert second.meta.queries == 0 and Decimal(second.meta.cost.settled.usd) == 0
     assert second.data == first.data
 
 

@@ -23,7 +23,7 @@ from llm_anchors import (  # noqa: E402
     RetryPolicy,
 )
 from llm_anchors.core import Charge, ResultsFile  # noqa: E402
-from llm_anchors.distributed import RayRun, explain_resumable_on_ray  # noqa: E402
+from llm_anchors.distributed import RayPool, explain_resumable_on_ray  # noqa: E402
 from tests import test_budget  # noqa: E402
 from tests.fault_server import FaultServer  # noqa: E402
 from tests.test_budget import SENTENCES, priced, sentiment  # noqa: E402
@@ -72,28 +72,28 @@ async def one_process(make, texts):
 
 
 async def test_two_workers_give_the_explanations_of_one_process_and_one_ledger_counts_them(local_ray):
-    async with RayRun(anchors, workers=2) as run:
-        spread = [e async for e in run.explain_stream(TEXTS)]
-        report = await asyncio.to_thread(run.report)
+    async with RayPool(anchors, workers=2) as pool:
+        spread = [e async for e in pool.explain_stream(TEXTS)]
+        report = await asyncio.to_thread(pool.report)
     alone = await one_process(anchors, TEXTS)
     assert [e.data for e in spread] == [e.data for e in alone]  # same inputs, same seeds: same anchors
-    assert run.stats.explained == len(TEXTS) and run.stats.workers_lost == 0
+    assert pool.stats.explained == len(TEXTS) and pool.stats.workers_lost == 0
     assert report.settled.queries == sum(e.meta.queries for e in spread) and report.reserved == Charge()
 
 
 async def test_a_worker_killed_mid_stream_loses_no_input_and_reports_none_twice(local_ray):
     make = partial(anchors, delay=0.02)  # slow enough to be killed inside an input
-    async with RayRun(make, workers=2, max_queries=100_000) as run:
-        pids = await asyncio.to_thread(run.worker_pids)
+    async with RayPool(make, workers=2, max_queries=100_000) as pool:
+        pids = await asyncio.to_thread(pool.worker_pids)
         spread = []
-        async for exp in run.explain_stream(TEXTS):
+        async for exp in pool.explain_stream(TEXTS):
             spread.append(exp)
             if len(spread) == 3:
                 os.kill(pids[0], signal.SIGKILL)
-        report = await asyncio.to_thread(run.report)
+        report = await asyncio.to_thread(pool.report)
     alone = await one_process(anchors, TEXTS)
     assert [e.data for e in spread] == [e.data for e in alone]
-    assert (run.stats.workers_lost, run.stats.inputs_redone, run.stats.explained) == (1, 1, len(TEXTS))
+    assert (pool.stats.workers_lost, pool.stats.inputs_redone, pool.stats.explained) == (1, 1, len(TEXTS))
     assert report.reserved == Charge()  # the dead worker's calls in flight are released
     assert report.settled.queries >= sum(e.meta.queries for e in spread)  # what it settled before dying stays
 
@@ -107,12 +107,12 @@ def breaking(texts, delay=0.05):
 
 async def test_a_failed_input_ends_the_stream_only_once_the_inputs_in_flight_have_settled(local_ray):
     make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, batch_size=25)  # noqa: E731
-    async with RayRun(make, workers=2, max_queries=100_000) as run:
+    async with RayPool(make, workers=2, max_queries=100_000) as pool:
         seen = []
         with pytest.raises(Exception, match="boom"):
-            async for exp in run.explain_stream([TEXTS[0], "boom goes the film"]):
+            async for exp in pool.explain_stream([TEXTS[0], "boom goes the film"]):
                 seen.append(exp)
-        report = await asyncio.to_thread(run.report)
+        report = await asyncio.to_thread(pool.report)
     assert seen == []  # the input explained beside the failure is dropped, not yielded
     assert report.reserved == Charge()  # its calls ended before the error reached the caller
     assert report.settled.queries > 1  # and their spend is in the ledger
@@ -123,7 +123,7 @@ async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ra
     """50 seeded runs: three workers, one ledger, a server that fails, hangs and answers late."""
     async with FaultServer(answer=sentiment, fail_rate=0.1, latency=(0.0, 0.004), hang_s=0.7) as server:
         bound = 0
-        async with RayRun(partial(hosted, server.base_url), workers=3) as run:
+        async with RayPool(partial(hosted, server.base_url), workers=3) as pool:
             for seed in range(50):
                 rng = random.Random(seed)
                 server.rng = random.Random(seed)
@@ -132,11 +132,11 @@ async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ra
                     "max_queries": rng.randint(5, 60),
                     "max_tokens": rng.randint(100, 1000),
                 }
-                await run.set_budget(**caps)
+                await pool.set_budget(**caps)
                 texts = [rng.choice(SENTENCES) for _ in range(4)]
                 with contextlib.suppress(BudgetExceeded):  # refused an input's first query
-                    [e async for e in run.explain_stream(texts, seed=seed)]
-                report = await asyncio.to_thread(run.report)
+                    [e async for e in pool.explain_stream(texts, seed=seed)]
+                report = await asyncio.to_thread(pool.report)
                 bound += report.refused > 0
                 spent = report.settled
                 assert spent.usd <= caps["max_usd"] and spent.queries <= caps["max_queries"], seed
@@ -149,25 +149,25 @@ async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ra
 async def test_each_input_keeps_its_own_cap_within_the_runs(local_ray):
     async with FaultServer(answer=sentiment, fail_rate=0.0) as server:
         cap = Decimal("0.000004")
-        async with RayRun(partial(hosted, server.base_url), workers=2, max_usd=1, max_usd_per_input=cap) as run:
-            found = [e async for e in run.explain_stream(SENTENCES[:4])]
-            report = await asyncio.to_thread(run.report)
-    assert all(e.meta.cost.usd <= cap for e in found)
+        async with RayPool(partial(hosted, server.base_url), workers=2, max_usd=1, max_usd_per_input=cap) as pool:
+            found = [e async for e in pool.explain_stream(SENTENCES[:4])]
+            report = await asyncio.to_thread(pool.report)
+    assert all(e.meta.cost.settled.usd <= cap for e in found)
     assert any(e.meta.budget_exhausted for e in found)  # the per-input cap bound
-    assert report.settled.usd == sum(e.meta.cost.usd for e in found) and report.reserved == Charge()
+    assert report.settled.usd == sum(e.meta.cost.settled.usd for e in found) and report.reserved == Charge()
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("memory", ["actor", "replicas"])
 async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray, tmp_path, memory):
-    async with RayRun(manchors, workers=1, memory=memory) as run:
-        single = [e async for e in run.explain_stream(TEXTS)]
+    async with RayPool(manchors, workers=1, memory=memory) as pool:
+        single = [e async for e in pool.explain_stream(TEXTS)]
     alone = await one_process(manchors, TEXTS)
     assert [(e.data, e.meta.memory_hit) for e in single] == [(e.data, e.meta.memory_hit) for e in alone]
 
-    async with RayRun(manchors, workers=2, memory_dir=tmp_path / "memory", memory=memory) as run:
-        spread = [e async for e in run.explain_stream(TEXTS)]
-        stored = await asyncio.to_thread(run.memory_size)
+    async with RayPool(manchors, workers=2, memory_dir=tmp_path / "memory", memory=memory) as pool:
+        spread = [e async for e in pool.explain_stream(TEXTS)]
+        stored = await asyncio.to_thread(pool.memory_size)
     hits = sum(bool(e.meta.memory_hit) for e in spread)
     assert hits >= sum(bool(e.meta.memory_hit) for e in alone) - 2  # each worker sees what the other learnt
     assert 0 < stored <= len(TEXTS)  # at most one entry per input, a lost worker's none
@@ -180,14 +180,14 @@ async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray
 async def test_a_resumed_run_puts_back_the_memory_entries_recorded_after_the_last_save(local_ray, tmp_path):
     path = tmp_path / "results.jsonl"
     with ResultsFile(path) as results:
-        async with RayRun(manchors, workers=1) as run:  # no memory_dir: killed before it was ever saved
-            await explain_resumable_on_ray(run, TEXTS[:6], results)
+        async with RayPool(manchors, workers=1) as pool:  # no memory_dir: killed before it was ever saved
+            await explain_resumable_on_ray(pool, TEXTS[:6], results)
     with ResultsFile(path) as results:
         recorded = sum(len(r["memory_entries"]) for r in results.records.values())
         assert recorded > 0
-        async with RayRun(manchors, workers=1, memory="replicas", memory_dir=tmp_path / "memory") as run:
-            report = await explain_resumable_on_ray(run, TEXTS[:8], results)
-            stored = await asyncio.to_thread(run.memory_size)
+        async with RayPool(manchors, workers=1, memory="replicas", memory_dir=tmp_path / "memory") as pool:
+            report = await explain_resumable_on_ray(pool, TEXTS[:8], results)
+            stored = await asyncio.to_thread(pool.memory_size)
         assert report.done_now == 2
         assert stored == sum(len(r["memory_entries"]) for r in results.records.values())  # none lost
 
@@ -198,17 +198,17 @@ async def test_workers_killed_under_a_query_cap_never_make_the_server_answer_mor
     cap = 600
     texts = [f"{t} , good and great" for t in TEXTS]
     async with FaultServer(answer=sentiment, latency=(0.1, 0.3)) as server:
-        async with RayRun(partial(hosted, server.base_url), workers=2, max_queries=cap, max_replacements=20) as run:
-            stream = asyncio.ensure_future(collect(run.explain_stream(texts, seed=0)))
+        async with RayPool(partial(hosted, server.base_url), workers=2, max_queries=cap, max_replacements=20) as pool:
+            stream = asyncio.ensure_future(collect(pool.explain_stream(texts, seed=0)))
             rng, killed = random.Random(0), 0
             while not stream.done() and killed < 10:
                 await asyncio.sleep(rng.uniform(0.2, 0.5))
                 with contextlib.suppress(Exception):
-                    os.kill(rng.choice(await asyncio.to_thread(run.worker_pids)), signal.SIGKILL)
+                    os.kill(rng.choice(await asyncio.to_thread(pool.worker_pids)), signal.SIGKILL)
                     killed += 1
             with contextlib.suppress(BudgetExceeded):
                 await stream
-            report = await asyncio.to_thread(run.report)
+            report = await asyncio.to_thread(pool.report)
         await asyncio.sleep(0.5)  # what the dead workers had sent is answered by now
         served = server.prompts_served
     assert killed >= 3 and report.refused > 0  # workers died, and the cap bound
@@ -223,9 +223,9 @@ async def test_a_worker_s_error_reaches_the_coordinator_as_itself(local_ray):
     from llm_anchors import BackendError
 
     async with FaultServer(answer=sentiment, fail_rate=1.0, kinds=["echo-key"]) as server:
-        async with RayRun(partial(hosted, server.base_url), workers=1) as run:
+        async with RayPool(partial(hosted, server.base_url), workers=1) as pool:
             with pytest.raises(BackendError) as raised:
-                await collect(run.explain_stream(SENTENCES[:1]))
+                await collect(pool.explain_stream(SENTENCES[:1]))
     assert raised.value.status == 401 and "401" in str(raised.value) and not raised.value.retryable
 
 
@@ -281,4 +281,4 @@ def ray_processes(raylet: str) -> list[int]:
 def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ConfigError, match=r"pip install 'llm-anchors\[ray\]'"):
-        RayRun(anchors)
+        RayPool(anchors)

@@ -67,7 +67,7 @@ async def test_counts_samples_queries_and_cache_hits():
     m = exp.meta
     # 12 words: at most 2**12 distinct perturbations (+ the input itself).
     assert m.queries <= 2**12 + 1
-    assert m.samples + 1 == m.queries + m.cache_hits
+    assert m.samples + 1 == m.queries + m.cost.cache_hits
     assert m.samples > m.queries
     # Across explanations the cache answers every perturbation seen before.
     again = await e.explain(SENTENCE)
@@ -201,9 +201,9 @@ def test_explain_sync_outside_and_inside_a_loop():
 
 async def test_meta_records_parameters():
     exp = await explainer(needs_all("good", "great"), beam_size=2, threshold=0.9).explain(SENTENCE)
-    assert exp.meta.params["beam_size"] == 2
-    assert exp.meta.params["threshold"] == 0.9
-    assert exp.meta.params["sampler"]["mask"] == "UNK"
+    assert exp.meta.settings.search.beam_size == 2
+    assert exp.meta.settings.search.threshold == 0.9
+    assert exp.meta.settings.sampler["mask"] == "UNK"
     assert exp.meta.explainer == "AnchorsExplainer"
     assert exp.meta.classifier.startswith("function:")
 
@@ -238,7 +238,7 @@ async def test_verify_determinism_catches_a_model_that_changes_its_mind():
 
     steady = explainer(needs_all("good", "great"), verify_determinism=20)
     exp = await steady.explain(SENTENCE)
-    assert exp.meta.determinism == {"rechecked": 20, "changed": 0}
+    assert (exp.meta.determinism.rechecked, exp.meta.determinism.changed) == (20, 0)
     again = await explainer(needs_all("good", "great")).explain(SENTENCE)
     assert again.data == exp.data and again.meta.determinism is None  # the check never changes the explanation
     assert exp.meta.queries == again.meta.queries + 20  # the rechecks are paid queries
@@ -251,5 +251,5 @@ async def test_verify_determinism_catches_a_model_that_changes_its_mind():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         exp = await explainer(moody, verify_determinism=50).explain(SENTENCE)
-    assert exp.meta.determinism["changed"] > 0
+    assert exp.meta.determinism.changed > 0
     assert any(issubclass(w.category, NondeterminismWarning) for w in caught)

@@ -21,10 +21,15 @@ def test_json_round_trip(exp):
     assert back.to_json() == text
 
 
-def test_from_json_ignores_unknown_fields(exp):
+def test_json_that_is_not_an_explanation_is_a_config_error(exp):
+    from llm_anchors import ConfigError
+
     raw = json.loads(exp.to_json())
-    raw["meta"]["added_by_a_newer_version"] = 1
-    assert Explanation.from_json(json.dumps(raw)) == exp
+    raw["meta"]["added_by_another_version"] = 1
+    with pytest.raises(ConfigError, match="not an explanation"):
+        Explanation.from_json(json.dumps(raw))
+    with pytest.raises(ConfigError, match="not an explanation"):
+        Explanation.from_json('{"meta": {}}')
 
 
 def test_html_highlights_the_anchor_and_escapes(exp):
@@ -47,20 +52,23 @@ def test_dollars_are_exact_decimals_in_python_and_strings_in_json(exp):
 
     from llm_anchors.core import Charge, Cost
 
-    cost = Cost(3, 1, Charge(3, 40, 3, Decimal("0.000125")), Charge(3, 48, 30, Decimal("0.000300"), estimated=True))
+    cost = Cost(Charge(3, 40, 3, Decimal("0.000125")), Charge(3, 48, 30, Decimal("0.000300"), estimated=True), 1)
     priced = type(exp)(replace(exp.meta, cost=cost), exp.data)
     raw = json.loads(priced.to_json())
     assert raw["meta"]["cost"]["settled"]["usd"] == "0.000125"
     back = Explanation.from_json(priced.to_json())
-    assert back.meta.cost.usd == Decimal("0.000125") and back.meta.cost.usd_reserved == Decimal("0.000300")
-    assert isinstance(back.meta.cost.reserved.usd, Decimal) and back.meta.cost.tokens_estimated
+    assert back.meta.cost.settled.usd == Decimal("0.000125") and back.meta.cost.reserved.usd == Decimal("0.000300")
+    assert isinstance(back.meta.cost.reserved.usd, Decimal) and back.meta.cost.reserved.estimated
     assert back == priced
 
 
-def test_features_read_as_words_and_old_text_words_json_reads(exp):
-    assert exp.data.words == exp.data.features and exp.data.text == exp.data.query
+def test_the_parts_of_meta_read_back_as_their_types(exp):
+    from llm_anchors.core import Settings, Stage
+
+    back = Explanation.from_json(exp.to_json())
+    assert isinstance(back.meta.settings, Settings) and back.meta.settings.search.threshold == 0.95
+    assert all(isinstance(stage, Stage) for stage in back.meta.stages.values()) and "root" in back.meta.stages
+    assert sum(stage.samples for stage in back.meta.stages.values()) == back.meta.samples
+    assert back.meta.memory_hit is None and back.meta.memory is None  # plain Anchors
     raw = json.loads(exp.to_json())
-    assert "query" in raw["data"] and "text" not in raw["data"]
-    raw["data"]["text"] = raw["data"].pop("query")
-    raw["data"]["words"] = raw["data"].pop("features")
-    assert Explanation.from_json(json.dumps(raw)) == exp
+    assert "query" in raw["data"] and "text" not in raw["data"] and "params" not in raw["meta"]

@@ -97,9 +97,9 @@ async def test_manchors_maps_superpixels_onto_the_shifted_square(sampler):
     assert first.meta.memory_hit is False and len(m.memory) == 1
     assert len(m.memory.entries[0].rule_vectors[0]) == 9  # colour mean and spread, centre, size
     second = await m.explain(picture(shift=2))
-    assert second.meta.memory_hit is True and second.meta.memory_similarity >= 0.6
+    assert second.meta.memory_hit is True and second.meta.memory.similarity >= 0.6
     moved = sampler.features(picture(shift=2))
-    mapped = [moved.features.index(w) for w in second.meta.ht_rule]
+    mapped = [moved.features.index(w) for w in second.meta.memory.ht_rule]
     red = (moved.image[..., 0] > 0.8) & (moved.image[..., 1] < 0.2)
     assert all(red[moved.segments == p].any() for p in mapped)  # HT landed on the red square
     assert await m.estimate_precision(picture(shift=2), second.data.positions) >= 0.95

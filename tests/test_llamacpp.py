@@ -78,7 +78,7 @@ async def test_real_explanation_holds_on_fresh_samples(llama_url, text, label):
         assert exp.data.anchor or label == "negative"
         fresh = await explainer.estimate_precision(text, exp.data.positions, n=1000, seed=99)
     assert fresh >= 0.9
-    assert exp.meta.queries > 0 and exp.meta.cost.prompt_tokens > 0
+    assert exp.meta.queries > 0 and exp.meta.cost.settled.prompt_tokens > 0
     print(exp, f"fresh precision {fresh:.3f}")
 
 
@@ -107,7 +107,7 @@ async def test_faults_in_front_of_the_real_server_are_survived(llama_url):
         async with AnchorsExplainer(clf, seed=1, retry=policy) as explainer:
             exp = await explainer.explain(text)
     faults = sum(v for k, v in proxy.counts.items() if k != "ok")
-    assert faults > 0 and exp.meta.retries == faults
+    assert faults > 0 and exp.meta.cost.retries == faults
     assert exp.data.success and reference.data.success
     seen = explainer.cache.labels(clf.identity)
     ref = clean.cache.labels(clean.classifier.identity)
@@ -172,7 +172,7 @@ def test_cli_budget_flags(llama_url, capsys, tmp_path):
 
     exp = Explanation.from_json(capsys.readouterr().out)
     assert exp.meta.budget_exhausted and exp.meta.queries <= 40
-    assert exp.meta.cost.usd > 0
+    assert exp.meta.cost.settled.usd > 0
 
 
 def test_server_dies_with_a_killed_parent(tmp_path):

@@ -111,7 +111,7 @@ async def test_explanation_of_an_llm_counts_tokens_and_unparsed():
     assert exp.data.anchor == ("good", "great")
     assert exp.data.label == "positive"
     assert exp.meta.unparsed > 0
-    assert exp.meta.cost.prompt_tokens > 0 and exp.meta.cost.completion_tokens == exp.meta.queries
+    assert exp.meta.cost.settled.prompt_tokens > 0 and exp.meta.cost.settled.completion_tokens == exp.meta.queries
 
 
 class Minimal:

@@ -4,7 +4,7 @@ import pytest
 
 from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer
 from llm_anchors._text import TextInstance
-from llm_anchors.core import SentenceEmbedder
+from llm_anchors.core import SentenceEmbedder, Stage
 from tests.conftest import needs_all
 
 pytestmark = pytest.mark.integration  # loads the packaged MiniLM
@@ -60,9 +60,9 @@ async def test_paper_miss_then_hit(embedder):
     assert set(entry.rule_features) <= {"good", "great"} and entry.rule_positions
     second = await m.explain(STREAM[1])
     assert second.meta.memory_hit is True
-    assert second.meta.memory_similarity >= 0.6
-    assert second.meta.memory_source == STREAM[0]
-    assert set(second.meta.ht_rule) <= {"good", "great"}
+    assert second.meta.memory.similarity >= 0.6
+    assert second.meta.memory.source == STREAM[0]
+    assert set(second.meta.memory.ht_rule) <= {"good", "great"}
     assert second.data.anchor == ("good", "great")
     assert len(m.memory) == 1  # hits are not stored (Algorithm 1)
     assert AnchorsExplainer.name != second.meta.explainer
@@ -76,8 +76,8 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     entry = m.memory.entries[0]
     assert entry.anchor_features == first.data.anchor == ("good", "great") and entry.anchor_keys == ("good", "great")
     second = await m.explain(STREAM[1])
-    assert second.meta.memory_hit is True and second.meta.memory_source == STREAM[0]
-    assert second.meta.memory_proposals[0] == ("good", "great")
+    assert second.meta.memory_hit is True and second.meta.memory.source == STREAM[0]
+    assert second.meta.memory.proposals[0] == ("good", "great")
     assert second.data.anchor == ("good", "great") and second.data.success
     # No KL-LUCB round: the proposal is certified, and a shorter rule looked for greedily.
     assert "propose" in second.meta.stages and not any(s.startswith("round") for s in second.meta.stages)
@@ -96,10 +96,10 @@ async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder
     m2 = MAnchorsExplainer(FunctionClassifier(needs_all("plot"), name="plot"), seed=0, embedder=embedder)
     m2.memory.add(replace(m.memory.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
     exp = await m2.explain("a great movie with a good plot")
-    assert exp.meta.memory_hit and ("great",) in exp.meta.memory_proposals
+    assert exp.meta.memory_hit and ("great",) in exp.meta.memory.proposals
     # The wrong proposal costs at most a probe (the root's samples that keep "great" count towards it).
     assert exp.data.anchor == ("plot",) and exp.data.success
-    assert exp.meta.stages.get("propose", {"samples": 0})["samples"] <= 25
+    assert exp.meta.stages.get("propose", Stage()).samples <= 25
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -108,14 +108,14 @@ async def test_stream_costs_at_most_half_the_samples_and_keeps_precision(embedde
     m = manchors(embedder, strategy=strategy)
     a = [await plain.explain(t) for t in STREAM]
     b = await m.explain_many(STREAM)
-    assert [x.data.text for x in b] == STREAM
+    assert [x.data.query for x in b] == STREAM
     samples_a = sum(x.meta.samples for x in a)
     samples_b = sum(x.meta.samples for x in b)
     assert samples_b <= samples_a / 2, (samples_a, samples_b)
     assert sum(x.meta.memory_hit for x in b) >= len(STREAM) // 2
 
     async def holds(explainer, exps):
-        fresh = [await explainer.estimate_precision(x.data.text, x.data.positions, n=1000, seed=5) for x in exps]
+        fresh = [await explainer.estimate_precision(x.data.query, x.data.positions, n=1000, seed=5) for x in exps]
         return sum(p >= 0.95 for p in fresh)
 
     assert await holds(m, b) >= await holds(plain, a)
@@ -147,9 +147,9 @@ async def test_explain_many_with_concurrency_and_progress(embedder):
     m = manchors(embedder)
     seen = []
     out = await m.explain_many(STREAM[:5], concurrent_inputs=3, progress=seen.append)
-    assert [x.data.text for x in out] == STREAM[:5]
+    assert [x.data.query for x in out] == STREAM[:5]
     assert [(p.done, p.total) for p in seen] == [(i, 5) for i in range(1, 6)]
-    assert {p.explanation.data.text for p in seen} == set(STREAM[:5])
+    assert {p.explanation.data.query for p in seen} == set(STREAM[:5])
     assert all(x.data.anchor == ("good", "great") or x.data.anchor == ("great", "good") for x in out)
     with pytest.raises(ConfigError, match="concurrent_inputs"):
         await m.explain_many(STREAM, concurrent_inputs=0)
@@ -162,7 +162,7 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
         fresh = m.estimate_precision_sync(STREAM[2], one.data.positions, n=50, seed=3)
         loop = m._sync._loop
         assert m.explain_sync(STREAM[3]).meta.memory_hit and m._sync._loop is loop
-    assert [e.data.text for e in many] == STREAM[:2] and fresh == 1.0
+    assert [e.data.query for e in many] == STREAM[:2] and fresh == 1.0
     assert m._sync._loop is None  # closed with the block
 
 

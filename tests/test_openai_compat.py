@@ -1,4 +1,3 @@
-import json
 import time
 
 import pytest
@@ -250,13 +249,13 @@ async def test_faults_are_retried_and_results_equal_the_fault_free_run():
     # One engine call is one HTTP request: every injected fault costs exactly one retry. On a
     # loaded machine a slow answer (even an error status) may also time out on the client first:
     # a retry all the same, counted as a timeout.
-    failures = exp.meta.failures
+    failures = exp.meta.cost.failures
     injected = sum(v for k, v in flaky.counts.items() if k != "ok")
     for status in ("429", "500", "503"):
         assert 0 < failures.get(f"HTTP {status}", 0) <= flaky.counts[status]
     assert failures.get("timeout", 0) >= flaky.counts["timeout"] + flaky.counts["drop"]
     assert sum(failures.values()) >= injected
-    assert exp.meta.retries == sum(failures.values())
+    assert exp.meta.cost.retries == sum(failures.values())
     assert exp.data == reference.data
     assert exp.meta.samples == reference.meta.samples and exp.meta.queries == reference.meta.queries
 
@@ -293,7 +292,7 @@ async def test_api_key_is_sent_but_never_serialised(monkeypatch):
         backend = OpenAICompatibleBackend(server.base_url, "fake", api_key_env="MY_KEY")
         async with AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), seed=0) as explainer:
             exp = await explainer.explain("good and great")
-    assert "sk-very-secret" not in exp.to_json() + str(exp) + json.dumps(exp.meta.params)
+    assert "sk-very-secret" not in exp.to_json() + str(exp) + repr(exp.meta.settings)
 
 
 # -- no key in any message, no foreign exception ------------------------------

@@ -278,11 +278,11 @@ def test_killed_at_random_points_and_resumed_a_run_ends_as_one_never_past_its_ca
 def test_off_a_terminal_progress_is_a_line_every_few_percent_with_a_real_rate():
     import io
 
-    from llm_anchors.core import RunProgress
+    from llm_anchors.core import ProgressBar
 
     exp = AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0).explain_sync("a good film")
     stream = io.StringIO()
-    with RunProgress(40, done=20, stream=stream, every=0.25) as progress:
+    with ProgressBar(40, done=20, stream=stream, every=0.25) as progress:
         for i in range(20):
             time.sleep(0.01)
             progress.update(20 + i, exp)
@@ -296,11 +296,11 @@ def test_off_a_terminal_progress_is_a_line_every_few_percent_with_a_real_rate():
 def test_given_the_run_s_ledger_progress_shows_what_the_whole_run_spent():
     import io
 
-    from llm_anchors.core import RunProgress
+    from llm_anchors.core import ProgressBar
 
     exp = AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0).explain_sync("a good film")
     ledger = Charge(queries=1234, usd=Decimal("0.5"))  # earlier sessions and cut-short work included
     stream = io.StringIO()
-    with RunProgress(2, stream=stream, every=0.5, spent=lambda: ledger) as progress:
+    with ProgressBar(2, stream=stream, every=0.5, spent=lambda: ledger) as progress:
         progress.update(0, exp)
     assert "$0.5 · 1,234 queries in all" in stream.getvalue()

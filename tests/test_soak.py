@@ -123,7 +123,7 @@ async def test_a_faulty_server_and_cancellations_change_nothing_that_survives(st
 
     injected = sum(v for k, v in flaky.counts.items() if k != "ok")
     queries = sum(x.meta.queries for x in got.values())
-    retries = sum(x.meta.retries for x in got.values())
+    retries = sum(x.meta.cost.retries for x in got.values())
     print(
         f"\nsoak: {len(stream)} inputs, {len(cancelled)} cancelled, {queries:,} queries sent by survivors, "
         f"{flaky.counts['ok'] + injected:,} requests served, {injected} faults injected "

@@ -119,7 +119,7 @@ async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
     assert entry.rule_vectors and len(entry.rule_vectors) == len(entry.rule_positions)
     second = await m.explain([95.0, "blue", 1.9])  # same bins but noise: similarity 2/3
     assert second.meta.memory_hit is True
-    assert second.meta.memory_similarity == pytest.approx(2 / 3, abs=1e-5)
+    assert second.meta.memory.similarity == pytest.approx(2 / 3, abs=1e-5)
     assert set(second.data.positions) == {0, 1}
     assert await m.estimate_precision([95.0, "blue", 1.9], second.data.positions) >= 0.95
     m.save(tmp_path)
