@@ -23,7 +23,7 @@ from urllib.parse import urlparse, urlunparse
 
 from adapters.token_counters import ServerTokenCounter, TiktokenCounter
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
-from llm_anchors.core import Charge, Completion, CompletionParams, Completions, TokenCounter
+from llm_anchors.extend import Charge, Completion, CompletionParams, Completions, TokenCounter
 
 __all__ = ["OpenAICompatibleBackend", "parse_response", "parse_retry_after", "redact"]
 

@@ -6,7 +6,7 @@
 - `ServerTokenCounter`: the ``/tokenize`` endpoint of llama.cpp's server
   or vLLM's, one call per distinct prompt, cached.
 
-Both implement `llm_anchors.core.TokenCounter`; without them a backend's
+Both implement `llm_anchors.extend.TokenCounter`; without them a backend's
 tokens are estimated (`EstimateCounter`, marked in every report).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_anchors import BackendError, BadResponseError, ConfigError
-from llm_anchors.core import TokenCount
+from llm_anchors.extend import TokenCount
 
 __all__ = ["ServerTokenCounter", "TiktokenCounter", "install_offline_encodings"]
 

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, MAnchorsExplainer
-from llm_anchors.core import PRICES, ProgressBar
 from llm_anchors.datasets import shuffled
+from llm_anchors.explain import ProgressBar
+from llm_anchors.money import PRICES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY = ("fresh_precision", "coverage", "length")

@@ -16,8 +16,8 @@ from typing import Any
 
 from adapters.llamacpp import DEFAULT_PROMPT
 from adapters.openai_compat import OpenAICompatibleBackend
-from llm_anchors.core import CompletionParams
 from llm_anchors.datasets import load_rt_polarity, shuffled
+from llm_anchors.extend import CompletionParams
 
 from ._common import mean_ci, write_json
 from .baseline_llm import server_url

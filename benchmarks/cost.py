@@ -22,8 +22,9 @@ from typing import Any
 from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
 from adapters.token_counters import TiktokenCounter
 from llm_anchors import AnchorsExplainer, Budget, LLMClassifier, QueryCache
-from llm_anchors.core import PRICES, MockBackend
 from llm_anchors.datasets import shuffled
+from llm_anchors.extend import MockBackend
+from llm_anchors.money import PRICES
 
 from ._models import train_text_rf
 

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from llm_anchors import LLMClassifier, TextSampler
-from llm_anchors.core import QueryEngine, QueryStats
 from llm_anchors.datasets import load_rt_polarity, shuffled
+from llm_anchors.query import QueryEngine, QueryStats
 
 from ._common import write_json
 

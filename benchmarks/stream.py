@@ -36,8 +36,10 @@ from typing import Any
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
-from llm_anchors.core import PRICES, BaseClassifier, Batch, Classifier, SentenceEmbedder
 from llm_anchors.datasets import load_rt_polarity
+from llm_anchors.extend import BaseClassifier, Batch, Classifier
+from llm_anchors.money import PRICES
+from llm_anchors.samplers import SentenceEmbedder
 
 from ._common import (
     FIDELITY,

@@ -1,14 +1,14 @@
 """llm-anchors: explain a classifier's label with an anchor, and count its cost.
 
-The names here are the stable API: explainers, the classifiers they
-explain, samplers, the cost controls, the result and the errors. The
-engine's parts, for extending it (protocols, search, query engine,
-accounting), are in `llm_anchors.core`.
+The names here are what explaining needs: explainers, the classifiers they
+explain, samplers, the cost controls, the result and the errors. Writing a
+backend, classifier, sampler, cap or memory: `llm_anchors.extend`. A
+dataset as a resumable run: `llm_anchors.run`; on Ray:
+`llm_anchors.distributed`. Each part of the engine is a package of its own
+(`search`, `money`, `models`, `query`, `memory`, `samplers`, `explain`).
+The API may change until 1.0.
 """
 
-from ._budget import Budget
-from ._cache import CacheWriteWarning, QueryCache
-from ._classifier import UNPARSED, FunctionClassifier
 from ._exceptions import (
     BackendError,
     BackendTimeoutError,
@@ -21,15 +21,12 @@ from ._exceptions import (
     NondeterminismWarning,
     RateLimitError,
 )
-from ._explainer import AnchorsExplainer
-from ._explanation import Explanation
-from ._image import ImageClassifier, ImageExplainer, ImageSampler
-from ._llm import LLMClassifier
-from ._manchors import MAnchorsExplainer
-from ._retry import RetryPolicy
-from ._tabular import TabularClassifier, TabularExplainer, TabularSampler
-from ._text import TextSampler
 from ._version import __version__
+from .explain import AnchorsExplainer, Explanation, ImageExplainer, MAnchorsExplainer, TabularExplainer
+from .models import UNPARSED, FunctionClassifier, LLMClassifier, RetryPolicy
+from .money import Budget
+from .query import CacheWriteWarning, QueryCache
+from .samplers import ImageClassifier, ImageSampler, TabularClassifier, TabularSampler, TextSampler
 
 __all__ = [
     "UNPARSED",

@@ -15,21 +15,21 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._budget import Budget
-from ._cache import QueryCache
 from ._exceptions import ConfigError, LLMAnchorsError
-from ._explainer import AnchorsExplainer
-from ._explanation import Explanation
-from ._inputs import read_inputs
-from ._llm import LLMClassifier
-from ._manchors import MAnchorsExplainer
-from ._pricing import FREE, load_prices
-from ._progress import Progress, ProgressBar
-from ._report import write_report
-from ._results import ResultsFile
-from ._resumable import RunReport, check_memory_dir, explain_resumable, invalid_reasons
-from ._retry import RetryPolicy
-from ._text import TextInstance, TextSampler
+from .explain.anchors import AnchorsExplainer
+from .explain.explanation import Explanation
+from .explain.manchors import MAnchorsExplainer
+from .explain.progress import Progress, ProgressBar
+from .models.llm import LLMClassifier
+from .models.retry import RetryPolicy
+from .money.budget import Budget
+from .money.pricing import FREE, load_prices
+from .query.cache import QueryCache
+from .run.inputs import read_inputs
+from .run.report import write_report
+from .run.results import ResultsFile
+from .run.resumable import RunReport, check_memory_dir, explain_resumable, invalid_reasons
+from .samplers.text import TextInstance, TextSampler
 
 __all__ = ["main"]
 
@@ -326,7 +326,7 @@ async def _run_on_ray(
     args: argparse.Namespace, model: _Model, memory: str | None, texts: list[str], results: ResultsFile
 ) -> RunReport:
     """`llm-anchors run --ray`: the same run, its inputs spread over Ray workers."""
-    from ._distributed import RayPool, explain_resumable_on_ray, import_ray
+    from .distributed.pool import RayPool, explain_resumable_on_ray, import_ray
 
     import_ray()
     address = None if args.ray == "local" else args.ray

@@ -23,7 +23,7 @@ def run_search(search, label_of_present, seed=0):
     ``label_of_present`` maps an (n × F) boolean matrix to n booleans (label == target).
     Returns the result and the list of request batches the search yielded.
     """
-    from llm_anchors.core import Samples
+    from llm_anchors.search import Samples
 
     rng = np.random.default_rng(seed)
     batches = []

@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, QueryCache
-from llm_anchors.core import ResultsFile, explain_resumable
+from llm_anchors.run import ResultsFile, explain_resumable
 
 POSITIVE = {"good", "great", "fine", "love", "wonderful"}
 TEXTS = [

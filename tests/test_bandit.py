@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_anchors.core import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
+from llm_anchors.search import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
 
 GRID = np.linspace(0.0, 1.0, 200_001)  # step 5e-6
 

@@ -16,7 +16,7 @@ from llm_anchors import (
     LLMClassifier,
     RetryPolicy,
 )
-from llm_anchors.core import Charge, Price
+from llm_anchors.extend import Charge, Price
 from tests.conftest import needs_all
 from tests.fault_server import FaultServer
 
@@ -237,7 +237,7 @@ class _OverReporting:
     model = "hosted-model"
 
     def __init__(self):
-        from llm_anchors.core import MockBackend
+        from llm_anchors.extend import MockBackend
 
         self.inner = MockBackend(sentiment, others=LABELS)
 
@@ -246,7 +246,7 @@ class _OverReporting:
         return "over-reporting"
 
     async def complete(self, prompts, params):
-        from llm_anchors.core import Completions
+        from llm_anchors.extend import Completions
 
         got = await self.inner.complete(prompts, params)
         return Completions(got.items, replace(got.usage, completion_tokens=20 * len(prompts)), len(prompts))
@@ -275,7 +275,7 @@ async def test_a_server_over_reporting_usage_ends_the_explanation_and_says_by_ho
 
 
 def test_a_backend_that_does_not_say_it_is_local_is_priced():
-    from llm_anchors.core import MockBackend
+    from llm_anchors.extend import MockBackend
 
     class Custom:
         identity = "custom"

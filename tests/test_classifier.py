@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from llm_anchors import AnchorsExplainer, ClassifierError, ConfigError, FunctionClassifier
-from llm_anchors.core import Batch, Classifier, as_classifier
+from llm_anchors.extend import Batch, Classifier, as_classifier
 
 
 async def test_sync_function():

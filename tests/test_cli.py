@@ -88,7 +88,7 @@ def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp
 def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
     import json
 
-    from llm_anchors.core import ResultsFile, input_hash
+    from llm_anchors.run import ResultsFile, input_hash
 
     (tmp_path / "in.txt").write_text("a good film\n")
     with ResultsFile(tmp_path / "out.jsonl") as results:
@@ -179,7 +179,7 @@ def inputs(tmp_path, texts=SENTENCES, name="in.jsonl"):
 
 
 def lines(path) -> list[dict]:
-    from llm_anchors.core import read_results
+    from llm_anchors.run import read_results
 
     return list(read_results(path).values())
 
@@ -220,7 +220,7 @@ async def test_a_dollar_cap_refuses_a_model_it_cannot_price_before_any_query(tmp
 async def test_a_model_behind_a_loopback_proxy_is_priced_as_its_family_and_its_dollar_cap_binds(tmp_path, model):
     from decimal import Decimal
 
-    from llm_anchors.core import read_journal
+    from llm_anchors.money import read_journal
     from tests.fault_server import FaultServer
 
     async with FaultServer(answer=keyword_sentiment) as server:

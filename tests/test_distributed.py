@@ -22,8 +22,9 @@ from llm_anchors import (  # noqa: E402
     MAnchorsExplainer,
     RetryPolicy,
 )
-from llm_anchors.core import Charge, ResultsFile  # noqa: E402
 from llm_anchors.distributed import RayPool, explain_resumable_on_ray  # noqa: E402
+from llm_anchors.extend import Charge  # noqa: E402
+from llm_anchors.run import ResultsFile  # noqa: E402
 from tests import test_budget  # noqa: E402
 from tests.fault_server import FaultServer  # noqa: E402
 from tests.test_budget import SENTENCES, priced, sentiment  # noqa: E402
@@ -230,7 +231,7 @@ async def test_a_worker_s_error_reaches_the_coordinator_as_itself(local_ray):
 
 
 async def test_the_ledger_writes_off_a_dead_worker_s_calls_at_their_worst_case():
-    from llm_anchors._ray_ledger import Ledger
+    from llm_anchors.distributed.ledger import Ledger
 
     ledger = Ledger({"max_queries": 10}, None)
     rid, refused, _ = await ledger.reserve(Charge(queries=6), "worker-0", "t1")

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.core import SentenceEmbedder
+from llm_anchors.samplers import SentenceEmbedder
 
 pytestmark = pytest.mark.integration  # loads the packaged MiniLM
 

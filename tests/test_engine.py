@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from llm_anchors import ClassifierError, ConfigError, FunctionClassifier, QueryCache
-from llm_anchors.core import QueryEngine, QueryStats
+from llm_anchors.query import QueryEngine, QueryStats
 
 
 class Recorder:
@@ -214,14 +214,14 @@ class OldStyleClassifier:
     identity = "old-style"
 
     async def classify(self, texts):
-        from llm_anchors.core import Batch, Charge
+        from llm_anchors.extend import Batch, Charge
 
         return Batch([t.upper() for t in texts], usage=Charge(prompt_tokens=10 * len(texts)), usd="0.001")
 
     async def quote(self, texts):
         from decimal import Decimal
 
-        from llm_anchors.core import Charge
+        from llm_anchors.extend import Charge
 
         return Charge(len(texts), 20 * len(texts), 0, Decimal("0.002")), True
 

@@ -50,7 +50,8 @@ def test_str_is_one_readable_line(exp):
 def test_dollars_are_exact_decimals_in_python_and_strings_in_json(exp):
     from decimal import Decimal
 
-    from llm_anchors.core import Charge, Cost
+    from llm_anchors.explain import Cost
+    from llm_anchors.extend import Charge
 
     cost = Cost(Charge(3, 40, 3, Decimal("0.000125")), Charge(3, 48, 30, Decimal("0.000300"), estimated=True), 1)
     priced = type(exp)(replace(exp.meta, cost=cost), exp.data)
@@ -63,7 +64,7 @@ def test_dollars_are_exact_decimals_in_python_and_strings_in_json(exp):
 
 
 def test_the_parts_of_meta_read_back_as_their_types(exp):
-    from llm_anchors.core import Settings, Stage
+    from llm_anchors.explain import Settings, Stage
 
     back = Explanation.from_json(exp.to_json())
     assert isinstance(back.meta.settings, Settings) and back.meta.settings.search.threshold == 0.95

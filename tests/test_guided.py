@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.core import BeamSearch, GuidedSearch, SearchParams
+from llm_anchors.search import BeamSearch, GuidedSearch, SearchParams
 from tests.conftest import pool, run_search
 
 F = 12

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError, ImageClassifier, ImageExplainer, ImageSampler, InvalidInputError, MAnchorsExplainer
-from llm_anchors.core import ImageMemoryFeatures
 from llm_anchors.display import anchor_image, save_anchor_png
+from llm_anchors.samplers import ImageMemoryFeatures
 
 
 def picture(shift=0, size=32):

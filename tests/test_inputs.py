@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors._inputs import read_inputs
+from llm_anchors.run import read_inputs
 
 
 def test_inputs_from_jsonl_csv_and_text(tmp_path):
@@ -48,14 +48,14 @@ def test_a_byte_order_mark_is_skipped(name, content):
 
 
 def test_a_lone_surrogate_is_read_as_it_is_and_hashed(tmp_path):
-    from llm_anchors.core import input_hash
+    from llm_anchors.run import input_hash
 
     (texts,) = [read_inputs_of("in.jsonl", '{"text": "a \\ud800 b"}\n')]
     assert texts == ["a \ud800 b"] and len(input_hash(texts[0])) == 16  # the run records it as failed
 
 
 def test_standard_input_with_a_byte_order_mark():
-    code = "from llm_anchors._inputs import read_inputs; print(read_inputs('-'))"
+    code = "from llm_anchors.run import read_inputs; print(read_inputs('-'))"
     done = subprocess.run([sys.executable, "-c", code], input="\ufeffone\ntwo\n".encode(), capture_output=True)
     assert done.stdout.decode().strip() == "['one', 'two']", done.stderr
 

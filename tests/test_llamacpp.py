@@ -13,7 +13,7 @@ from adapters.llamacpp import (
 from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import AnchorsExplainer, LLMClassifier, RetryPolicy
 from llm_anchors.cli import main as cli_main
-from llm_anchors.core import CompletionParams
+from llm_anchors.extend import CompletionParams
 from tests.fault_server import FaultServer
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,8 @@
 import pytest
 
 from llm_anchors import UNPARSED, AnchorsExplainer, BadResponseError, ConfigError, LLMClassifier
-from llm_anchors.core import LOCAL, PRICES, Backend, Completion, Completions, EstimateCounter, MockBackend, as_backend
+from llm_anchors.extend import LOCAL, Backend, Completion, Completions, MockBackend, as_backend
+from llm_anchors.money import PRICES, EstimateCounter
 
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = ["negative", "positive"]

@@ -3,8 +3,8 @@ from dataclasses import replace
 import pytest
 
 from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer
-from llm_anchors._text import TextInstance
-from llm_anchors.core import SentenceEmbedder, Stage
+from llm_anchors.explain import Stage
+from llm_anchors.samplers import SentenceEmbedder, TextInstance
 from tests.conftest import needs_all
 
 pytestmark = pytest.mark.integration  # loads the packaged MiniLM

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors._memory import nearest_unused
-from llm_anchors.core import MemoryEntry, RuleMemory
+from llm_anchors.extend import MemoryEntry
+from llm_anchors.memory import RuleMemory
+from llm_anchors.memory.store import nearest_unused
 
 DIM = 8
 
@@ -149,7 +150,7 @@ def _damaged(tmp_path, damage):
     script = textwrap.dedent(
         f"""
         from llm_anchors import ConfigError
-        from llm_anchors.core import RuleMemory
+        from llm_anchors.memory import RuleMemory
         try:
             RuleMemory.load({str(tmp_path / "m")!r}, embedder_id="emb", dim={DIM}, scope="clf")
             print("LOADED")

@@ -13,7 +13,7 @@ from llm_anchors import (
     RateLimitError,
     RetryPolicy,
 )
-from llm_anchors.core import CompletionParams
+from llm_anchors.extend import CompletionParams
 from tests.fault_server import FaultServer
 
 PROMPT = "Review: {text}\nSentiment:"

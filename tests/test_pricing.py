@@ -3,7 +3,8 @@ from decimal import Decimal
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.core import LOCAL, PRICES, Price, load_prices, price_for
+from llm_anchors.extend import LOCAL, Price
+from llm_anchors.money import PRICES, load_prices, price_for
 
 
 def test_cost_is_exact_decimal():

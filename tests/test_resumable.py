@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from llm_anchors import AnchorsExplainer, Budget, BudgetExceeded, ConfigError, FunctionClassifier
-from llm_anchors.core import Charge, ResultsFile, explain_resumable, input_hash, read_journal, read_results, run_config
+from llm_anchors.extend import Charge
+from llm_anchors.money import read_journal
+from llm_anchors.run import ResultsFile, explain_resumable, input_hash, read_results, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("run_stream_script.py")
@@ -278,7 +280,7 @@ def test_killed_at_random_points_and_resumed_a_run_ends_as_one_never_past_its_ca
 def test_off_a_terminal_progress_is_a_line_every_few_percent_with_a_real_rate():
     import io
 
-    from llm_anchors.core import ProgressBar
+    from llm_anchors.explain import ProgressBar
 
     exp = AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0).explain_sync("a good film")
     stream = io.StringIO()
@@ -296,7 +298,7 @@ def test_off_a_terminal_progress_is_a_line_every_few_percent_with_a_real_rate():
 def test_given_the_run_s_ledger_progress_shows_what_the_whole_run_spent():
     import io
 
-    from llm_anchors.core import ProgressBar
+    from llm_anchors.explain import ProgressBar
 
     exp = AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0).explain_sync("a good film")
     ledger = Charge(queries=1234, usd=Decimal("0.5"))  # earlier sessions and cut-short work included

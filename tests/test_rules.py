@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_anchors.core import covers, make_rule
+from llm_anchors.search import covers, make_rule
 
 
 def test_make_rule_is_a_frozenset_of_python_ints():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.core import BeamSearch, SearchParams
+from llm_anchors.search import BeamSearch, SearchParams
 from tests.conftest import pool, run_search
 
 F = 12
@@ -138,7 +138,7 @@ def test_bad_start_or_pool_raise_config_error():
 
 
 def test_search_rejects_wrongly_shaped_answers():
-    from llm_anchors.core import Samples
+    from llm_anchors.search import Samples
 
     gen = search().run()
     requests = next(gen)
@@ -153,7 +153,7 @@ def test_best_so_far_before_and_during_the_search():
     gen = s.run()
     rng = np.random.default_rng(0)
     requests = next(gen)
-    from llm_anchors.core import Samples
+    from llm_anchors.search import Samples
 
     for _ in range(6):  # a few rounds, then stop as if the budget ran out
         answers = []

@@ -15,8 +15,8 @@ import pytest
 
 from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import LLMClassifier, MAnchorsExplainer, RetryPolicy
-from llm_anchors.core import SentenceEmbedder
 from llm_anchors.datasets import load_rt_polarity, shuffled
+from llm_anchors.samplers import SentenceEmbedder
 from tests.fault_server import FaultServer
 
 pytestmark = pytest.mark.integration  # a fault server, the packaged MiniLM

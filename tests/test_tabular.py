@@ -13,7 +13,7 @@ from llm_anchors import (
     TabularExplainer,
     TabularSampler,
 )
-from llm_anchors.core import make_rule
+from llm_anchors.search import make_rule
 
 NAMES = ("age", "colour", "noise")
 COLOURS = ("red", "green", "blue")

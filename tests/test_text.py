@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError, InvalidInputError, TextSampler
-from llm_anchors.core import TextInstance
 from llm_anchors.datasets import load_rt_polarity
+from llm_anchors.samplers import TextInstance
 
 ODD = [
     "the rock is destined to be the 21st century's new \" conan \" and  that he's going .",

@@ -3,7 +3,7 @@ import os
 import pytest
 
 from adapters.token_counters import TiktokenCounter
-from llm_anchors.core import EstimateCounter
+from llm_anchors.money import EstimateCounter
 
 
 async def test_tiktoken_works_offline_with_packaged_encodings(tmp_path, monkeypatch):

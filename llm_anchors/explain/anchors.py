@@ -1,0 +1,470 @@
+"""`AnchorsExplainer`: drive the search with the query engine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Self, overload
+
+import numpy as np
+
+from .._checks import check_int
+from .._exceptions import BudgetExceeded, ConfigError, InvalidInputError, NondeterminismWarning
+from .._sync import SyncRunner, close_when_dropped, sync_twin
+from .._version import __version__
+from ..models.classifier import UNPARSED, Classifier, Label, as_classifier
+from ..models.retry import RetryPolicy
+from ..money.budget import SpendCap
+from ..query.cache import QueryCache
+from ..query.engine import QueryEngine, QueryStats
+from ..samplers.base import Instance, Sampler
+from ..samplers.text import TextSampler
+from ..search.beam import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
+from ..search.rules import Rule, make_rule
+from .explanation import AnchorData, Cost, Explanation, Meta, Recheck, Settings, Stage
+from .progress import Progress, StreamProgress, stream_reporter
+
+__all__ = ["AnchorsExplainer", "Explaining"]
+
+_END = object()  # the end of an input stream
+
+
+@dataclass
+class Explaining:
+    """One explanation in progress: its input, random generator, counts and trace (shared with the
+    explainers built on `AnchorsExplainer`)."""
+
+    instance: Instance
+    seed: int
+    rng: np.random.Generator
+    stats: QueryStats
+    started: float
+    target: Label = None
+    samples: int = 0
+    unparsed: int = 0
+    budget_exhausted: bool = False
+    progress: Callable[[Progress], None] | None = None
+    texts: list[str] = field(default_factory=list)
+    hits: list[bool] = field(default_factory=list)
+    stages: dict[str, Stage] = field(default_factory=dict)
+
+    def count(self, stage: str, samples: int, queries: int) -> None:
+        """Add samples and paid queries to a stage of the explanation."""
+        counts = self.stages.get(stage, Stage())
+        self.stages[stage] = Stage(counts.samples + samples, counts.queries + queries)
+
+
+class AnchorsExplainer:
+    """Explains a classifier's label for a text with an anchor.
+
+    threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
+    beam_size, min_samples_start, max_arms, max_anchor_size,
+    coverage_samples: the search's parameters, see `SearchParams`. ``seed`` fixes every random
+    draw (None: fresh entropy, recorded in the explanation's meta).
+    ``max_concurrency`` bounds model requests in flight; ``request_size`` is
+    the most texts per request (default: ``batch_size``). ``cache`` may be shared
+    between explainers of the same classifier; ``retry`` says how failed
+    calls are retried (`RetryPolicy`). ``budget`` caps dollars, tokens and
+    queries (`Budget`, which may be shared); when it runs out the
+    explanation raises `BudgetExceeded`, or with ``on_budget="return"``
+    returns the best rule found so far, with ``meta.budget_exhausted`` set
+    and the precision bounds of the samples it has.
+
+    The query cache keeps one answer per text, and the precision bounds
+    assume the model gives it every time. A model that does not (a hosted
+    LLM at temperature > 0; llama-server, whose log-probabilities move with
+    the batch a prompt shares) makes the bounds overstate their confidence.
+    ``verify_determinism=k`` asks the model again, bypassing the cache,
+    about k of the explanation's texts (paid queries, counted): the count
+    that changed label is in ``meta.determinism``, and any change warns
+    (`NondeterminismWarning`).
+
+    >>> explainer = AnchorsExplainer(clf, seed=0)
+    >>> exp = await explainer.explain("a good and great movie")
+    """
+
+    name = "AnchorsExplainer"
+
+    def __init__(
+        self,
+        classifier: Classifier,
+        *,
+        threshold: float = 0.95,
+        delta: float = 0.1,
+        epsilon: float = 0.15,
+        epsilon_stop: float = 0.05,
+        batch_size: int = 100,
+        beam_size: int = 1,
+        min_samples_start: int = 100,
+        max_arms: int | None = 3,
+        max_anchor_size: int | None = None,
+        coverage_samples: int = 10_000,
+        seed: int | None = None,
+        sampler: Sampler | None = None,
+        max_words: int = 256,
+        max_concurrency: int = 8,
+        request_size: int | None = None,
+        cache: QueryCache | None = None,
+        retry: RetryPolicy | None = None,
+        budget: SpendCap | None = None,
+        on_budget: Literal["raise", "return"] = "raise",
+        n_examples: int = 5,
+        verify_determinism: int = 0,
+    ) -> None:
+        complete = as_classifier(classifier)
+        check_int("seed", seed, minimum=0, optional=True)
+        check_int("n_examples", n_examples, minimum=0)
+        check_int("verify_determinism", verify_determinism, minimum=0)
+        self.classifier = classifier
+        self.params = SearchParams(
+            threshold=threshold,
+            delta=delta,
+            epsilon=epsilon,
+            epsilon_stop=epsilon_stop,
+            batch_size=batch_size,
+            beam_size=beam_size,
+            min_samples_start=min_samples_start,
+            max_arms=max_arms,
+            max_anchor_size=max_anchor_size,
+            coverage_samples=coverage_samples,
+        )
+        self.seed = seed
+        if sampler is not None and not isinstance(sampler, Sampler):
+            raise ConfigError(f"{sampler!r} is not a Sampler (it needs features, sample, sample_present, settings)")
+        self.sampler: Sampler = sampler or TextSampler(max_words=max_words)
+        self.engine = QueryEngine(
+            complete,
+            cache=cache,
+            max_concurrency=max_concurrency,
+            request_size=batch_size if request_size is None else request_size,
+            retry=retry,
+            budget=budget,
+        )
+        if on_budget not in ("raise", "return"):
+            raise ConfigError(f"on_budget must be 'raise' or 'return', got {on_budget!r}")
+        self.on_budget = on_budget
+        self.n_examples = n_examples
+        self.verify_determinism = verify_determinism
+        self._sync = SyncRunner()
+        close_when_dropped(self, self._sync, self.engine.classifier.aclose)  # dropped unclosed: no thread left
+
+    async def aclose(self) -> None:
+        """Close the classifier's connections, if it holds any."""
+        await self.engine.classifier.aclose()
+
+    def close(self) -> None:
+        """`aclose` for code that used the sync methods: also stops their event loop."""
+        if self._sync.started:
+            self._sync.run(self.aclose())
+        self._sync.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def cache(self) -> QueryCache:
+        return self.engine.cache
+
+    @property
+    def budget(self) -> SpendCap | None:
+        """The cap every call of this explainer reserves against (a `Budget`, or a Ray run's ledger)."""
+        return self.engine.budget
+
+    @budget.setter
+    def budget(self, cap: SpendCap | None) -> None:
+        self.engine.budget = cap
+
+    def settings(self) -> Settings:
+        """Every parameter that shapes an explanation, for its meta."""
+        budget = self.engine.budget
+        return Settings(
+            search=self.params,
+            sampler=self.sampler.settings(),
+            max_concurrency=self.engine.max_concurrency,
+            request_size=self.engine.request_size,
+            n_examples=self.n_examples,
+            verify_determinism=self.verify_determinism,
+            budget=repr(budget) if budget is not None else None,
+            on_budget=self.on_budget,
+        )
+
+    async def explain(
+        self,
+        text: Any,
+        *,
+        seed: int | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        budget: SpendCap | None = None,
+    ) -> Explanation:
+        """Find the anchor of ``text``: the words that keep its label.
+
+        ``text`` is whatever the sampler takes: a str (the default
+        `TextSampler`), a row (`TabularSampler`), an image (`ImageSampler`).
+        ``progress``, if given, is called after every batch of queries.
+        ``budget``: a cap for this explanation alone (give it the
+        explainer's budget as ``parent`` to hold both).
+        """
+        run = self._start(text, seed, budget)
+        run.progress = progress
+        await self._label_target(run)
+        result = await self._search(run, None)
+        return self._explanation(run, result, **await self._recheck(run))
+
+    @overload
+    def explain_stream(
+        self,
+        texts: Iterable[Any],
+        *,
+        concurrent_inputs: int = ...,
+        budget_per_input: Callable[[], SpendCap | None] | None = ...,
+        invalid: Literal["raise"] = ...,
+    ) -> AsyncIterator[Explanation]: ...
+
+    @overload
+    def explain_stream(
+        self,
+        texts: Iterable[Any],
+        *,
+        concurrent_inputs: int = ...,
+        budget_per_input: Callable[[], SpendCap | None] | None = ...,
+        invalid: Literal["yield"],
+    ) -> AsyncIterator[Explanation | InvalidInputError]: ...
+
+    async def explain_stream(
+        self,
+        texts: Iterable[Any],
+        *,
+        concurrent_inputs: int = 1,
+        budget_per_input: Callable[[], SpendCap | None] | None = None,
+        invalid: Literal["raise", "yield"] = "raise",
+    ) -> AsyncIterator[Explanation | InvalidInputError]:
+        """Explain a stream, yielding each explanation in input order as soon as
+        it and those before it are done.
+
+        ``texts`` may be any iterable, read lazily (a file of millions of
+        lines). Inputs start in order, at most ``concurrent_inputs`` at a time
+        (the explainer's ``max_concurrency`` bounds the requests they send
+        together). For MAnchors an input cannot hit an entry that a
+        neighbour still being explained will store, so more than one at a
+        time buys wall time with some memory hits, and the memory then
+        depends on timing (1, the default, is deterministic).
+        ``budget_per_input``: makes each input's own cap (see `explain`).
+        ``invalid="yield"``: an input that cannot be explained (empty, too
+        long: `InvalidInputError`, raised before any query) yields its error
+        in its place and the stream goes on; by default it ends the stream.
+        Leaving the loop early (``break``, an error, cancellation) cancels
+        the inputs still being explained.
+        """
+        check_int("concurrent_inputs", concurrent_inputs)
+        if invalid not in ("raise", "yield"):
+            raise ConfigError(f"invalid must be 'raise' or 'yield', got {invalid!r}")
+        pending: deque[asyncio.Future[Explanation]] = deque()
+        source = iter(texts)
+        try:
+            while True:
+                running = [f for f in pending if not f.done()]
+                while len(running) < concurrent_inputs and (text := next(source, _END)) is not _END:
+                    budget = budget_per_input() if budget_per_input is not None else None
+                    running.append(asyncio.ensure_future(self.explain(text, budget=budget)))
+                    pending.append(running[-1])
+                if not pending:
+                    return
+                if pending[0].done():
+                    done = pending.popleft()
+                    error = done.exception()
+                    yield error if invalid == "yield" and isinstance(error, InvalidInputError) else done.result()
+                else:  # start the next input as soon as any finishes; yield in order
+                    await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in pending:
+                future.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+
+    async def explain_many(
+        self,
+        texts: Sequence[Any],
+        *,
+        concurrent_inputs: int = 1,
+        progress: bool | Callable[[StreamProgress], None] = False,
+    ) -> list[Explanation]:
+        """Explain a stream; results in input order (`explain_stream`, collected).
+
+        ``progress``: a callback given a `StreamProgress` after each input (in
+        input order), or True for a bar on stderr.
+        """
+        check_int("concurrent_inputs", concurrent_inputs)
+        report = stream_reporter(progress, len(texts))
+        out: list[Explanation] = []
+        async for exp in self.explain_stream(texts, concurrent_inputs=concurrent_inputs):
+            out.append(exp)
+            if report is not None:
+                report(StreamProgress(len(out), len(texts), exp))
+        return out
+
+    explain_sync = sync_twin(explain)
+    explain_many_sync = sync_twin(explain_many)
+
+    async def estimate_precision(
+        self, text: Any, positions: tuple[int, ...] | list[int], *, n: int = 1000, seed: int = 2**31 - 1
+    ) -> float:
+        """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``."""
+        run = self._start(text, seed)
+        await self._label_target(run)
+        texts, _ = self.sampler.sample(run.instance, make_rule(positions), n, run.rng)
+        return float((await self._label(run, texts, "estimate")).mean())
+
+    estimate_precision_sync = sync_twin(estimate_precision)
+
+    # -- the steps of one explanation, reused by MAnchors -----------------
+
+    def _start(self, text: object, seed: int | None, budget: SpendCap | None = None) -> Explaining:
+        check_int("seed", seed, minimum=0, optional=True)
+        instance = self.sampler.features(text)
+        if seed is None:
+            seed = self.seed
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        return Explaining(instance, seed, np.random.default_rng(seed), QueryStats(budget=budget), time.perf_counter())
+
+    async def _label_target(self, run: Explaining) -> None:
+        (run.target,) = await self.engine.classify([run.instance.query], run.stats)
+
+    async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
+        """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
+        pool = self._coverage_pool(run)
+        return await self._drive(run, BeamSearch(len(run.instance.features), pool, self.params, start))
+
+    def _coverage_pool(self, run: Explaining) -> np.ndarray:
+        return self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
+
+    async def _drive(self, run: Explaining, search: BeamSearch) -> SearchResult:
+        """Run a search to its end, or to the best rule so far when the budget runs out (``on_budget``)."""
+        try:
+            return await drive(search.run(), lambda requests: self._answer(run, requests))
+        except BudgetExceeded:
+            if self.on_budget == "raise":
+                raise
+            run.budget_exhausted = True
+            return search.best_so_far()
+
+    async def _recheck(self, run: Explaining) -> dict[str, Any]:
+        """Ask the model again about ``verify_determinism`` of the run's texts; meta fields."""
+        texts = list(dict.fromkeys(run.texts))
+        if not self.verify_determinism or not texts:
+            return {}
+        picker = np.random.default_rng([run.seed, 0xDE7])  # not run.rng: the explanation is unchanged
+        chosen = [texts[i] for i in sorted(picker.choice(len(texts), min(self.verify_determinism, len(texts)), False))]
+        before = await self.engine.classify(chosen, run.stats)  # cached: the labels the search used
+        again = await self.engine.recheck(chosen, run.stats)
+        changed = sum(a != b for a, b in zip(before, again, strict=True))
+        if changed:
+            warnings.warn(
+                f"{changed} of {len(chosen)} texts got another label when asked again: the model is not "
+                "deterministic, and the precision bounds overstate their confidence",
+                NondeterminismWarning,
+                stacklevel=3,
+            )
+        return {"determinism": Recheck(len(chosen), changed)}
+
+    async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
+        """Draw, label and return the samples one round of the search asked for."""
+        drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
+        batch = [t for batch_texts, _ in drawn for t in batch_texts]
+        stages = {r.stage for r in requests}
+        hits = await self._label(run, batch, stages.pop() if len(stages) == 1 else "mixed")
+        run.texts.extend(batch)
+        run.hits.extend(hits.tolist())
+        out, offset = [], 0
+        for batch_texts, present in drawn:
+            out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
+            offset += len(batch_texts)
+        return out
+
+    async def _label(self, run: Explaining, texts: list[str], stage: str) -> np.ndarray:
+        """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
+        queries = run.stats.queries
+        labels = await self.engine.classify(texts, run.stats)
+        run.count(stage, len(labels), run.stats.queries - queries)
+        run.samples += len(labels)
+        run.unparsed += sum(1 for label in labels if label == UNPARSED)
+        if run.progress is not None:
+            run.progress(self._progress(run))
+        return np.array([label == run.target for label in labels], dtype=bool)
+
+    @staticmethod
+    def _progress(run: Explaining) -> Progress:
+        s = run.stats
+        elapsed = time.perf_counter() - run.started
+        return Progress(run.samples, s.queries, s.cache_hits, s.settled, elapsed)
+
+    @staticmethod
+    def _cost(stats: QueryStats) -> Cost:
+        return Cost(stats.settled, stats.reserved, stats.cache_hits, stats.retries, dict(stats.failures))
+
+    def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
+        """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
+        instance, stats = run.instance, result.stats
+        positions = tuple(sorted(result.rule))
+        hits = np.asarray(run.hits, dtype=bool)
+        held = [run.texts[r] for r in result.rows if hits[r]]
+        failed = [run.texts[r] for r in result.rows if not hits[r]]
+        data = AnchorData(
+            query=instance.query,
+            features=instance.features,
+            label=run.target,
+            anchor=tuple(instance.features[p] for p in positions),
+            positions=positions,
+            precision=stats.precision,
+            precision_bounds=(result.lower, result.upper),
+            coverage=stats.coverage,
+            success=result.success,
+            n_samples=stats.n_samples,
+            examples_covered_true=tuple(held[: self.n_examples]),
+            examples_covered_false=tuple(failed[: self.n_examples]),
+            path=result.path,
+            rounds=result.rounds,
+        )
+        meta = Meta(
+            explainer=self.name,
+            version=__version__,
+            classifier=self.classifier.identity,
+            settings=self.settings(),
+            seed=run.seed,
+            samples=run.samples,
+            queries=run.stats.queries,
+            wall_time_s=time.perf_counter() - run.started,
+            cost=self._cost(run.stats),
+            unparsed=run.unparsed + int(run.target == UNPARSED),
+            budget_exhausted=run.budget_exhausted,
+            stages=dict(run.stages),
+            **extra,
+        )
+        return Explanation(meta, data)
+
+
+async def drive(
+    search: Generator[list[SampleRequest], list[Samples], SearchResult],
+    answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
+) -> SearchResult:
+    """Run a search generator, answering each round of requests with ``answer``."""
+    try:
+        requests = next(search)
+        while True:
+            requests = search.send(await answer(requests))
+    except StopIteration as stop:
+        result: SearchResult = stop.value
+        return result

@@ -1,0 +1,265 @@
+"""`Explanation(meta, data)`: what was found, and how it was made."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from .._exceptions import ConfigError
+from .._version import __version__
+from ..models.classifier import Label
+from ..money.budget import Charge
+from ..samplers.text import TextInstance
+from ..search.beam import RoundTrace, RuleStats, SearchParams
+
+__all__ = ["AnchorData", "Cost", "Explanation", "MemorySettings", "MemoryUse", "Meta", "Recheck", "Settings", "Stage"]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one explanation's calls cost.
+
+    ``settled``: what the calls were billed (`Charge`: queries billed, a
+    resent one too; tokens; exact `Decimal` dollars, ``cost.settled.usd``);
+    ``reserved``: the worst cases held against the budget before the calls
+    (empty without a budget); ``cache_hits``: texts answered without a
+    call; ``retries``: failed calls sent again; ``failures``: failed calls
+    by reason ("HTTP 429", "timeout", or the error's type).
+    """
+
+    settled: Charge = field(default_factory=Charge)
+    reserved: Charge = field(default_factory=Charge)
+    cache_hits: int = 0
+    retries: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Samples and paid queries of one step of the search."""
+
+    samples: int = 0
+    queries: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """How MAnchors used its memory for one input.
+
+    ``similarity``: the cosine similarity of the nearest remembered input
+    with this label (None: none yet); ``lookup_s``: the time to embed this
+    input and look it up; ``source``: the remembered input reused, on a hit;
+    ``proposals`` ("guided"): the rules the memory proposed, as features;
+    ``ht_rule``, ``ht_pruned`` ("paper"): the rule HT mapped onto this input
+    and the features pruned from it.
+    """
+
+    similarity: float | None = None
+    lookup_s: float = 0.0
+    source: str | None = None
+    proposals: tuple[tuple[str, ...], ...] = ()
+    ht_rule: tuple[str, ...] = ()
+    ht_pruned: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """``verify_determinism``: texts asked again, bypassing the cache, and how many changed label."""
+
+    rechecked: int
+    changed: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every parameter that shaped an explanation.
+
+    ``search``: the search's (`SearchParams`); ``sampler``: the sampler's
+    own settings (``kind`` first: text, tabular, image); ``memory``:
+    MAnchors' (None for plain Anchors); the rest, how queries were sent and
+    capped.
+    """
+
+    search: SearchParams
+    sampler: dict[str, Any]
+    max_concurrency: int
+    request_size: int
+    n_examples: int
+    verify_determinism: int = 0
+    budget: str | None = None
+    on_budget: str = "raise"
+    memory: MemorySettings | None = None
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """MAnchors' parameters (see `MAnchorsExplainer`)."""
+
+    strategy: str
+    tau_sim: float
+    tau_mid: float
+    k_nearest: int
+    max_proposals: int
+    min_accept_samples: int
+    hit_root_samples: int
+    prune_samples: int
+    embedder: str
+
+
+@dataclass(frozen=True)
+class Meta:
+    """How the explanation was made.
+
+    ``samples``: labelled perturbations the search consumed, cache hits
+    included; ``queries``: texts actually sent to the model (the
+    unperturbed input included, each once however often resent); ``cost``:
+    what the calls cost (`Cost`); ``unparsed``: answers that named no label
+    (the class `UNPARSED`); ``stages``: samples and paid queries per step of
+    the search (names in `llm_anchors.search.beam.STAGES`; MAnchors adds
+    "prune"); ``memory_hit``: whether MAnchors reused a remembered input
+    (None for plain Anchors), ``memory`` how (`MemoryUse`);
+    ``determinism`` (with ``verify_determinism``): `Recheck`.
+    """
+
+    explainer: str
+    version: str
+    classifier: str
+    settings: Settings
+    seed: int
+    samples: int
+    queries: int
+    wall_time_s: float
+    cost: Cost = field(default_factory=Cost)
+    unparsed: int = 0
+    budget_exhausted: bool = False
+    stages: dict[str, Stage] = field(default_factory=dict)
+    memory_hit: bool | None = None
+    memory: MemoryUse | None = None
+    determinism: Recheck | None = None
+
+
+@dataclass(frozen=True)
+class AnchorData:
+    """The anchor and its statistics.
+
+    ``query``: the explained input as the model was asked about it (the
+    text; a row as JSON; an image's digest); ``features``: its features by
+    name (the words; predicates; superpixels). ``anchor``: the anchor's features, in input order;
+    ``positions``: their indices among ``features``. ``precision`` is the search's estimate, with
+    KL bounds ``precision_bounds``; ``success`` is False when no rule
+    reached the threshold and the best-precision rule is returned instead.
+    """
+
+    query: str
+    features: tuple[str, ...]
+    label: Label
+    anchor: tuple[str, ...]
+    positions: tuple[int, ...]
+    precision: float
+    precision_bounds: tuple[float, float]
+    coverage: float
+    success: bool
+    n_samples: int
+    examples_covered_true: tuple[str, ...] = ()
+    examples_covered_false: tuple[str, ...] = ()
+    path: tuple[RuleStats, ...] = ()
+    rounds: tuple[RoundTrace, ...] = ()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    meta: Meta
+    data: AnchorData
+
+    def to_json(self, **dumps_kwargs: Any) -> str:
+        """JSON text; `from_json` reads it back into an equal object."""
+        return json.dumps({"meta": asdict(self.meta), "data": asdict(self.data)}, default=_plain, **dumps_kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> Explanation:
+        """The explanation `to_json` wrote; anything else is a `ConfigError`."""
+        try:
+            raw = json.loads(text)
+            return cls(_meta(raw["meta"]), _data(raw["data"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"not an explanation of llm-anchors {__version__}: {type(exc).__name__}: {exc}") from None
+
+    def __str__(self) -> str:
+        d, m = self.data, self.meta
+        anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
+        flag = "" if d.success else " [no rule reached the threshold]"
+        if m.budget_exhausted:
+            flag += " [budget exhausted: best rule so far]"
+        return (
+            f"{anchor} -> {d.label!r} | precision {d.precision:.2f} | coverage {d.coverage:.2f} | "
+            f"{m.samples} samples, {m.queries} queries, ${m.cost.settled.usd}, {m.wall_time_s:.2f}s{flag}"
+        )
+
+    def marked_html(self, wrap: Callable[[str], str]) -> str:
+        """HTML of the input with its anchor's words passed through ``wrap`` (given
+        escaped text); for rows and images, the anchor's rule."""
+        d = self.data
+        if self.meta.settings.sampler.get("kind", "text") == "text":  # the sentence, anchor words marked
+            return TextInstance.parse(d.query).mark(d.positions, wrap, html.escape)
+        return " AND ".join(wrap(html.escape(w)) for w in d.anchor) or "(empty rule)"  # features: the rule
+
+    def _repr_html_(self) -> str:
+        d = self.data
+        sentence = self.marked_html(lambda w: f"<mark><b>{w}</b></mark>")
+        return (
+            f"<div><p>{sentence}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
+            f"precision {d.precision:.2f} · coverage {d.coverage:.2f}</p></div>"
+        )
+
+
+_TUPLES = ("features", "anchor", "positions", "precision_bounds", "examples_covered_true", "examples_covered_false")
+
+
+def _meta(raw: dict[str, Any]) -> Meta:
+    settings = dict(raw["settings"])
+    settings["search"] = SearchParams(**settings["search"])
+    if settings.get("memory") is not None:
+        settings["memory"] = MemorySettings(**settings["memory"])
+    cost = dict(raw["cost"])
+    cost["settled"], cost["reserved"] = Charge(**cost["settled"]), Charge(**cost["reserved"])
+    memory = raw.get("memory")
+    if memory is not None:
+        proposals = tuple(tuple(rule) for rule in memory["proposals"])
+        ht = {name: tuple(memory[name]) for name in ("ht_rule", "ht_pruned")}
+        memory = MemoryUse(**{**memory, "proposals": proposals, **ht})
+    return Meta(
+        **{
+            **raw,
+            "settings": Settings(**settings),
+            "cost": Cost(**cost),
+            "stages": {name: Stage(**counts) for name, counts in raw["stages"].items()},
+            "memory": memory,
+            "determinism": Recheck(**raw["determinism"]) if raw.get("determinism") is not None else None,
+        }
+    )
+
+
+def _data(raw: dict[str, Any]) -> AnchorData:
+    data = dict(raw)
+    for name in _TUPLES:
+        data[name] = tuple(data[name])
+    data["path"] = tuple(_rule_stats(s) for s in data["path"])
+    data["rounds"] = tuple(
+        RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"])) for r in data["rounds"]
+    )
+    return AnchorData(**data)
+
+
+def _rule_stats(raw: dict[str, Any]) -> RuleStats:
+    return RuleStats(tuple(raw["rule"]), tuple(raw["order"]), raw["n_samples"], raw["positives"], raw["coverage"])
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what json does not know: a `Decimal` as its exact string."""
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

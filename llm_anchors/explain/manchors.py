@@ -1,0 +1,322 @@
+"""`MAnchorsExplainer`: Anchors with a memory of earlier explanations.
+
+Two strategies share the memory (HNSW over input vectors, per model and
+predicted label) and differ in what a hit does:
+
+- ``"guided"`` (the default) is a propose-and-verify search, not the
+  paper's algorithms: the memory proposes rules (earlier anchors made of
+  this input's words, and the anchors of similar inputs mapped onto it),
+  each is certified by Anchors' KL bounds on samples drawn for it, shortest
+  first; failing that, the rule grows greedily (`GuidedSearch`). Every
+  explanation is remembered.
+- ``"paper"``: MAnchors (ICML 2026, Algorithms 1–3). For an input whose
+  nearest remembered input is similar enough (cosine ≥ ``tau_sim``), the
+  remembered intermediate rule is mapped word by word onto the most similar
+  words of the new input (horizontal transformation, HT), words that add
+  nothing are pruned by light sampling, and the beam search resumes from
+  the result (vertical transformation, VT). Otherwise plain Anchors runs
+  and the intermediate rule it passed through (the shortest rule on the
+  path to the answer whose estimated precision ≥ ``tau_mid``) is
+  remembered.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Literal
+
+import numpy as np
+
+from .._exceptions import ConfigError
+from ..memory.features import MemoryFeatures
+from ..memory.store import Memory, MemoryEntry, RuleMemory
+from ..models.classifier import Classifier, require_stable_identity
+from ..money.budget import SpendCap
+from ..samplers.text import TextInstance
+from ..samplers.text_memory import SentenceEmbedder, TextMemoryFeatures
+from ..search.beam import SearchResult
+from ..search.guided import GuidedSearch
+from ..search.rules import Rule
+from .anchors import AnchorsExplainer, Explaining
+from .explanation import Explanation, MemorySettings, MemoryUse, Settings
+from .progress import Progress
+
+__all__ = ["MAnchorsExplainer"]
+
+
+Strategy = Literal["guided", "paper"]
+
+
+class MAnchorsExplainer(AnchorsExplainer):
+    """`AnchorsExplainer` that remembers earlier explanations and reuses them.
+
+    strategy: what a memory hit does.
+        "guided" (default): the memory proposes rules (earlier anchors made of
+        this input's words or predicates, and the anchors of the
+        ``k_nearest`` similar inputs mapped onto it by HT); they are certified
+        by Anchors' verification, shortest first; the rule otherwise grows
+        greedily by the samples' estimates (`GuidedSearch`). Every
+        explanation, hit or miss, is remembered.
+        "paper": Algorithms 1–3 of the MAnchors paper: the nearest input's
+        intermediate rule is mapped by HT, pruned on a light sample and the
+        beam search resumes from it (VT); only misses are remembered.
+    tau_sim: cosine similarity of the inputs' memory vectors above which a
+        remembered input is reused (default 0.4 for "guided", whose every
+        answer is certified whatever the neighbour; the paper's 0.6 for
+        "paper").
+    tau_mid: precision of the intermediate rule remembered (0.8).
+    k_nearest: similar inputs whose anchors are proposed ("guided").
+    max_proposals: most proposed rules tested per input ("guided").
+    min_accept_samples: samples a greedily chosen rule must hold on ("guided").
+    hit_root_samples: samples of the empty rule drawn first on a hit
+        ("guided"; more while the empty rule may hold, up to Anchors' root).
+    prune_samples: perturbations per rule when pruning the HT rule ("paper").
+    embedder: for text, the `SentenceEmbedder` (default: packaged
+        all-MiniLM-L6-v2).
+    memory: where earlier explanations are kept and looked up (a `Memory`;
+        default: a new `RuleMemory`, HNSW in this process).
+    memory_features: the memory key and HT (`MemoryFeatures`); by default
+        the sampler's ``memory_features()`` (`TabularSampler`,
+        `ImageSampler`), or text's over ``embedder``.
+    Other arguments as `AnchorsExplainer`. The memory lives in the
+    explainer: each explanation can reuse the earlier ones; `save` and
+    `load` keep it across runs.
+    """
+
+    name = "MAnchorsExplainer"
+    default_tau_sim: dict[str, float] = {"guided": 0.4, "paper": 0.6}
+    """τ_sim by strategy: the paper's 0.6; "guided"'s was chosen on held-out streams (benchmarks/README.md)."""
+
+    def __init__(
+        self,
+        classifier: Classifier,
+        *,
+        strategy: Strategy = "guided",
+        tau_sim: float | None = None,
+        tau_mid: float = 0.8,
+        k_nearest: int = 3,
+        max_proposals: int = 5,
+        min_accept_samples: int = 250,
+        hit_root_samples: int = 25,
+        prune_samples: int = 50,
+        embedder: SentenceEmbedder | None = None,
+        memory_features: MemoryFeatures | None = None,
+        memory: Memory | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(classifier, **kwargs)
+        if strategy not in ("guided", "paper"):
+            raise ConfigError(f"strategy must be 'guided' or 'paper', got {strategy!r}")
+        if tau_sim is None:
+            tau_sim = self.default_tau_sim.get(strategy, 0.6)
+        if not -1.0 <= tau_sim <= 1.0 or not 0.0 < tau_mid <= 1.0:
+            raise ConfigError(f"tau_sim must lie in [-1, 1] and tau_mid in (0, 1], got {tau_sim}, {tau_mid}")
+        for name, value in (("k_nearest", k_nearest), ("max_proposals", max_proposals),
+                            ("min_accept_samples", min_accept_samples), ("hit_root_samples", hit_root_samples),
+                            ("prune_samples", prune_samples)):  # fmt: skip
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        self.strategy: Strategy = strategy
+        self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
+        self.k_nearest, self.max_proposals, self.min_accept_samples = k_nearest, max_proposals, min_accept_samples
+        self.hit_root_samples = hit_root_samples
+        self.features: MemoryFeatures = memory_features or self._default_features(embedder)
+        self._memory: Memory | None = memory
+
+    def _default_features(self, embedder: SentenceEmbedder | None) -> MemoryFeatures:
+        """The sampler's `memory_features()` (rows, images), or text's."""
+        make = getattr(self.sampler, "memory_features", None)
+        if callable(make):
+            features: MemoryFeatures = make()
+            return features
+        if isinstance(self.sampler, MemoryFeatures):  # a sampler that is its own memory features
+            return self.sampler
+        return TextMemoryFeatures(embedder or SentenceEmbedder())
+
+    @property
+    def embedder(self) -> SentenceEmbedder | None:
+        """The text embedder (None for other kinds of input)."""
+        return self.features.embedder if isinstance(self.features, TextMemoryFeatures) else None
+
+    @property
+    def memory(self) -> Memory:
+        """Where this explainer keeps and looks up earlier explanations (a new `RuleMemory` by default)."""
+        if self._memory is None:
+            self._memory = RuleMemory(self.features.dim, self.features.identity, self.classifier.identity)
+        return self._memory
+
+    @memory.setter
+    def memory(self, memory: Memory) -> None:
+        self._memory = memory
+
+    @property
+    def memory_identity(self) -> tuple[int, str, str]:
+        """What a memory for this explainer is made for: vector size, embedder, explained model."""
+        return self.features.dim, self.features.identity, self.classifier.identity
+
+    @property
+    def local_memory(self) -> RuleMemory:
+        """The memory, when it is this explainer's own `RuleMemory` (what `save` writes);
+        a `ConfigError` for one it only looks up (a Ray run's)."""
+        memory = self.memory
+        if not isinstance(memory, RuleMemory):
+            raise ConfigError(f"this explainer's memory is not its own ({memory!r}): save or load it where it is")
+        return memory
+
+    def settings(self) -> Settings:
+        memory = MemorySettings(
+            strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
+            max_proposals=self.max_proposals, min_accept_samples=self.min_accept_samples,
+            hit_root_samples=self.hit_root_samples, prune_samples=self.prune_samples, embedder=self.features.identity,
+        )  # fmt: skip
+        return replace(super().settings(), memory=memory)
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Save the memory (atomically: a crash leaves the previous save loadable).
+
+        The memory is for this classifier's identity: an unnamed
+        `FunctionClassifier` (a random identity) cannot be saved.
+        """
+        require_stable_identity(self.classifier, f"a memory saved to {directory}")
+        self.local_memory.save(directory)
+
+    def load(self, directory: str | os.PathLike[str]) -> None:
+        """Replace the memory by one saved for this classifier and embedder."""
+        self._memory = RuleMemory.load(
+            directory, embedder_id=self.features.identity, dim=self.features.dim, scope=self.classifier.identity
+        )
+
+    def entry_vectors(self, entries: Sequence[MemoryEntry]) -> np.ndarray:
+        """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
+        return self.features.embed([self.sampler.features(e.query) for e in entries])
+
+    async def explain(
+        self,
+        text: Any,
+        *,
+        seed: int | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        budget: SpendCap | None = None,
+    ) -> Explanation:
+        run = self._start(text, seed, budget)
+        run.progress = progress
+        await self._label_target(run)
+        started = time.perf_counter()
+        vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
+        k = self.k_nearest if self.strategy == "guided" else 1
+        near = self.memory.neighbours(vector, label=run.target, k=max(k, 1))
+        looked_up = MemoryUse(near[0][1] if near else None, time.perf_counter() - started)
+        similar = [entry for entry, similarity in near if similarity >= self.tau_sim]
+        if self.strategy == "paper" and similar:
+            return await self._vertical(run, similar[0], looked_up)
+        if self.strategy == "guided" and similar:
+            result, looked_up = await self._guided(run, similar, looked_up)
+        else:
+            result = await self._search(run, None)
+        if not run.budget_exhausted:
+            self._remember(run, result, vector)
+        extra = await self._recheck(run)
+        return self._explanation(run, result, memory_hit=bool(similar), memory=looked_up, **extra)
+
+    # -- "guided": what the memory proposes ----------------------------------
+
+    async def _guided(
+        self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
+    ) -> tuple[SearchResult, MemoryUse]:
+        """The memory proposes rules, `GuidedSearch` certifies one or grows its own."""
+        proposals = await asyncio.to_thread(self._proposals, run, similar)
+        named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
+        n = len(run.instance.features)
+        pool = self._coverage_pool(run)
+        search = GuidedSearch(
+            n, pool, self.params, proposals=proposals, min_accept=self.min_accept_samples, root=self.hit_root_samples
+        )
+        return await self._drive(run, search), replace(looked_up, source=similar[0].query, proposals=named)
+
+    def _proposals(self, run: Explaining, similar: Sequence[MemoryEntry]) -> list[Rule]:
+        """Rules the memory proposes for this input, most promising first.
+
+        Earlier anchors of this label made only of this input's keys (words,
+        predicates), shortest and most often found first; then the anchors of
+        the similar inputs, mapped onto this input by HT.
+        """
+        keys = self.features.keys(run.instance)
+        first: dict[str, int] = {}
+        for position, key in enumerate(keys):
+            first.setdefault(key, position)
+        rules: list[Rule] = []
+        for anchor, _ in self.memory.anchored(set(first), label=run.target):
+            rules.append(frozenset(first[key] for key in anchor))
+        for entry in similar:
+            if entry.anchor_positions:
+                rules.append(frozenset(self.features.horizontal(_anchor_as_rule(entry), run.instance)))
+        return list(dict.fromkeys(r for r in rules if r))[: self.max_proposals]
+
+    # -- "paper": HT, pruning, VT ---------------------------------------------
+
+    async def _vertical(self, run: Explaining, entry: MemoryEntry, looked_up: MemoryUse) -> Explanation:
+        mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
+        kept = await self._prune(run, mapped)
+        start = frozenset(kept) if kept else None
+        result = await self._search(run, start)
+        names = run.instance.features
+        memory = replace(
+            looked_up,
+            source=entry.query,
+            ht_rule=tuple(names[p] for p in mapped),
+            ht_pruned=tuple(names[p] for p in mapped if p not in kept),
+        )
+        return self._explanation(run, result, memory_hit=True, memory=memory, **await self._recheck(run))
+
+    def horizontal(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
+        """Text HT: each rule word → the position of the most similar unused word of ``instance``."""
+        if not isinstance(self.features, TextMemoryFeatures):
+            raise ConfigError("horizontal(rule_words, ...) maps words: it is for text inputs")
+        return self.features.map_words(rule_words, instance)
+
+    async def _prune(self, run: Explaining, positions: list[int]) -> list[int]:
+        """Drop words whose removal does not lower the rule's precision on a light sample."""
+        if len(positions) < 2 or self.prune_samples == 0:
+            return positions
+        rules = [frozenset(positions)] + [frozenset(positions) - {p} for p in positions]
+        full, *without = await self._precisions(run, rules, self.prune_samples, "prune")
+        return [p for p, precision in zip(positions, without, strict=True) if precision < full]
+
+    async def _precisions(self, run: Explaining, rules: list[Rule], n: int, stage: str) -> list[float]:
+        """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
+        drawn = [self.sampler.sample(run.instance, rule, n, run.rng)[0] for rule in rules]
+        hits = await self._label(run, [t for texts in drawn for t in texts], stage)
+        return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
+
+    def _remember(self, run: Explaining, result: SearchResult, vector: np.ndarray) -> None:
+        """Store the input with its intermediate rule (at τ_mid) and its anchor."""
+        mid = result.intermediate(self.tau_mid)
+        if not mid.rule:
+            return  # an empty rule maps onto nothing: no use to a later input
+        instance, names = run.instance, run.instance.features
+        anchor = tuple(sorted(result.rule))
+        keys = self.features.keys(instance)
+        entry = MemoryEntry(
+            query=instance.query,
+            features=names,
+            label=run.target,
+            rule_positions=mid.rule,
+            rule_features=tuple(names[p] for p in mid.rule),
+            rule_vectors=self.features.describe(instance, mid.rule),
+            precision=mid.precision,
+            coverage=mid.coverage,
+            anchor_positions=anchor if result.success else (),
+            anchor_features=tuple(names[p] for p in anchor) if result.success else (),
+            anchor_keys=tuple(keys[p] for p in anchor) if result.success and keys else (),
+            anchor_vectors=self.features.describe(instance, anchor) if result.success else (),
+        )
+        self.memory.add(entry, vector)
+
+
+def _anchor_as_rule(entry: MemoryEntry) -> MemoryEntry:
+    """The entry with its anchor in place of its intermediate rule (for `MemoryFeatures.horizontal`)."""
+    return replace(entry, rule_positions=entry.anchor_positions, rule_features=entry.anchor_features,
+                   rule_vectors=entry.anchor_vectors)  # fmt: skip

@@ -1,0 +1,66 @@
+"""What an extender implements, and the values that cross those contracts.
+
+``llm_anchors`` exports what explaining a model needs; this module what
+writing a new backend, classifier, sampler, cap or memory needs:
+
+- `Backend` / `BaseBackend` (behind `LLMClassifier`), with `Completion`,
+  `CompletionParams`, `Completions`; `MockBackend` for tests;
+- `Classifier` / `BaseClassifier`, with `Batch` and `Label`;
+- `Sampler` with `Instance`, and `MemoryFeatures` (MAnchors for a new kind of input);
+- `TokenCounter` with `TokenCount`;
+- `SpendCap` (a cap held elsewhere than a `Budget`), with `Charge`, `Reservation`, `BudgetReport`;
+- `Memory` (MAnchors' memory kept elsewhere than a `RuleMemory`), with `MemoryEntry`;
+- `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap).
+
+Each protocol's base class (or ``as_backend`` / ``as_classifier``) gives its
+optional members safe defaults. The parts the explainers are made of are in
+their own packages (`llm_anchors.search`, `.money`, `.models`, `.query`,
+`.memory`, `.samplers`, `.explain`); a dataset run is `llm_anchors.run`.
+"""
+
+from .memory import Memory, MemoryEntry, MemoryFeatures
+from .models import (
+    Backend,
+    BaseBackend,
+    BaseClassifier,
+    Batch,
+    Classifier,
+    Completion,
+    CompletionParams,
+    Completions,
+    Label,
+    MockBackend,
+    as_backend,
+    as_classifier,
+)
+from .money import FREE, LOCAL, BudgetReport, Charge, Price, Reservation, SpendCap, TokenCount, TokenCounter
+from .samplers import Instance, Sampler
+
+__all__ = [
+    "FREE",
+    "LOCAL",
+    "Backend",
+    "BaseBackend",
+    "BaseClassifier",
+    "Batch",
+    "BudgetReport",
+    "Charge",
+    "Classifier",
+    "Completion",
+    "CompletionParams",
+    "Completions",
+    "Instance",
+    "Label",
+    "Memory",
+    "MemoryEntry",
+    "MemoryFeatures",
+    "MockBackend",
+    "Price",
+    "Reservation",
+    "Sampler",
+    "SpendCap",
+    "TokenCount",
+    "TokenCounter",
+    "as_backend",
+    "as_classifier",
+]

@@ -1,0 +1,341 @@
+"""MAnchors' memory: earlier inputs with their intermediate rules, in HNSW.
+
+An hnswlib index (cosine) over sentence embeddings. A memory belongs to one
+explained model (``scope``: its identity: backend, model, prompt, labels);
+every entry records the label the model predicted, and a lookup only sees
+entries of the same label. Saved as a directory:
+
+    CURRENT            names the complete generation below
+    gen-000007/        index.bin (hnswlib), entries.json, vectors.npy
+
+A save writes a new generation, then replaces CURRENT atomically, so a
+process killed during a save leaves the previous memory loadable. No
+pickle anywhere. entries.json holds the SHA-256 of index.bin and
+vectors.npy: a load checks both before hnswlib reads a byte (a damaged
+index file could crash the interpreter), loads into a fresh index, checks
+its size and dimension against the entries, and refuses anything else
+with a `ConfigError` naming the file; CURRENT must name a generation of
+this directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .._exceptions import ConfigError
+from ..models.classifier import Label
+
+__all__ = ["Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused"]
+
+FORMAT_VERSION = 2
+_GENERATION = re.compile(r"gen-\d{6}")
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One remembered input, its intermediate rule and its anchor.
+
+    ``query``, ``features``: the input as its `Instance` named them (a
+    text and its words; a row and its predicates; an image's digest and
+    its superpixels). ``rule_*``: the intermediate rule (features and
+    positions; for tabular and image inputs also a descriptor of each rule
+    feature). ``anchor_*``: the
+    anchor the explanation returned; ``anchor_keys`` name its features in a
+    way comparable across inputs (a lower-cased word, a predicate), empty
+    where features have no such name (superpixels).
+    """
+
+    query: str
+    features: tuple[str, ...]
+    label: Label
+    rule_positions: tuple[int, ...]
+    rule_features: tuple[str, ...]
+    precision: float
+    coverage: float
+    rule_vectors: tuple[tuple[float, ...], ...] = ()
+    anchor_positions: tuple[int, ...] = ()
+    anchor_features: tuple[str, ...] = ()
+    anchor_keys: tuple[str, ...] = ()
+    anchor_vectors: tuple[tuple[float, ...], ...] = ()
+
+
+@runtime_checkable
+class Memory(Protocol):
+    """What MAnchors asks of its memory, and all it asks: look up, add.
+
+    `RuleMemory` is the memory of one process; a Ray run's workers look up
+    a replica of the run's memory (or one shared actor) through views that
+    hold their additions until the run accepts the explanation.
+    """
+
+    def neighbours(self, vector: np.ndarray, *, label: Label, k: int) -> list[tuple[MemoryEntry, float]]: ...
+
+    def anchored(self, keys: set[str], *, label: Label) -> list[tuple[tuple[str, ...], int]]: ...
+
+    def add(self, entry: MemoryEntry, vector: np.ndarray) -> None: ...
+
+
+class RuleMemory:
+    """Nearest-neighbour memory of explained inputs (hnswlib, cosine).
+
+    ``embedder_id`` and ``dim`` name the sentence embedder the vectors come
+    from and ``scope`` the explained model; a memory saved for another
+    embedder or model cannot be loaded for this one.
+    """
+
+    def __init__(self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16) -> None:
+        try:
+            import hnswlib
+        except ImportError as exc:
+            raise ConfigError("MAnchors' memory needs hnswlib: pip install 'llm-anchors[memory]'") from exc
+        self.dim = dim
+        self.embedder_id = embedder_id
+        self.scope = scope
+        self.entries: list[MemoryEntry] = []
+        self._vectors = np.zeros((0, dim), dtype=np.float32)
+        self._by_key: dict[tuple[Label, str], list[int]] = {}
+        self._hnswlib = hnswlib
+        self._ef, self._m = ef, m
+        self._index = self._new_index(1024)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The entries' sentence vectors, one row each, in order."""
+        return self._vectors
+
+    def _new_index(self, capacity: int) -> Any:
+        index = self._hnswlib.Index(space="cosine", dim=self.dim)
+        index.init_index(max_elements=capacity, ef_construction=200, M=self._m, random_seed=0)
+        index.set_ef(self._ef)
+        return index
+
+    def add(self, entry: MemoryEntry, vector: np.ndarray) -> None:
+        vector = np.asarray(vector, dtype=np.float32).reshape(1, self.dim)
+        if len(self.entries) >= self._index.get_max_elements():
+            self._index.resize_index(2 * self._index.get_max_elements())
+        self._index.add_items(vector, [len(self.entries)])
+        self._file(entry, len(self.entries))
+        self.entries.append(entry)
+        self._vectors = np.concatenate([self._vectors, vector])
+
+    def _file(self, entry: MemoryEntry, number: int) -> None:
+        """Index an entry under the keys of its anchor (see `anchored`)."""
+        for key in set(entry.anchor_keys):
+            self._by_key.setdefault((entry.label, key), []).append(number)
+
+    def nearest(self, vector: np.ndarray, *, label: Label) -> tuple[MemoryEntry, float] | None:
+        """The most similar entry with this label, with its cosine similarity."""
+        found = self.neighbours(vector, label=label, k=1)
+        return found[0] if found else None
+
+    def neighbours(self, vector: np.ndarray, *, label: Label, k: int) -> list[tuple[MemoryEntry, float]]:
+        """The ``k`` most similar entries with this label, most similar first, with their cosine similarity."""
+        allowed = {i for i, e in enumerate(self.entries) if e.label == label}
+        if not allowed or k < 1:
+            return []
+        ids, distances = self._index.knn_query(
+            np.asarray(vector, dtype=np.float32).reshape(1, self.dim),
+            k=min(k, len(allowed)),
+            filter=lambda i: i in allowed,
+        )
+        return [(self.entries[int(i)], float(1.0 - d)) for i, d in zip(ids[0], distances[0], strict=True)]
+
+    def anchored(self, keys: set[str], *, label: Label) -> list[tuple[tuple[str, ...], int]]:
+        """Earlier anchors for this label made only of ``keys``, with how many entries found each.
+
+        Ordered shortest first, then most often found, then first found.
+        """
+        found: dict[frozenset[str], set[int]] = {}
+        for key in keys:
+            for number in self._by_key.get((label, key), ()):
+                anchor = frozenset(self.entries[number].anchor_keys)
+                if anchor <= keys:
+                    found.setdefault(anchor, set()).add(number)
+        ranked = sorted(found.items(), key=lambda kv: (len(kv[0]), -len(kv[1]), min(kv[1])))
+        return [(tuple(sorted(anchor)), len(numbers)) for anchor, numbers in ranked]
+
+    # -- persistence ------------------------------------------------------
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write a new generation, then switch CURRENT to it atomically."""
+        root = Path(directory)
+        root.mkdir(parents=True, exist_ok=True)
+        previous = _current(root)
+        number = int(previous.name.split("-")[1]) + 1 if previous else 1
+        gen = root / f"gen-{number:06d}"
+        shutil.rmtree(gen, ignore_errors=True)
+        gen.mkdir()
+        self._index.save_index(str(gen / "index.bin"))
+        np.save(gen / "vectors.npy", self._vectors, allow_pickle=False)
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "embedder": self.embedder_id,
+            "dim": self.dim,
+            "scope": self.scope,
+            "checksums": {name: _sha256(gen / name) for name in ("index.bin", "vectors.npy")},
+            "entries": [asdict(e) for e in self.entries],
+        }
+        (gen / "entries.json").write_text(json.dumps(meta))
+        for path in gen.iterdir():
+            _fsync(path)
+        pointer = root / "CURRENT.tmp"
+        pointer.write_text(gen.name)
+        _fsync(pointer)
+        os.replace(pointer, root / "CURRENT")  # the commit point
+        for old in root.glob("gen-*"):
+            if old != gen:
+                shutil.rmtree(old, ignore_errors=True)
+        return gen
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], *, embedder_id: str, dim: int, scope: str) -> RuleMemory:
+        """The memory saved in ``directory``; `ConfigError` naming the file when anything is amiss."""
+        root = Path(directory)
+        gen = _current(root)
+        if gen is None:
+            raise ConfigError(f"{root} holds no saved memory (no CURRENT file)")
+        meta = _read_meta(gen / "entries.json")
+        if meta.get("embedder") != embedder_id or meta.get("dim") != dim:
+            raise ConfigError(
+                f"memory {root} was built with {meta.get('embedder')} ({meta.get('dim')} dims), "
+                f"not {embedder_id} ({dim} dims)"
+            )
+        if meta.get("scope") != scope:
+            raise ConfigError(f"memory {root} was built for another model: {meta.get('scope')!r}, not {scope!r}")
+        try:
+            entries = [entry_from_dict(raw) for raw in meta["entries"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
+        checksums = meta.get("checksums")
+        if not isinstance(checksums, dict):
+            raise ConfigError(f"{gen / 'entries.json'} holds no checksums")
+        vectors = _read_vectors(gen / "vectors.npy", (len(entries), dim), checksums)
+        memory = cls(dim, embedder_id, scope)
+        memory.entries, memory._vectors = entries, vectors
+        memory._index = memory._read_index(gen / "index.bin", len(entries), checksums)
+        for number, entry in enumerate(entries):
+            memory._file(entry, number)
+        return memory
+
+    def _read_index(self, path: Path, count: int, checksums: dict[str, Any]) -> Any:
+        """Load ``path`` into a fresh index, after its checksum; check it holds ``count`` vectors of this dimension."""
+        _verify(path, checksums)
+        index = self._hnswlib.Index(space="cosine", dim=self.dim)
+        try:
+            index.load_index(str(path), max_elements=max(1024, count))
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise ConfigError(f"{path}: not a readable hnswlib index ({exc})") from exc
+        if index.get_current_count() != count or index.dim != self.dim:
+            raise ConfigError(f"{path}: holds {index.get_current_count()} vectors of {index.dim} dims, "
+                              f"the entries say {count} of {self.dim}")  # fmt: skip
+        index.set_ef(self._ef)
+        return index
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+    if not isinstance(meta, dict) or not isinstance(meta.get("entries"), list):
+        raise ConfigError(f"{path} is not a memory's entries file")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(f"{path} has format {meta.get('format_version')!r}; this version reads {FORMAT_VERSION}")
+    return meta
+
+
+def _read_vectors(path: Path, shape: tuple[int, int], checksums: dict[str, Any]) -> np.ndarray:
+    _verify(path, checksums)
+    try:
+        vectors = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+    if vectors.shape != shape or not np.isfinite(vectors).all():
+        raise ConfigError(f"{path}: vectors of shape {vectors.shape}, the entries say {shape} (or not finite)")
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def _verify(path: Path, checksums: dict[str, Any]) -> None:
+    if not isinstance(checksums, dict) or path.name not in checksums:
+        raise ConfigError(f"{path.parent / 'entries.json'} holds no checksum of {path.name}")
+    try:
+        digest = _sha256(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+    if digest != checksums[path.name]:
+        raise ConfigError(f"{path} does not match its checksum: damaged, or from another save")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _current(root: Path) -> Path | None:
+    """The generation CURRENT names: a ``gen-NNNNNN`` directory of ``root``, never anything outside it."""
+    pointer = root / "CURRENT"
+    if not pointer.is_file():
+        return None
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {pointer}: {exc}") from exc
+    if not _GENERATION.fullmatch(name):
+        raise ConfigError(f"{pointer} names {name[:80]!r}, not a generation (gen-NNNNNN) of {root}")
+    gen = root / name
+    if not gen.is_dir():
+        raise ConfigError(f"{pointer} names {name}, which {root} does not hold")
+    return gen
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def entry_from_dict(raw: dict[str, Any]) -> MemoryEntry:
+    """A `MemoryEntry` from its JSON form (``dataclasses.asdict``)."""
+    if isinstance(raw.get("label"), (list, dict)):
+        raise TypeError(f"unhashable label {raw['label']!r}")
+    return MemoryEntry(
+        query=str(raw["query"]),
+        features=tuple(raw["features"]),
+        label=raw["label"],
+        rule_positions=tuple(int(p) for p in raw["rule_positions"]),
+        rule_features=tuple(raw["rule_features"]),
+        precision=float(raw["precision"]),
+        coverage=float(raw["coverage"]),
+        rule_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("rule_vectors", ())),
+        anchor_positions=tuple(int(p) for p in raw.get("anchor_positions", ())),
+        anchor_features=tuple(raw.get("anchor_features", ())),
+        anchor_keys=tuple(raw.get("anchor_keys", ())),
+        anchor_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("anchor_vectors", ())),
+    )
+
+
+def nearest_unused(scores: np.ndarray) -> list[int]:
+    """HT's assignment: each row (a remembered feature) takes the best-scoring column (a
+    feature of the new input) that no earlier row took; ties go to the first column. Stops
+    when the columns run out."""
+    used: list[int] = []
+    for row in np.asarray(scores):
+        free = [j for j in range(len(row)) if j not in used]
+        if not free:
+            break
+        used.append(max(free, key=lambda j: (row[j], -j)))
+    return used

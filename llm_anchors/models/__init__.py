@@ -1,0 +1,26 @@
+"""The explained model: `Classifier` and `Backend`, the LLM classifier, retries."""
+
+from .backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
+from .classifier import UNPARSED, BaseClassifier, Batch, Classifier, FunctionClassifier, Label, as_classifier
+from .llm import LLMClassifier
+from .retry import RetryPolicy, is_retryable
+
+__all__ = [
+    "UNPARSED",
+    "Backend",
+    "BaseBackend",
+    "BaseClassifier",
+    "Batch",
+    "Classifier",
+    "Completion",
+    "CompletionParams",
+    "Completions",
+    "FunctionClassifier",
+    "LLMClassifier",
+    "Label",
+    "MockBackend",
+    "RetryPolicy",
+    "as_backend",
+    "as_classifier",
+    "is_retryable",
+]

@@ -1,0 +1,237 @@
+"""The `Backend` protocol: how an LLM is asked to complete prompts.
+
+Adapters (``adapters/``) implement it for real servers; `MockBackend`
+answers from a Python function, with a set latency, for tests and
+benchmarks that must repeat exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .._exceptions import ConfigError
+from ..money.budget import Charge
+from ..money.tokens import TokenCounter
+
+__all__ = ["Backend", "BaseBackend", "Completion", "CompletionParams", "Completions", "MockBackend", "as_backend"]
+
+
+@dataclass(frozen=True)
+class CompletionParams:
+    """Decoding settings: a label needs one greedy token and its alternatives."""
+
+    max_tokens: int = 1
+    temperature: float = 0.0
+    top_logprobs: int = 5
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One prompt's answer: the text, and the log-probabilities of the
+    alternatives for the first generated token when the server gave them."""
+
+    text: str
+    top_logprobs: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Completions:
+    """Answers to a list of prompts, in order, and the tokens they cost.
+
+    ``usage_prompts`` is how many of the prompts the reported usage covers
+    (llama-server reports the first prompt's only for a list).
+    """
+
+    items: list[Completion]
+    usage: Charge = field(default_factory=Charge)
+    usage_prompts: int | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Completes prompts: the LLM behind an `LLMClassifier`.
+
+    ``identity`` names the model, not the endpoint: replicas of one model
+    share it (and the query cache). `complete` answers a list of prompts.
+    The other members say how to price and send prompts; `BaseBackend`
+    gives each a safe default, and `as_backend` fills them in for an object
+    that has only ``identity`` and ``complete``:
+
+    - ``model``: the model's name, to look up its price (None: unknown, so
+      the classifier needs an explicit ``price=``);
+    - ``is_local``: True only when the model runs here and its tokens cost
+      nothing (default False: unknown means hosted, and priced);
+    - ``max_request_size``: prompts one HTTP request takes (None: any);
+    - `token_counter`: an exact prompt-token counter (None: a marked estimate);
+    - `aclose`: release connections (by default nothing).
+    """
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def is_local(self) -> bool: ...
+
+    @property
+    def max_request_size(self) -> int | None: ...
+
+    def token_counter(self) -> TokenCounter | None: ...
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions: ...
+
+    async def aclose(self) -> None: ...
+
+
+_BACKEND_DEFAULTS: dict[str, Any] = {"model": None, "is_local": False, "max_request_size": None}
+
+
+class BaseBackend:
+    """The optional `Backend` members with their defaults; subclass it and
+    write ``identity`` and ``complete``."""
+
+    @property
+    def model(self) -> str | None:
+        return None
+
+    @property
+    def is_local(self) -> bool:
+        return False
+
+    @property
+    def max_request_size(self) -> int | None:
+        return None
+
+    def token_counter(self) -> TokenCounter | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _Defaults(BaseBackend):
+    """An object with ``identity`` and ``complete`` only, completed with `BaseBackend`'s defaults."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        found = {name: getattr(inner, name, default) for name, default in _BACKEND_DEFAULTS.items()}
+        self._model = None if found["model"] is None else str(found["model"])
+        self._local = found["is_local"] is True
+        limit = found["max_request_size"]
+        self._limit = limit if isinstance(limit, int) else None
+
+    @property
+    def identity(self) -> str:
+        return str(self.inner.identity)
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    @property
+    def is_local(self) -> bool:
+        return self._local
+
+    @property
+    def max_request_size(self) -> int | None:
+        return self._limit
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def token_counter(self) -> TokenCounter | None:
+        make = getattr(self.inner, "token_counter", None)
+        counter: TokenCounter | None = make() if callable(make) else None
+        return counter
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
+        completions: Completions = await self.inner.complete(prompts, params)
+        return completions
+
+    async def aclose(self) -> None:
+        own = getattr(self.inner, "aclose", None)
+        if own is not None:
+            await own()
+
+
+def as_backend(obj: Any) -> Backend:
+    """``obj`` as a full `Backend`: itself when it has every member, else with the defaults
+    of `BaseBackend` for those it lacks. `ConfigError` without ``identity`` and ``complete``."""
+    if not hasattr(obj, "identity") or not callable(getattr(obj, "complete", None)):
+        raise ConfigError(f"{obj!r} is not a Backend (it needs .identity and async .complete)")
+    if isinstance(obj, Backend):
+        return obj
+    return _Defaults(obj)
+
+
+class MockBackend(BaseBackend):
+    """Answers each prompt with ``answer(prompt)`` after ``latency`` seconds.
+
+    ``answer_batch`` (list of prompts -> list of answers) replaces
+    ``answer`` when the answers are cheaper to compute together. With
+    ``logprobs`` the answer comes as the first token's alternatives (the
+    answer at -0.05, then ``others`` lower), the way a server with logprobs
+    replies. Usage counts whitespace tokens; with ``report_usage=False``
+    none is reported and the classifier counts tokens itself. It runs in
+    this process (``is_local``): its tokens cost nothing unless a
+    ``price`` is given to the classifier.
+    """
+
+    def __init__(
+        self,
+        answer: Callable[[str], str] | None = None,
+        *,
+        answer_batch: Callable[[list[str]], list[str]] | None = None,
+        latency: float = 0.0,
+        logprobs: bool = True,
+        others: Sequence[str] = (),
+        report_usage: bool = True,
+        name: str = "mock",
+    ) -> None:
+        if (answer is None) == (answer_batch is None):
+            raise ConfigError("MockBackend needs exactly one of answer and answer_batch")
+        self.answer = answer
+        self.answer_batch = answer_batch
+        self.report_usage = report_usage
+        self.latency = latency
+        self.logprobs = logprobs
+        self.others = list(others)
+        self.name = name
+        self.calls: list[list[str]] = []
+
+    @property
+    def identity(self) -> str:
+        return f"mock:{self.name}"
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
+        self.calls.append(list(prompts))
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        answers = self._answers(list(prompts))
+        items = []
+        for answer in answers:
+            text = " " + answer
+            top = None
+            if self.logprobs:
+                top = {text: -0.05}
+                top.update({" " + o: -3.0 - i for i, o in enumerate(self.others) if " " + o != text})
+            items.append(Completion(text, top))
+        if not self.report_usage:
+            return Completions(items)
+        usage = Charge(len(prompts), sum(len(p.split()) for p in prompts), len(prompts) * params.max_tokens)
+        return Completions(items, usage, len(prompts))
+
+    def _answers(self, prompts: list[str]) -> list[str]:
+        if self.answer_batch is not None:
+            return self.answer_batch(prompts)
+        assert self.answer is not None
+        return [self.answer(p) for p in prompts]

@@ -1,0 +1,247 @@
+"""The explained model: anything that labels a list of texts."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import secrets
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
+from ..money.budget import Charge
+
+__all__ = [
+    "UNPARSED",
+    "Batch",
+    "BaseClassifier",
+    "Classifier",
+    "FunctionClassifier",
+    "Label",
+    "as_classifier",
+    "check_labels",
+    "model_name",
+    "require_stable_identity",
+]
+
+Label = Hashable
+"""A class label: a str or an int, typically."""
+
+UNPARSED = "<unparsed>"
+"""The label of an answer that names no label: a class of its own, never
+silently the explained input's label."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A classifier's answer to a list of texts: one label each, and what the
+    call cost (its tokens and dollars; the engine counts the queries)."""
+
+    labels: list[Label]
+    charge: Charge = field(default_factory=Charge)
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Labels texts: the model an explanation is about.
+
+    ``identity`` names the model for caches and reports: two classifiers
+    with the same identity must give the same labels. `classify` labels a
+    list of texts in one call. The other members tell the engine how to
+    send and price calls; `BaseClassifier` gives each a safe default, and
+    `as_classifier` fills them in for an object that has only ``identity``
+    and ``classify``:
+
+    - ``max_request_size``: texts one call may take (None: any number);
+    - `quote`: the worst-case cost of a call, before it is made (by default
+      one query per text, no tokens, no dollars);
+    - `aclose`: release connections (by default nothing).
+    """
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def max_request_size(self) -> int | None: ...
+
+    async def classify(self, texts: Sequence[str]) -> Batch: ...
+
+    async def quote(self, texts: Sequence[str]) -> Charge: ...
+
+    async def aclose(self) -> None: ...
+
+
+class BaseClassifier:
+    """The optional `Classifier` members with their defaults; subclass it and
+    write ``identity`` and ``classify``."""
+
+    @property
+    def max_request_size(self) -> int | None:
+        """Texts one call may take: any number."""
+        return None
+
+    async def quote(self, texts: Sequence[str]) -> Charge:
+        """One query per text and nothing else: a model that is not paid by the token."""
+        return Charge(queries=len(texts))
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _Defaults(BaseClassifier):
+    """An object with ``identity`` and ``classify`` only, completed with `BaseClassifier`'s defaults."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        limit = getattr(inner, "max_request_size", None)
+        self._limit = limit if isinstance(limit, int) else None  # read once: the engine asks per request
+
+    @property
+    def identity(self) -> str:
+        return str(self.inner.identity)
+
+    @property
+    def max_request_size(self) -> int | None:
+        return self._limit
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    async def classify(self, texts: Sequence[str]) -> Batch:
+        batch: Batch = await self.inner.classify(texts)
+        return batch
+
+    async def quote(self, texts: Sequence[str]) -> Charge:
+        own = getattr(self.inner, "quote", None)
+        charge: Charge = await own(texts) if own is not None else await super().quote(texts)
+        return charge
+
+    async def aclose(self) -> None:
+        own = getattr(self.inner, "aclose", None)
+        if own is not None:
+            await own()
+
+
+def as_classifier(obj: Any) -> Classifier:
+    """``obj`` as a full `Classifier`: itself when it has every member, else with the defaults
+    of `BaseClassifier` for those it lacks. `ConfigError` without ``identity`` and ``classify``."""
+    if not hasattr(obj, "identity") or not callable(getattr(obj, "classify", None)):
+        raise ConfigError(f"{obj!r} is not a Classifier (it needs .identity and async .classify)")
+    if isinstance(obj, Classifier):
+        return obj
+    return _Defaults(obj)
+
+
+class FunctionClassifier(BaseClassifier):
+    """Wraps a function from a list of texts to a list of labels.
+
+    The function may be sync (a scikit-learn pipeline's ``predict``, say)
+    or async. A sync function runs in a worker thread unless
+    ``in_thread=False``, so a slow model does not block the event loop.
+
+    ``name`` is the model's identity for caches and memories: two
+    classifiers with one name must be the same model. Without it each
+    FunctionClassifier gets an identity of its own (its function's name and
+    a random suffix), so two models never share labels by accident (two
+    ``predict`` methods, two lambdas, a retrained model); give a ``name``
+    to share a cache across classifiers or runs: a persisted `QueryCache`
+    and a saved MAnchors memory require one.
+
+    ``timeout`` (seconds) bounds each call: a call that takes longer raises
+    `BackendTimeoutError` (retried as a timeout). A sync function running in
+    a thread cannot be stopped: it finishes in the background, its answer
+    unused.
+
+    >>> clf = FunctionClassifier(pipeline.predict, name="tfidf-rf-2024-05")
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[list[str]], Any],
+        *,
+        name: str | None = None,
+        in_thread: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise ConfigError(f"FunctionClassifier needs a callable, got {type(fn).__name__}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigError(f"name must be a non-empty string, got {name!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise ConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        self.fn = fn
+        self.named = name is not None
+        self.name = name if name is not None else f"{model_name(fn)}#{secrets.token_hex(4)}"
+        self.in_thread = in_thread
+        self.timeout = timeout
+
+    @property
+    def identity(self) -> str:
+        return f"function:{self.name}"
+
+    def __repr__(self) -> str:
+        return f"FunctionClassifier({self.name!r})"
+
+    async def classify(self, texts: Sequence[str]) -> Batch:
+        batch = list(texts)
+        try:
+            result = await asyncio.wait_for(self._call(batch), self.timeout)
+        except TimeoutError:
+            raise BackendTimeoutError(f"no answer within {self.timeout} s", classifier=self.identity) from None
+        except LLMAnchorsError:
+            raise
+        except Exception as exc:
+            raise ClassifierError(f"raised {type(exc).__name__}: {exc}", classifier=self.identity) from exc
+        return Batch(check_labels(result, len(batch), self.identity))
+
+    async def _call(self, batch: list[str]) -> Any:
+        if inspect.iscoroutinefunction(self.fn):
+            result = await self.fn(batch)
+        elif self.in_thread:
+            result = await asyncio.to_thread(self.fn, batch)
+        else:
+            result = self.fn(batch)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def require_stable_identity(classifier: Classifier, use: str) -> None:
+    """`ConfigError` unless ``classifier``'s identity names its model across runs (not a
+    `FunctionClassifier` left without a ``name``, whose identity is random)."""
+    if isinstance(classifier, FunctionClassifier) and not classifier.named:
+        raise ConfigError(
+            f"{use} outlives this process: give the model a stable identity, "
+            f"FunctionClassifier(..., name='my-model-v1') (now {classifier.identity!r})"
+        )
+
+
+def model_name(predict: Any) -> str:
+    """A readable name for a model's predict function (its class, else its qualified name)."""
+    owner = getattr(predict, "__self__", None)
+    if owner is not None:
+        return type(owner).__name__
+    return str(getattr(predict, "__qualname__", None) or type(predict).__name__)
+
+
+def check_labels(result: Any, expected: int, classifier: str) -> list[Label]:
+    """Turn a classifier's answer into a list of ``expected`` plain labels."""
+    if hasattr(result, "tolist"):
+        result = result.tolist()
+    if isinstance(result, (str, bytes)) or not isinstance(result, Sequence):
+        raise ClassifierError(f"returned {type(result).__name__}, not a list of labels", classifier=classifier)
+    if len(result) != expected:
+        raise ClassifierError(f"returned {len(result)} labels for {expected} texts", classifier=classifier)
+    labels = [label.item() if hasattr(label, "item") else label for label in result]
+    for label in labels:
+        if not isinstance(label, Hashable):
+            raise ClassifierError(f"returned an unhashable label {label!r}", classifier=classifier)
+        if isinstance(label, float) and math.isnan(label):
+            raise ClassifierError(
+                "returned NaN as a label (NaN equals nothing, not even itself)", classifier=classifier
+            )
+    return labels

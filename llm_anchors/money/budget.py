@@ -1,0 +1,461 @@
+"""Hard spend caps that hold with many requests in flight.
+
+A batch's worst-case cost is *reserved* before it is sent; a batch whose
+reservation would pass a cap is not sent (`BudgetExceeded`). When the
+answer arrives the reservation is *settled* with what the call really
+cost. Reserving and checking happen in one synchronous step under a lock,
+so concurrent explanations sharing a `Budget` cannot race past the cap
+(a check before the call and a charge after it, as popular tools do, can).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .._exceptions import BudgetExceeded, ConfigError
+
+__all__ = ["Budget", "BudgetReport", "Charge", "JournalState", "Reservation", "SpendCap", "read_journal"]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """Queries, tokens and dollars: of one call (its worst case before it is
+    sent, or what it cost), or a sum of calls (``a + b``).
+
+    The one accounting value of the library: a classifier's `Batch` and
+    quote, a backend's `Completions`, the budget's ledger, an explanation's
+    `Cost` and its progress reports all carry a `Charge`. ``usd`` is an
+    exact `Decimal` (a string in JSON); ``estimated`` is True when a token
+    count is an estimate rather than the model tokenizer's.
+    """
+
+    queries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: Decimal = Decimal(0)
+    estimated: bool = False
+    unpriced: bool = False
+    """True when ``usd`` is not a price but a guess of $0 (a model served on this machine
+    under a name with no price): a dollar cap refuses to reserve it."""
+
+    def __post_init__(self) -> None:  # from JSON: exact decimals from strings
+        if not isinstance(self.usd, Decimal):
+            object.__setattr__(self, "usd", Decimal(str(self.usd)))
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Charge) -> Charge:
+        return Charge(
+            self.queries + other.queries,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.usd + other.usd,
+            self.estimated or other.estimated,
+            self.unpriced or other.unpriced,
+        )
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A worst case held against the caps until its call is settled."""
+
+    id: int
+    charge: Charge
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """Totals of a budget: settled spend, what is still reserved, and the caps."""
+
+    caps: dict[str, str | int | None]
+    settled: Charge
+    reserved: Charge
+    calls: int
+    refused: int
+    over_reservation: int
+    passed: str = ""
+    """Which cap settled spend passed, and by how much ("" if none): it can
+    only happen when calls cost more than reserved, i.e. a server reported
+    more completion tokens than ``max_tokens`` allows."""
+    reservations: int = 0
+    """Reservations made so far (with a journal: since the journal began)."""
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(asdict(self), default=str, **kwargs)
+
+    def table(self) -> str:
+        lines = ["| | queries | prompt tokens | completion tokens | USD |", "| --- | ---: | ---: | ---: | ---: |"]
+        rows = [("**settled**", self.settled), ("reserved now", self.reserved)]
+        for name, c in rows:
+            lines.append(f"| {name} | {c.queries:,} | {c.prompt_tokens:,} | {c.completion_tokens:,} | {c.usd:.6f} |")
+        caps = ", ".join(f"{k} {v}" for k, v in self.caps.items() if v is not None) or "none"
+        lines.append(f"\ncaps: {caps}; calls settled {self.calls}, refused {self.refused}")
+        return "\n".join(lines)
+
+
+def _plain(charge: Charge) -> dict[str, Any]:
+    return {"q": charge.queries, "p": charge.prompt_tokens, "c": charge.completion_tokens, "usd": str(charge.usd)}
+
+
+_KINDS = {"r": "reserve", "s": "settle", "x": "release"}
+
+
+def _count(record: dict[str, Any], key: str) -> int:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _charge(record: dict[str, Any]) -> Charge:
+    """The charge of a journal record; `ValueError` for anything but counts >= 0 and exact dollars >= 0."""
+    usd = record.get("usd")
+    try:
+        dollars = Decimal(usd) if isinstance(usd, str) else None
+    except ArithmeticError:
+        dollars = None
+    if dollars is None or not dollars.is_finite() or dollars < 0:
+        raise ValueError(f"usd must be a decimal string >= 0, got {usd!r}")
+    return Charge(_count(record, "q"), _count(record, "p"), _count(record, "c"), dollars)
+
+
+@dataclass(frozen=True)
+class JournalState:
+    """What a journal records: settled spend, reservations never settled (at their worst
+    case: the process died with the call in flight), and the reservations made."""
+
+    settled: Charge
+    open: Charge
+    reservations: int
+
+    @property
+    def spent(self) -> Charge:
+        """What the journal counts as spent: settled, and open reservations at their worst case."""
+        return self.settled + self.open
+
+
+def read_journal(path: str | os.PathLike[str]) -> JournalState:
+    """Replay a budget journal. A last line cut short (the process was killed while writing it,
+    before its call was sent) is left out; any other line that is not a record of this
+    journal is a `ConfigError` naming the file and the line."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the budget journal {path}: {exc.strerror}") from exc
+    settled, open_, last = Charge(), {}, 0
+    for number, line in enumerate(data.split(b"\n")[:-1], 1):
+        try:
+            record = json.loads(line.decode("utf-8"))
+            if not isinstance(record, dict) or len([k for k in _KINDS if k in record]) != 1:
+                raise ValueError("not one reserve, settle or release record")
+            kind = next(k for k in _KINDS if k in record)
+            rid = _count(record, kind)
+            if kind == "r":
+                if rid <= last:
+                    raise ValueError(f"reservation {rid} is not after {last}")
+                open_[rid], last = _charge(record), rid
+            elif rid not in open_:
+                raise ValueError(f"{_KINDS[kind]} of reservation {rid}, which is not open")
+            elif kind == "s":
+                settled = settled + _charge(record)
+                del open_[rid]
+            else:
+                del open_[rid]
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}:{number} is not a budget journal record ({exc}): {line[:60]!r}") from None
+    return JournalState(settled, sum(open_.values(), Charge()), last)
+
+
+class _Journal:
+    """An append-only JSON-lines ledger of a budget's reserve/settle/release steps."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.broken = ""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._keep_whole_lines()
+            self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the budget's life)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the budget journal {path}: {exc.strerror or exc}") from exc
+
+    def _keep_whole_lines(self) -> None:
+        """Drop a last line cut short by a killed process, so that appending stays readable."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        whole = data[: data.rfind(b"\n") + 1]
+        if len(whole) != len(data):
+            self.path.write_bytes(whole)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append and flush one record. A write that fails (a full disk) is a `ConfigError` (a
+        reservation's call is then not sent), and so is every write after it: a line half
+        written stays the last, dropped when the journal is next opened."""
+        if self.broken:
+            raise ConfigError(self.broken)
+        try:
+            self._handle.write(json.dumps(record) + "\n")
+            self._handle.flush()
+        except OSError as exc:
+            self.broken = f"cannot write the budget journal {self.path}: {exc.strerror or exc}"
+            raise ConfigError(self.broken) from exc
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def _decimal(value: float | int | str | Decimal | None, name: str) -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        result = Decimal(str(value))
+    except ArithmeticError as exc:
+        raise ConfigError(f"{name} must be a number, got {value!r}") from exc
+    if not result.is_finite() or result < 0:
+        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+    return result
+
+
+@runtime_checkable
+class SpendCap(Protocol):
+    """What the query engine asks of a spend cap, and all it asks: the money path's one contract.
+
+    Before a call is sent its worst case is reserved (`BudgetExceeded`: not
+    sent); when it ends the reservation is settled with what the call cost,
+    or released when it was refused unbilled. ``passed`` says whether settled
+    spend passed a cap (calls that cost more than reserved); `report` what
+    has been spent. `Budget` is the cap of one process; a Ray run's workers
+    share one through a view of its ledger.
+    """
+
+    async def reserve(self, charge: Charge) -> Reservation: ...
+
+    def settle(self, reservation: Reservation, actual: Charge) -> None: ...
+
+    def release(self, reservation: Reservation) -> None: ...
+
+    @property
+    def passed(self) -> str: ...
+
+    def report(self) -> BudgetReport: ...
+
+
+class Budget:
+    """Caps on dollars, tokens (prompt + completion) and queries; any may be None.
+
+    One budget may be given to one explainer or shared by many, across
+    concurrent explanations (and threads). Each call reserves its worst
+    case first (its prompt tokens and ``max_tokens`` completion tokens), so
+    the cap holds as long as servers honour ``max_tokens``. A server that
+    reports more than that can make settled spend pass the cap: then
+    nothing more is sent, the explanations end as on any exhaustion, and
+    `passed` (and the report) say by how much.
+
+    ``parent``: a cap this one draws on as well (a cap per explanation
+    inside a run's cap): a call is sent only if both hold it.
+
+    ``journal``: a file where every reservation, settlement and release is
+    appended (and flushed) before the call goes out. A budget opened on an
+    existing journal starts with what it records as spent, counting a
+    reservation never settled (a process killed mid-call) at its worst
+    case, so a run stopped at any point and started again never spends
+    past its cap in total; start it again with a higher cap to go on.
+
+    >>> budget = Budget(max_usd=0.50)
+    >>> explainer = AnchorsExplainer(clf, budget=budget)
+    """
+
+    def __init__(
+        self,
+        max_usd: float | int | str | Decimal | None = None,
+        max_tokens: int | None = None,
+        max_queries: int | None = None,
+        *,
+        parent: SpendCap | None = None,
+        journal: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.max_usd = _decimal(max_usd, "max_usd")
+        for name, value in (("max_tokens", max_tokens), ("max_queries", max_queries)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ConfigError(f"{name} must be an int >= 0, got {value!r}")
+        self.max_tokens = max_tokens
+        self.max_queries = max_queries
+        self.parent = parent
+        self._lock = threading.Lock()
+        self._open: dict[int, Reservation] = {}
+        self._written_off: dict[int, Reservation] = {}
+        self._in_parent: dict[int, Reservation] = {}
+        self._settled = Charge()
+        self._calls = self._refused = self._over = 0
+        self._passed = ""
+        self._journal: _Journal | None = None
+        last = 0
+        if journal is not None:
+            state = read_journal(journal) if Path(journal).exists() else JournalState(Charge(), Charge(), 0)
+            self._settled, last = state.spent, state.reservations
+            self._journal = _Journal(Path(journal))
+        self._ids = itertools.count(last + 1)
+        self._last = last
+
+    def __repr__(self) -> str:
+        return f"Budget(max_usd={self.max_usd}, max_tokens={self.max_tokens}, max_queries={self.max_queries})"
+
+    @property
+    def journal(self) -> Path | None:
+        """The file every reservation, settlement and release is appended to (None: not journaled)."""
+        return self._journal.path if self._journal is not None else None
+
+    @property
+    def settled(self) -> Charge:
+        return self._settled
+
+    @property
+    def reserved(self) -> Charge:
+        with self._lock:
+            return sum((r.charge for r in self._open.values()), Charge())
+
+    async def reserve(self, charge: Charge) -> Reservation:
+        """Hold ``charge`` against the caps (and the parent's), or raise `BudgetExceeded` and hold nothing."""
+        if self.parent is None:
+            with self._lock:
+                self._check(charge)
+                return self._hold(charge, None)
+        with self._lock:
+            self._check(charge)  # refused here: the parent is not asked
+        held = await self.parent.reserve(charge)
+        with self._lock:
+            try:
+                self._check(charge)  # again: other calls may have reserved meanwhile
+                return self._hold(charge, held)
+            except BaseException:
+                self.parent.release(held)
+                raise
+
+    def _check(self, charge: Charge) -> None:
+        if charge.unpriced and self.max_usd is not None:
+            raise ConfigError(
+                "a dollar cap cannot hold: the model's price is unknown (served on this machine under a name "
+                "with no price); give its price (--price-file, LLMClassifier(price=)) or declare it free "
+                "(--free, price=FREE)"
+            )
+        committed = self._settled + sum((r.charge for r in self._open.values()), Charge()) + charge
+        if over := self._over_cap(committed):
+            self._refused += 1
+            raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
+
+    def _hold(self, charge: Charge, held_in_parent: Reservation | None) -> Reservation:
+        reservation = Reservation(next(self._ids), charge)
+        if self._journal is not None:
+            self._journal.write({"r": reservation.id, **_plain(charge)})  # before the call: else it is not sent
+        self._last = reservation.id
+        if held_in_parent is not None:
+            self._in_parent[reservation.id] = held_in_parent
+        self._open[reservation.id] = reservation
+        return reservation
+
+    def settle(self, reservation: Reservation, actual: Charge) -> None:
+        """Replace a reservation by what the call really cost (also one written off: see `write_off`)."""
+        with self._lock:
+            held = self._open.pop(reservation.id, None)
+            if held is None and (held := self._written_off.pop(reservation.id, None)) is not None:
+                self._settled = _minus(self._settled, held.charge) + actual  # its worst case was counted
+            elif held is None:
+                raise ConfigError(f"reservation {reservation.id} was already settled or released")
+            else:
+                self._settled = self._settled + actual
+            if actual.usd > reservation.charge.usd or actual.tokens > reservation.charge.tokens:
+                self._over += 1
+            self._calls += 1
+            if not self._passed and (over := self._over_cap(self._settled)):
+                self._passed = f"settled spend passed the cap: {over} (calls cost more than reserved)"
+            if (in_parent := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
+                self.parent.settle(in_parent, actual)
+            if self._journal is not None:
+                self._journal.write({"s": reservation.id, **_plain(actual)})
+
+    def release(self, reservation: Reservation) -> None:
+        """Drop a reservation whose call was not billed (refused before any work)."""
+        with self._lock:
+            if self._open.pop(reservation.id, None) is None:
+                if (held := self._written_off.pop(reservation.id, None)) is None:
+                    return
+                self._settled = _minus(self._settled, held.charge)
+            if (in_parent := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
+                self.parent.release(in_parent)
+            if self._journal is not None:
+                self._journal.write({"x": reservation.id})
+
+    def write_off(self, reservation: Reservation) -> None:
+        """Count an open reservation as spent at its worst case: its call may have reached the
+        server, but nobody is left to settle it (a Ray worker died). A settlement or release
+        that arrives later still replaces it."""
+        with self._lock:
+            if (held := self._open.pop(reservation.id, None)) is not None:
+                self._written_off[reservation.id] = held
+                self._settled = self._settled + held.charge
+                if not self._passed and (over := self._over_cap(self._settled)):
+                    self._passed = f"settled spend passed the cap: {over} (calls cost more than reserved)"
+
+    @property
+    def passed(self) -> str:
+        """Which cap settled spend passed, by how much; "" while every cap holds."""
+        return self._passed
+
+    def _over_cap(self, c: Charge) -> str:
+        if self.max_usd is not None and c.usd > self.max_usd:
+            return f"${c.usd:.6f} > max_usd ${self.max_usd}"
+        if self.max_tokens is not None and c.tokens > self.max_tokens:
+            return f"{c.tokens:,} tokens > max_tokens {self.max_tokens:,}"
+        if self.max_queries is not None and c.queries > self.max_queries:
+            return f"{c.queries:,} queries > max_queries {self.max_queries:,}"
+        return ""
+
+    def report(self) -> BudgetReport:
+        with self._lock:
+            return BudgetReport(
+                caps={
+                    "max_usd": str(self.max_usd) if self.max_usd is not None else None,
+                    "max_tokens": self.max_tokens,
+                    "max_queries": self.max_queries,
+                },
+                settled=self._settled,
+                reserved=sum((r.charge for r in self._open.values()), Charge()),
+                calls=self._calls,
+                refused=self._refused,
+                over_reservation=self._over,
+                passed=self._passed,
+                reservations=self._last,
+            )
+
+    def close(self) -> None:
+        """Close the journal file, if any."""
+        if self._journal is not None:
+            self._journal.close()
+
+    def __enter__(self) -> Budget:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _minus(a: Charge, b: Charge) -> Charge:
+    """``a - b`` (never below zero): a worst case counted earlier, replaced by what was billed."""
+    return Charge(
+        max(0, a.queries - b.queries),
+        max(0, a.prompt_tokens - b.prompt_tokens),
+        max(0, a.completion_tokens - b.completion_tokens),
+        max(Decimal(0), a.usd - b.usd),
+        a.estimated,
+    )

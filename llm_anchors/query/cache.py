@@ -1,0 +1,175 @@
+"""The query cache: a text is classified once per classifier, and optionally
+never again across runs (SQLite)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import ConfigError
+from ..models.classifier import Label
+
+__all__ = ["CacheWriteWarning", "QueryCache"]
+
+
+class CacheWriteWarning(RuntimeWarning):
+    """A persisted query cache could not write: its labels are kept in memory only."""
+
+
+class QueryCache:
+    """Labels already obtained, keyed by (classifier identity, text).
+
+    One cache may be shared by several explainers: a perturbation that
+    another explanation already paid for is never paid twice. With
+    ``path`` the labels also go to a SQLite file, so a later run (another
+    process) pays nothing for what an earlier one asked. Labels must be
+    str, int, float, bool, None or tuples of them to be persisted, and come
+    back as they were (a tuple as a tuple).
+    ``enabled=False`` makes a cache that remembers nothing: every sample
+    is a query (the baseline for measuring what the cache saves).
+    ``max_entries`` bounds what is held in memory (least recently used
+    dropped first; a persisted label is then read back from SQLite): a
+    long stream of explanations sends millions of distinct perturbations,
+    ~300 bytes each. None: unbounded.
+
+    When SQLite refuses a write (a read-only file, a database another
+    connection holds locked, a label that is not a JSON value) the labels
+    stay in memory, one `CacheWriteWarning` says so, and the cache stops
+    writing to disk (``write_error`` holds the reason): an explanation never
+    fails, nor waits, because its labels could not be persisted.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, enabled: bool = True, max_entries: int | None = 1_000_000
+    ) -> None:
+        if path is not None and not enabled:
+            raise ConfigError("a disabled cache cannot be persisted")
+        if max_entries is not None and max_entries < 1:
+            raise ConfigError(f"max_entries must be >= 1 or None, got {max_entries}")
+        self.enabled = enabled
+        self.max_entries = max_entries
+        self._labels: OrderedDict[tuple[str, str], Label] = OrderedDict()
+        self._dropped = False  # has memory let go of a label that SQLite still holds?
+        self.path = Path(path) if path is not None else None
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self.write_error: str | None = None
+        if self.path is not None:
+            self._open(self.path)
+
+    def _open(self, path: Path) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=2.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS labels"
+                " (classifier TEXT, text TEXT, label TEXT, PRIMARY KEY (classifier, text))"
+            )
+            rows = self._db.execute("SELECT classifier, text, label FROM labels ORDER BY rowid DESC LIMIT ?",
+                                    (self.max_entries or -1,))  # fmt: skip
+            loaded = list(rows)
+            for classifier, text, label in reversed(loaded):
+                self._labels[(classifier, text)] = _decode(label)
+            self._dropped = len(loaded) == self.max_entries  # maybe more on disk
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            raise ConfigError(f"cannot use {path} as a query cache: {exc}") from exc
+
+    def __len__(self) -> int:
+        """Labels held in memory."""
+        return len(self._labels)
+
+    def get(self, classifier: str, text: str) -> tuple[bool, Label]:
+        key = (classifier, text)
+        if key in self._labels:
+            self._labels.move_to_end(key)
+            return True, self._labels[key]
+        if self._db is not None and self._dropped:  # dropped from memory, maybe on disk
+            try:
+                with self._lock:
+                    row = self._db.execute(
+                        "SELECT label FROM labels WHERE classifier = ? AND text = ?", (classifier, text)
+                    ).fetchone()
+            except sqlite3.Error:
+                row = None  # unreadable now: a miss, asked again
+            if row is not None:
+                label = _decode(row[0])
+                self._remember(key, label)
+                return True, label
+        return False, None
+
+    def labels(self, classifier: str) -> dict[str, Label]:
+        """Every text labelled by ``classifier`` still held in memory, with its label."""
+        return {text: label for (who, text), label in self._labels.items() if who == classifier}
+
+    def _remember(self, key: tuple[str, str], label: Label) -> None:
+        self._labels[key] = label
+        self._labels.move_to_end(key)
+        if self.max_entries is not None:
+            while len(self._labels) > self.max_entries:
+                self._labels.popitem(last=False)
+                self._dropped = True
+
+    def put(self, classifier: str, text: str, label: Label) -> None:
+        self.put_many(classifier, [(text, label)])
+
+    def put_many(self, classifier: str, items: Iterable[tuple[str, Label]]) -> None:
+        rows = list(items)
+        for text, label in rows:
+            self._remember((classifier, text), label)
+        if self._db is not None and rows and self.write_error is None:
+            self._persist(classifier, rows)
+
+    def _persist(self, classifier: str, rows: list[tuple[str, Label]]) -> None:
+        assert self._db is not None
+        with self._lock:
+            try:
+                encoded = [(classifier, text, _encode(label)) for text, label in rows]
+                self._db.execute("BEGIN")
+                self._db.executemany("INSERT OR REPLACE INTO labels VALUES (?, ?, ?)", encoded)
+                self._db.execute("COMMIT")
+            except (sqlite3.Error, TypeError, ValueError, OSError) as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                self.write_error = f"{type(exc).__name__}: {exc}"
+        if self.write_error is not None:
+            warnings.warn(
+                f"query cache {self.path}: labels kept in memory only, no longer written to disk ({self.write_error})",
+                CacheWriteWarning,
+                stacklevel=3,
+            )
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _encode(label: Label) -> str:
+    """A label as JSON that keeps its type: a tuple is ``{"tuple": [...]}`` (JSON would make it a list)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return {"tuple": [plain(v) for v in value]}
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return value
+        raise TypeError(f"label {value!r} is not a str, number, bool, None or tuple of them")
+
+    return json.dumps(plain(label), allow_nan=False)
+
+
+def _decode(raw: str) -> Label:
+    def value(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return tuple(value(v) for v in obj["tuple"])
+        return obj
+
+    return value(json.loads(raw))  # type: ignore[no-any-return]

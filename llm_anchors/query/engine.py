@@ -1,0 +1,266 @@
+"""The async query engine: dedupe, cache, chunk and send concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from .._checks import check_int
+from .._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
+from ..models.classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
+from ..models.retry import RetryPolicy
+from ..money.budget import Charge, Reservation, SpendCap
+from .cache import QueryCache
+
+__all__ = ["QueryEngine", "QueryStats"]
+
+
+@dataclass
+class QueryStats:
+    """What one explanation's queries came to, accumulated as its calls end.
+
+    ``queries``: texts sent to the model (a text counts once, however many
+    times it is resent); ``cache_hits``: texts answered from the cache or
+    by a request already in flight; ``retries``: failed calls sent again;
+    ``reserved``: the worst cases held against the budget before each call
+    (only with a budget); ``settled``: what the calls cost (a billed retry
+    included).
+    """
+
+    queries: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    reserved: Charge = field(default_factory=Charge)
+    settled: Charge = field(default_factory=Charge)
+    failures: dict[str, int] = field(default_factory=dict)
+    """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
+    budget: SpendCap | None = None
+    """The cap this explanation's calls reserve against (a `Budget` with the
+    engine's as its ``parent``, for a cap per explanation); None: the engine's."""
+
+    def cap(self, engine_budget: SpendCap | None) -> SpendCap | None:
+        return self.budget if self.budget is not None else engine_budget
+
+
+class _Abandoned(Exception):
+    """The request carrying a text was cancelled before its answer came: ask again."""
+
+
+def _reason(exc: Exception) -> str:
+    """Why a call failed, for `QueryStats.failures`."""
+    if isinstance(exc, BackendTimeoutError):
+        return "timeout"
+    if isinstance(exc, BackendError) and exc.status is not None:
+        return f"HTTP {exc.status}"
+    return type(exc).__name__
+
+
+def _outcome(future: asyncio.Future[Label]) -> BaseException | None:
+    return future.exception() if future.done() and not future.cancelled() else None
+
+
+class QueryEngine:
+    """Labels texts through a classifier, never asking for one text twice.
+
+    Texts not yet cached are sent ``request_size`` at a time (fewer when
+    the classifier's ``max_request_size`` says so), one request per call;
+    at most ``max_concurrency`` requests are in flight at once, across every
+    explanation that shares this engine. A text already in flight for
+    another explanation is awaited, not sent again. When a chunk fails the
+    others still finish and are cached before the error is raised, so a
+    retry pays only for what was lost.
+    """
+
+    def __init__(
+        self,
+        classifier: Classifier,
+        *,
+        cache: QueryCache | None = None,
+        max_concurrency: int = 8,
+        request_size: int = 100,
+        retry: RetryPolicy | None = None,
+        budget: SpendCap | None = None,
+    ) -> None:
+        check_int("max_concurrency", max_concurrency)
+        check_int("request_size", request_size)
+        self.classifier = as_classifier(classifier)
+        self.cache = cache if cache is not None else QueryCache()
+        if self.cache.path is not None:
+            require_stable_identity(classifier, f"the persisted query cache {self.cache.path}")
+        self.max_concurrency = max_concurrency
+        self.request_size = request_size
+        self.retry = retry or RetryPolicy()
+        self.budget = budget
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._inflight: dict[str, asyncio.Future[Label]] = {}
+
+    async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+        """The label of every text, in order.
+
+        A text already in flight for another explanation is awaited, not
+        sent again; if that explanation is cancelled before its answer
+        came, the text is asked again here.
+        """
+        self._bind_loop()
+        if not self.cache.enabled:
+            return await self._uncached(texts, stats)
+        key = self.classifier.identity
+        pending: dict[str, asyncio.Future[Label]] = {}
+        known: dict[str, Label] = {}  # read now: a bounded cache may drop them before the end
+        to_send: list[str] = []
+        waited: set[str] = set()  # in flight for another explanation
+        for text in texts:
+            if text in pending or text in known:
+                stats.cache_hits += 1
+                continue
+            hit, label = self.cache.get(key, text)
+            if hit:
+                stats.cache_hits += 1
+                known[text] = label
+            elif text in self._inflight:
+                stats.cache_hits += 1
+                pending[text] = self._inflight[text]
+                waited.add(text)
+            else:
+                future: asyncio.Future[Label] = asyncio.get_running_loop().create_future()
+                self._inflight[text] = pending[text] = future
+                to_send.append(text)
+        sends = [self._send(chunk, stats) for chunk in self._chunks(to_send)]
+        # Shielded: cancelling this explanation must not cancel an answer another one awaits.
+        outcomes = await asyncio.gather(*sends, *map(asyncio.shield, pending.values()), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, _Abandoned):
+                raise outcome
+        again = [t for t in waited if isinstance(_outcome(pending[t]), _Abandoned)]
+        if again:  # their sender was cancelled: ask them ourselves
+            stats.cache_hits -= len(again)
+            known.update(zip(again, await self.classify(again, stats), strict=True))
+        return [known[text] if text in known else pending[text].result() for text in texts]
+
+    async def recheck(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+        """Ask the model about ``texts`` again, whatever the cache holds (paid, counted as queries)."""
+        self._bind_loop()
+        return await self._uncached(texts, stats)
+
+    async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+        """Every text sent, duplicates included: what a run without a cache pays."""
+
+        async def send(chunk: list[str]) -> list[Label]:
+            async with self._semaphore:
+                return (await self._call(chunk, stats)).labels
+
+        # Every call ends before this returns or raises: none goes on spending after its explanation ended.
+        outcomes = await asyncio.gather(*map(send, self._chunks(texts)), return_exceptions=True)
+        labels: list[Label] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            labels.extend(outcome)
+        return labels
+
+    def _chunks(self, texts: Sequence[str]) -> list[list[str]]:
+        step = self._call_size
+        return [list(texts[i : i + step]) for i in range(0, len(texts), step)]
+
+    @property
+    def _call_size(self) -> int:
+        """Texts per call: ``request_size``, or less when one request of the
+        classifier's backend takes fewer (so a retry resends one request)."""
+        limit = self.classifier.max_request_size
+        return min(self.request_size, limit) if isinstance(limit, int) and limit > 0 else self.request_size
+
+    async def _send(self, chunk: list[str], stats: QueryStats) -> None:
+        """Send one chunk and resolve its in-flight futures, whatever happens (even cancellation)."""
+        try:
+            async with self._semaphore:
+                batch = await self._call(chunk, stats)
+            labels = batch.labels
+            if len(labels) != len(chunk):
+                raise ClassifierError(
+                    f"returned {len(labels)} labels for {len(chunk)} texts", classifier=self.classifier.identity
+                )
+        except BaseException as exc:
+            self._fail(chunk, exc)
+            raise
+        for text, label in zip(chunk, labels, strict=True):
+            self._inflight.pop(text).set_result(label)
+        self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True))
+        budget = stats.cap(self.budget)
+        if budget is not None and budget.passed:  # labels kept; the explanation ends here
+            raise BudgetExceeded(f"{budget.passed}: does the server honour max_tokens?")
+
+    async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
+        """One call, retried on 429, 5xx, timeouts and dropped connections."""
+        async for attempt in self.retry.retrying():
+            with attempt:
+                retry = attempt.retry_state.attempt_number > 1
+                return await self._paid_call(chunk, stats, retry)
+        raise AssertionError("unreachable: tenacity reraises the last error")
+
+    async def _paid_call(self, chunk: list[str], stats: QueryStats, retry: bool) -> Batch:
+        """Reserve the worst case, call, settle with what the call cost.
+
+        Without a budget nothing is reserved, so counting tokens stays off the
+        critical path. ``queries`` counts a text once when first sent; a
+        resend is a retry.
+        """
+        worst = reservation = None
+        budget = stats.cap(self.budget)
+        if budget is not None:
+            worst = await self._quote(chunk)
+            reservation = await budget.reserve(worst)
+            stats.reserved += worst
+        if retry:
+            stats.retries += 1
+        else:
+            stats.queries += len(chunk)
+        try:
+            batch = await self.classifier.classify(chunk)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                reason = _reason(exc)
+                stats.failures[reason] = stats.failures.get(reason, 0) + 1
+            # A refusal (429, 5xx, 4xx) is not billed; a timeout, a dropped
+            # connection or a garbled answer may have been: count the worst case.
+            billed = not isinstance(exc, BackendError) or isinstance(exc, (BackendTimeoutError, BadResponseError))
+            if billed:
+                if worst is None and isinstance(exc, Exception):
+                    with contextlib.suppress(Exception):
+                        worst = await self._quote(chunk)
+                self._settle(reservation, worst or Charge(queries=len(chunk)), stats)
+            elif reservation is not None and budget is not None:
+                budget.release(reservation)
+            raise
+        self._settle(reservation, replace(batch.charge, queries=len(chunk)), stats)
+        return batch
+
+    async def _quote(self, chunk: list[str]) -> Charge:
+        return await self.classifier.quote(chunk)
+
+    def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
+        budget = stats.cap(self.budget)
+        if reservation is not None and budget is not None:
+            budget.settle(reservation, actual)
+        stats.settled += actual
+
+    def _fail(self, chunk: list[str], exc: BaseException) -> None:
+        """End the chunk's in-flight futures: with its error, or, when its sender was
+        cancelled, with `_Abandoned` so that other explanations awaiting them ask again."""
+        error = exc if isinstance(exc, Exception) else _Abandoned()
+        for text in chunk:
+            future = self._inflight.pop(text, None)
+            if future is not None and not future.done():
+                future.set_exception(error)
+                future.exception()  # retrieved: waiters re-raise it themselves
+
+    def _bind_loop(self) -> None:
+        # asyncio primitives belong to one event loop; a sync wrapper may
+        # drive this engine from a fresh loop each call.
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._inflight = {}

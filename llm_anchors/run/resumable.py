@@ -1,0 +1,335 @@
+"""A dataset explained as a resumable, budgeted run (its files: `run.results`).
+
+A killed run loses at most the inputs in flight; started again it skips what
+``OUT`` holds, puts back the memory entries the saved memory lacks, and
+explains the rest with the same seeds, so it ends with the results an
+uninterrupted run gives. It refuses to go on with another configuration, or
+beside a journal that is missing or was cut (its spend would be unknown),
+and an input that cannot be explained is a failed line, not a stop. One
+process (`explain_resumable`) and a Ray run (`explain_resumable_on_ray`)
+share `resume` and `record_stream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import BudgetExceeded, ConfigError, InvalidInputError
+from ..explain.anchors import AnchorsExplainer
+from ..explain.explanation import Explanation
+from ..explain.manchors import MAnchorsExplainer
+from ..memory.store import MemoryEntry, RuleMemory, entry_from_dict
+from ..models.classifier import require_stable_identity
+from ..money.budget import Budget, Charge, SpendCap
+from ..samplers.base import Sampler
+from .results import ResultsFile, input_hash
+
+__all__ = [
+    "RunReport", "explain_resumable", "invalid_reasons", "missing_entries", "record_stream", "resume", "run_config",
+]  # fmt: skip
+
+MAY_CHANGE = ("budget", "on_budget", "max_concurrency", "request_size")
+"""Settings a resumed run may change: they change what a run spends or how fast, not its explanations."""
+
+
+def run_config(explainer: AnchorsExplainer, **more: Any) -> dict[str, Any]:
+    """What shapes a run's explanations, as plain JSON: the explainer, the model's identity (its
+    parts by name: ``classifier.prompt``, ``classifier.labels``...), every search and sampler
+    setting and the seed, not caps, concurrency or ``max_words`` (`MAY_CHANGE`); and ``more``
+    (``model=``: what tells the model from another under the same name, its server)."""
+    settings = {k: v for k, v in asdict(explainer.settings()).items() if k not in MAY_CHANGE}
+    settings["sampler"] = {k: v for k, v in settings["sampler"].items() if k != "max_words"}
+    identity = explainer.classifier.identity
+    parts = identity.split("|")
+    model: Any = dict(p.split(":", 1) for p in parts) if all(":" in p for p in parts) else identity
+    config = {"explainer": explainer.name, "classifier": model, "seed": explainer.seed, **settings, **more}
+    plain: dict[str, Any] = json.loads(json.dumps(config, default=str))
+    return plain
+
+
+def invalid_reasons(sampler: Sampler, texts: Sequence[Any]) -> list[str]:
+    """Why each of ``texts`` cannot be explained with ``sampler`` ("" when it can)."""
+    reasons = []
+    for text in texts:
+        try:
+            sampler.features(text)
+            reasons.append("")
+        except InvalidInputError as exc:
+            reasons.append(str(exc))
+    return reasons
+
+
+@dataclass
+class RunReport:
+    """Where a run stands: inputs done (this time and before), failed, what it spent, why it stopped."""
+
+    total: int
+    done_before: int
+    done_now: int = 0
+    failed: int = 0
+    """Inputs recorded as impossible to explain (before and now)."""
+    memory_hits: int = 0
+    spent: Charge = field(default_factory=Charge)
+    stopped: str = ""
+    """"" (every input done), "budget" (the run's cap), or "interrupted"."""
+    elapsed_s: float = 0.0
+
+    @property
+    def done(self) -> int:
+        return self.done_before + self.done_now
+
+    def summary(self) -> str:
+        spent = f"${self.spent.usd.quantize(Decimal('0.000001'))}, {self.spent.queries:,} queries"
+        why = {"": "", "budget": " — stopped: the run's cap is reached", "interrupted": " — interrupted"}[self.stopped]
+        failed = f"; {self.failed:,} could not be explained (their lines say why)" if self.failed else ""
+        return (
+            f"{self.done - self.failed:,}/{self.total:,} inputs explained ({self.done_now:,} now, "
+            f"{self.done_before:,} before){failed}; spent {spent} in all{why}"
+        )
+
+
+Stream = AsyncIterator[Explanation | InvalidInputError]
+
+
+async def resume(
+    results: ResultsFile,
+    texts: Sequence[Any],
+    config: Mapping[str, Any],
+    reasons: Callable[[Sequence[Any]], Awaitable[list[str]]],
+    stream: Callable[[list[int]], Stream],
+    **record: Any,
+) -> RunReport:
+    """The run itself, in one process or on Ray: check ``config`` against the results, retry
+    the failed inputs ``reasons`` now accepts, and record the ``stream`` of the rest."""
+    results.check_inputs(texts)
+    results.check_config(config)
+    failed = sorted(results.failed)
+    now = await reasons([texts[i] for i in failed]) if failed else []
+    results.retry([i for i, reason in zip(failed, now, strict=True) if not reason])
+    todo = results.todo(texts)
+    report = RunReport(len(texts), len(results.records), failed=len(results.failed))
+    await record_stream(stream(todo), texts, todo, results, report, **record)
+    return report
+
+
+async def explain_resumable(
+    explainer: AnchorsExplainer,
+    texts: Sequence[Any],
+    results: ResultsFile,
+    *,
+    memory_dir: str | Path | None = None,
+    run_budget: SpendCap | None = None,
+    budget_per_input: Callable[[], SpendCap | None] | None = None,
+    concurrent_inputs: int = 1,
+    save_every: int = 10,
+    on_result: Callable[[int, Explanation, RunReport], None] | None = None,
+    model: Mapping[str, Any] | None = None,
+) -> RunReport:
+    """Explain ``texts`` into ``results``, skipping the inputs it already holds.
+
+    ``run_budget`` (the explainer's budget, from `ResultsFile.open_budget`:
+    journaled beside the results) caps the whole run: when it refuses a call
+    the explanation it cut short is not recorded, the run stops with
+    ``stopped="budget"``, and the same call with a higher cap carries on.
+    Without one the run's spend is journaled all the same, uncapped. A MAnchors explainer's memory is
+    loaded from ``memory_dir`` if saved there, completed from the results
+    file and saved (atomically) every ``save_every`` inputs and at the end,
+    however the run ends. ``model``: what identifies the explained model
+    beyond its name (its server's address, what it says it serves), kept
+    with the run's configuration. An input that cannot be explained is
+    recorded as failed and the run goes on.
+    """
+    results.check_inputs(texts)
+    own = results.open_budget() if run_budget is None and explainer.budget is None else None
+    if own is not None:  # the spend is journaled, capped or not
+        explainer.budget = run_budget = own
+    try:
+        _check_run_budget(explainer, run_budget, results)
+        return await _explain_resumable(
+            explainer, texts, results, memory_dir, model, run_budget=run_budget, budget_per_input=budget_per_input,
+            concurrent_inputs=concurrent_inputs, save_every=save_every, on_result=on_result,
+        )  # fmt: skip
+    finally:
+        if own is not None:
+            explainer.budget = None
+            own.close()
+
+
+async def _explain_resumable(
+    explainer: AnchorsExplainer,
+    texts: Sequence[Any],
+    results: ResultsFile,
+    memory_dir: str | Path | None,
+    model: Mapping[str, Any] | None,
+    *,
+    budget_per_input: Callable[[], SpendCap | None] | None,
+    concurrent_inputs: int,
+    **record: Any,
+) -> RunReport:
+    manchors = explainer if isinstance(explainer, MAnchorsExplainer) else None
+    saving = manchors if memory_dir is not None else None
+    config = run_config(explainer, model=dict(model or {}))
+    results.check_inputs(texts)
+    results.check_config(config)  # before the memory is touched
+    if saving is not None and memory_dir is not None:  # checked before any work, not at the first save
+        require_stable_identity(saving.classifier, f"a memory saved to {memory_dir}")
+        check_memory_dir(memory_dir)
+        await asyncio.to_thread(_restore_memory, saving, Path(memory_dir), results)
+    local = manchors.local_memory if manchors is not None else None
+    remembered = len(local) if local is not None else 0
+
+    def new_entries() -> list[MemoryEntry]:
+        nonlocal remembered
+        if local is None:
+            return []
+        entries, remembered = local.entries[remembered:], len(local)
+        return entries
+
+    async def save() -> None:
+        if saving is not None and memory_dir is not None:
+            await asyncio.to_thread(_save_memory, saving, str(memory_dir))
+
+    async def reasons(xs: Sequence[Any]) -> list[str]:
+        return invalid_reasons(explainer.sampler, xs)
+
+    def stream(todo: list[int]) -> Stream:
+        chosen = (texts[i] for i in todo)
+        return explainer.explain_stream(
+            chosen, concurrent_inputs=concurrent_inputs, budget_per_input=budget_per_input, invalid="yield"
+        )
+
+    try:
+        return await resume(results, texts, config, reasons, stream, new_entries=new_entries, save=save, **record)
+    finally:
+        if saving is not None and memory_dir is not None:
+            _save_memory(saving, str(memory_dir))
+
+
+def _check_run_budget(explainer: AnchorsExplainer, run_budget: SpendCap | None, results: ResultsFile) -> None:
+    """`ConfigError` unless the explainer's calls reserve on ``run_budget``, journaled beside ``results``."""
+    if run_budget is None or explainer.budget is not run_budget:
+        raise ConfigError("a run's explainer must spend through the run's budget: give it as run_budget= too")
+    if isinstance(run_budget, Budget) and (
+        run_budget.journal is None or run_budget.journal.resolve() != results.journal.resolve()
+    ):
+        raise ConfigError(
+            f"a run's budget is journaled beside its results ({results.journal}): use results.open_budget(...)"
+        )
+
+
+def check_memory_dir(directory: str | os.PathLike[str]) -> None:
+    """`ConfigError` unless ``directory`` can hold a memory (a directory, or nothing yet, where one can be made)."""
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"the memory {path} is a file, not a directory: give --memory a directory")
+    parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"the memory {path} cannot be written ({parent} is not writable)")
+
+
+def _save_memory(explainer: MAnchorsExplainer, directory: str) -> None:
+    try:
+        explainer.save(directory)
+    except OSError as exc:
+        raise ConfigError(f"cannot save the memory to {directory}: {exc.strerror or exc}") from exc
+
+
+async def record_stream(
+    stream: Stream,
+    texts: Sequence[Any],
+    todo: Sequence[int],
+    results: ResultsFile,
+    report: RunReport,
+    *,
+    run_budget: SpendCap | None = None,
+    new_entries: Callable[[], list[MemoryEntry]] = list,
+    save: Callable[[], Awaitable[None]] | None = None,
+    save_every: int = 10,
+    on_result: Callable[[int, Explanation, RunReport], None] | None = None,
+) -> None:
+    """Append each explanation of ``stream`` (of the inputs ``todo`` of ``texts``, in
+    order) to ``results``, with the memory entries ``new_entries`` says it stored and the
+    ledger's reservations so far, counting it in ``report``; an input that cannot be
+    explained is appended as failed. ``save`` the memory every ``save_every`` inputs.
+
+    When ``run_budget`` refused a call, the explanation it cut short is not
+    recorded and the run stops with ``report.stopped = "budget"``.
+    """
+    ledger = (lambda: asyncio.to_thread(run_budget.report)) if run_budget is not None else None
+    refused_before = (await ledger()).refused if ledger is not None else 0
+    started = time.perf_counter()
+    try:
+        position = 0
+        async for item in stream:
+            index = todo[position]
+            position += 1
+            if isinstance(item, InvalidInputError):
+                results.append({"index": index, "input_sha256": input_hash(texts[index]), "failed": str(item)})
+                report.done_now += 1
+                report.failed += 1
+                continue
+            state = await ledger() if ledger is not None else None
+            if item.meta.budget_exhausted and state is not None and state.refused > refused_before:
+                report.stopped = "budget"
+                break
+            reservations = state.reservations if state is not None else 0
+            results.append(_record(index, texts[index], item, new_entries(), reservations))
+            report.done_now += 1
+            report.memory_hits += bool(item.meta.memory_hit)
+            report.elapsed_s = time.perf_counter() - started
+            if on_result is not None:
+                on_result(index, item, report)
+            if save is not None and report.done_now % save_every == 0:
+                await save()
+    except BudgetExceeded:  # refused before the input had a label (its first query): no rule to return
+        if ledger is None or (await ledger()).refused == refused_before:
+            raise
+        report.stopped = "budget"
+    except asyncio.CancelledError:
+        report.stopped = "interrupted"
+        raise
+    finally:
+        if (aclose := getattr(stream, "aclose", None)) is not None:
+            await aclose()  # the inputs it still explains end first, so their spend is counted
+        report.elapsed_s = time.perf_counter() - started
+        if ledger is not None:
+            report.spent = (await ledger()).settled
+
+
+def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry], reservations: int) -> dict[str, Any]:
+    """The results file's line for one finished input."""
+    return {
+        "index": index,
+        "input_sha256": input_hash(text),
+        "explanation": json.loads(exp.to_json()),
+        "memory_entries": [asdict(e) for e in entries],
+        "reservations": reservations,
+    }
+
+
+def missing_entries(results: ResultsFile, known: Sequence[MemoryEntry]) -> list[MemoryEntry]:
+    """The memory entries ``results`` records that are not in ``known`` (stored after
+    the memory's last save), in the order stored."""
+    have = {(e.query, e.rule_positions) for e in known}
+    recorded = [entry_from_dict(raw) for record in results.records.values() for raw in record.get("memory_entries", ())]
+    return [e for e in recorded if (e.query, e.rule_positions) not in have]
+
+
+def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: ResultsFile) -> None:
+    """Load the saved memory and put back the entries recorded after its last save, in the
+    order the results file holds them (the order they were stored)."""
+    if (directory / "CURRENT").exists():
+        explainer.load(directory)
+    memory: RuleMemory = explainer.local_memory
+    if missing := missing_entries(results, memory.entries):
+        vectors = explainer.entry_vectors(missing)
+        for entry, vector in zip(missing, vectors, strict=True):
+            memory.add(entry, vector)

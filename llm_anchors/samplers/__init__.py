@@ -1,0 +1,24 @@
+"""Kinds of input: text, rows, images; each its instance, sampler, classifier and memory features."""
+
+from .base import Instance, Sampler
+from .image import ImageClassifier, ImageInstance, ImageMemoryFeatures, ImageSampler
+from .tabular import TabularClassifier, TabularInstance, TabularMemoryFeatures, TabularSampler
+from .text import TextInstance, TextSampler
+from .text_memory import SentenceEmbedder, TextMemoryFeatures
+
+__all__ = [
+    "ImageClassifier",
+    "ImageInstance",
+    "ImageMemoryFeatures",
+    "ImageSampler",
+    "Instance",
+    "Sampler",
+    "SentenceEmbedder",
+    "TabularClassifier",
+    "TabularInstance",
+    "TabularMemoryFeatures",
+    "TabularSampler",
+    "TextInstance",
+    "TextMemoryFeatures",
+    "TextSampler",
+]

@@ -1,0 +1,58 @@
+"""What the explainer needs of a kind of input: `Sampler` and its `Instance`."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..search.rules import Rule
+
+__all__ = ["Instance", "Sampler", "keep_independently"]
+
+
+class Instance(Protocol):
+    """One input to explain, split into features.
+
+    ``query`` is the string the classifier is asked about (a text; a row as
+    JSON; an image's ``digest:kept-bits``); ``features`` names each feature
+    as it appears in an anchor (a word, a predicate such as "age > 47.00",
+    a superpixel).
+    """
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def features(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """Splits inputs into features and draws perturbations that keep a rule.
+
+    `TextSampler`, `TabularSampler` and `ImageSampler` implement it. All
+    randomness comes from the generator passed in.
+    """
+
+    def settings(self) -> dict[str, object]: ...
+
+    def features(self, x: object) -> Any:
+        """The `Instance` of an input; `InvalidInputError` when it cannot be explained."""
+        ...
+
+    def sample(self, instance: Any, rule: Rule, n: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
+        """``n`` perturbations (query strings) keeping ``rule``, and their (n × features) kept matrix."""
+        ...
+
+    def sample_present(self, instance: Any, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The kept matrix alone (for coverage: nothing is sent to the model)."""
+        ...
+
+
+def keep_independently(n: int, n_features: int, rule: Rule, p_hide: float, rng: np.random.Generator) -> np.ndarray:
+    """An (n × features) kept matrix: each feature hidden with ``p_hide``, independently; ``rule``'s always kept."""
+    present = rng.random((n, n_features)) >= p_hide
+    if rule:
+        present[:, sorted(rule)] = True
+    return present

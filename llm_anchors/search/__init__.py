@@ -1,0 +1,28 @@
+"""The search, pure: rules, KL bounds and LUCB, Anchors' beam search, MAnchors' guided search.
+
+Generators that yield sample requests and receive labels; no I/O, no event loop.
+"""
+
+from .bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
+from .beam import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
+from .guided import GuidedSearch
+from .rules import Rule, covers, make_rule
+
+__all__ = [
+    "BeamSearch",
+    "GuidedSearch",
+    "RoundTrace",
+    "Rule",
+    "RuleStats",
+    "SampleRequest",
+    "Samples",
+    "SearchParams",
+    "SearchResult",
+    "compute_beta",
+    "covers",
+    "kl_bernoulli",
+    "kl_lower_bound",
+    "kl_upper_bound",
+    "lucb",
+    "make_rule",
+]
