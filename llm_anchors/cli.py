@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._exceptions import ConfigError, LLMAnchorsError
+from ._version import __version__
 from .explain.anchors import AnchorsExplainer
 from .explain.explanation import Explanation
 from .explain.manchors import MAnchorsExplainer
@@ -96,6 +97,7 @@ def _model_options() -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-anchors", description="Explain an LLM's classification with an anchor.")
+    parser.add_argument("--version", action="version", version=f"llm-anchors {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     common = _model_options()
     explain = sub.add_parser("explain", parents=[common], help="explain the label of one text")

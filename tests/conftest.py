@@ -1,4 +1,11 @@
-"""Shared helpers: synthetic classifiers over word sets."""
+"""Shared helpers: synthetic classifiers over word sets; the test tiers.
+
+Tiers: the fast one is ``-m "not llm and not browser and not slow"`` (no
+network, no model server, no browser; about a minute on 2 cores); ``llm``
+marks every test that uses the real local LLM (given by its fixture, so the
+mark cannot be forgotten), ``browser`` the Chromium test, ``slow`` the rest
+that takes more than a few seconds.
+"""
 
 from __future__ import annotations
 
@@ -59,3 +66,10 @@ def llama_url():
 
     with LlamaServer() as server:
         yield server.base_url
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that asks for the real local LLM is marked ``llm``: the tier follows the fixture."""
+    for item in items:
+        if "llama_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.llm)

@@ -99,7 +99,7 @@ def test_growth_plot_is_written(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.integration
+@pytest.mark.slow
 def test_tabular_and_image_benchmarks_run_end_to_end(tmp_path, monkeypatch, capsys):
     from benchmarks import _common, image, tabular
 

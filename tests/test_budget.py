@@ -109,7 +109,7 @@ def priced(url, **kw):
     return LLMClassifier(backend, PROMPT, LABELS, price=PRICE, **kw)
 
 
-@pytest.mark.integration
+@pytest.mark.slow
 async def test_no_overshoot_in_200_randomised_concurrent_runs():
     """Several explanations share one budget; latencies and failures are random."""
     retry = RetryPolicy(max_attempts=8, initial_wait=0.001, max_wait=0.005, jitter=0.002)
@@ -152,7 +152,6 @@ async def test_no_overshoot_in_200_randomised_concurrent_runs():
         assert exhausted > 50  # the caps really bound
 
 
-@pytest.mark.integration
 async def test_dollar_sums_are_exact():
     async with FaultServer(answer=sentiment) as server:
         budget = Budget(max_usd=1)
@@ -171,7 +170,6 @@ async def test_dollar_sums_are_exact():
     assert all(Decimal(x.meta.cost.reserved.usd) >= Decimal(x.meta.cost.settled.usd) for x in exps)
 
 
-@pytest.mark.integration
 async def test_cache_hits_cost_nothing():
     async with FaultServer(answer=sentiment) as server:
         async with AnchorsExplainer(priced(server.base_url), seed=0) as e:
@@ -205,7 +203,6 @@ async def test_unknown_hosted_model_needs_a_price():
     assert LLMClassifier(local, PROMPT, LABELS).price.input == 0
 
 
-@pytest.mark.integration
 async def test_persisted_cache_makes_a_second_run_free(tmp_path):
     from llm_anchors import QueryCache
 

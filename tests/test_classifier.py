@@ -29,7 +29,6 @@ async def test_numpy_output_becomes_plain_labels():
     assert all(type(label) is int for label in labels)
 
 
-@pytest.mark.integration
 async def test_sklearn_pipeline_predict():
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression

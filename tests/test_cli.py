@@ -51,7 +51,6 @@ REVIEWS = [
 ]
 
 
-@pytest.mark.integration
 def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp_path):
     import json
     import os
@@ -111,7 +110,6 @@ def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
     assert json.loads((tmp_path / "out.jsonl").read_text().splitlines()[1])["index"] == 0  # kept
 
 
-@pytest.mark.integration
 def test_run_on_ray_workers_explains_every_input_once_against_the_real_llm(llama_url, tmp_path):
     import json
     import os
@@ -298,6 +296,7 @@ async def test_a_resume_against_another_server_or_explainer_is_refused(tmp_path)
         assert code == 2 and "model.base_url" in err
 
 
+@pytest.mark.slow
 async def test_inputs_that_cannot_be_explained_are_failed_lines_and_the_run_goes_on(tmp_path):
     import json
 
@@ -357,6 +356,7 @@ def test_a_memory_that_is_a_file_and_an_out_that_is_a_directory_are_refused_befo
     assert "is a directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 async def test_a_full_disk_stops_the_run_cleanly_and_the_same_command_finishes_it(tmp_path):
     import warnings
 
@@ -376,3 +376,11 @@ async def test_a_full_disk_stops_the_run_cleanly_and_the_same_command_finishes_i
         assert code == 0, err
     indices = [r["index"] for r in lines(out)]
     assert sorted(indices) == list(range(len(texts)))
+
+
+def test_version(capsys):
+    from llm_anchors import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"llm-anchors {__version__}"

@@ -41,6 +41,9 @@ TEXTS = [
 ]
 
 
+pytestmark = pytest.mark.slow
+
+
 def keywords(texts, delay=0.0):
     time.sleep(delay)
     return ["pos" if set(t.split()) & POSITIVE else "neg" for t in texts]
@@ -119,7 +122,6 @@ async def test_a_failed_input_ends_the_stream_only_once_the_inputs_in_flight_hav
     assert report.settled.queries > 1  # and their spend is in the ledger
 
 
-@pytest.mark.integration
 async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ray):
     """50 seeded runs: three workers, one ledger, a server that fails, hangs and answers late."""
     async with FaultServer(answer=sentiment, fail_rate=0.1, latency=(0.0, 0.004), hang_s=0.7) as server:
@@ -146,7 +148,6 @@ async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ra
     assert bound >= 25  # the caps really bound, in half the runs at least
 
 
-@pytest.mark.integration
 async def test_each_input_keeps_its_own_cap_within_the_runs(local_ray):
     async with FaultServer(answer=sentiment, fail_rate=0.0) as server:
         cap = Decimal("0.000004")
@@ -158,7 +159,6 @@ async def test_each_input_keeps_its_own_cap_within_the_runs(local_ray):
     assert report.settled.usd == sum(e.meta.cost.settled.usd for e in found) and report.reserved == Charge()
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("memory", ["actor", "replicas"])
 async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray, tmp_path, memory):
     async with RayPool(manchors, workers=1, memory=memory) as pool:
@@ -177,7 +177,6 @@ async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray
     assert len(reloaded.memory) == stored
 
 
-@pytest.mark.integration
 async def test_a_resumed_run_puts_back_the_memory_entries_recorded_after_the_last_save(local_ray, tmp_path):
     path = tmp_path / "results.jsonl"
     with ResultsFile(path) as results:
@@ -193,7 +192,6 @@ async def test_a_resumed_run_puts_back_the_memory_entries_recorded_after_the_las
         assert stored == sum(len(r["memory_entries"]) for r in results.records.values())  # none lost
 
 
-@pytest.mark.integration
 async def test_workers_killed_under_a_query_cap_never_make_the_server_answer_more_than_it(local_ray):
     """Workers SIGKILLed with calls in flight: the server, not the ledger, counts what was answered."""
     cap = 600

@@ -4,8 +4,6 @@ import pytest
 from llm_anchors import ConfigError
 from llm_anchors.samplers import SentenceEmbedder
 
-pytestmark = pytest.mark.integration  # loads the packaged MiniLM
-
 
 @pytest.fixture(scope="module")
 def words() -> SentenceEmbedder:
@@ -40,3 +38,22 @@ def test_sentence_pooling_runs_the_full_model():
 def test_unknown_pooling_is_a_config_error():
     with pytest.raises(ConfigError, match="pooling"):
         SentenceEmbedder(pooling="max")
+
+
+@pytest.mark.slow
+def test_a_library_prints_nothing_unless_asked():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from llm_anchors import FunctionClassifier, MAnchorsExplainer\n"
+        "m = MAnchorsExplainer(FunctionClassifier(lambda t: [0] * len(t), name='z'), seed=0)\n"
+        "m.explain_sync('a good film')\n"
+        "m.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1]
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and done.stderr == ""  # no "Loading weights" bar, no warning

@@ -16,7 +16,8 @@ from llm_anchors.cli import main as cli_main
 from llm_anchors.extend import CompletionParams
 from tests.fault_server import FaultServer
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.llm  # starts llama-server itself, or uses the running one
+
 
 POSITIVE = "an exhilarating and beautifully acted film"
 NEGATIVE = "a tedious , clumsy and painfully unfunny comedy"

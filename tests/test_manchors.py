@@ -7,8 +7,6 @@ from llm_anchors.explain import Stage
 from llm_anchors.samplers import SentenceEmbedder, TextInstance
 from tests.conftest import needs_all
 
-pytestmark = pytest.mark.integration  # loads the packaged MiniLM
-
 STREAM = [
     "this is a good and great movie with a fine plot overall",
     "this is a good and great film with a fine cast overall",

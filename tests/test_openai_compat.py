@@ -184,7 +184,6 @@ def test_endpoint_auto_and_key_never_shown(monkeypatch):
 # -- against a real HTTP server on loopback -----------------------------------
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("client", ["aiohttp", "openai"])
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 async def test_classify_through_http(client, endpoint):
@@ -197,7 +196,6 @@ async def test_classify_through_http(client, endpoint):
     assert batch.labels == [sentiment(clf.render(t)) for t in texts]
 
 
-@pytest.mark.integration
 async def test_list_prompts_are_split_per_request_and_spread_over_replicas():
     async with FaultServer(answer=sentiment) as a, FaultServer(answer=sentiment) as b:
         backend = OpenAICompatibleBackend([a.base_url, b.base_url], "fake", max_request_size=4)
@@ -218,7 +216,6 @@ async def test_list_prompts_are_split_per_request_and_spread_over_replicas():
         ("drop", BackendTimeoutError),
     ],
 )
-@pytest.mark.integration
 async def test_each_fault_maps_to_a_typed_error(kind, error):
     async with FaultServer(answer=sentiment, fail_rate=1.0, kinds=[kind], hang_s=2.0) as server:
         backend = OpenAICompatibleBackend(server.base_url, "fake", timeout=0.3)
@@ -235,7 +232,7 @@ def explainer_for(url, timeout=0.3, **kw):
     return AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), seed=3, request_size=20, retry=FAST_RETRY, **kw)
 
 
-@pytest.mark.integration
+@pytest.mark.slow
 async def test_faults_are_retried_and_results_equal_the_fault_free_run():
     async with FaultServer(answer=sentiment) as clean, explainer_for(clean.base_url) as explainer:
         reference = await explainer.explain(SENTENCE)
@@ -260,7 +257,6 @@ async def test_faults_are_retried_and_results_equal_the_fault_free_run():
     assert exp.meta.samples == reference.meta.samples and exp.meta.queries == reference.meta.queries
 
 
-@pytest.mark.integration
 async def test_client_errors_are_not_retried():
     async with (
         FaultServer(answer=sentiment, fail_rate=1.0, kinds=["400"]) as server,
@@ -271,7 +267,6 @@ async def test_client_errors_are_not_retried():
     assert server.counts["400"] == 1
 
 
-@pytest.mark.integration
 async def test_retry_after_is_honoured():
     async with (
         FaultServer(answer=sentiment, fail_rate=1.0, kinds=["429"], retry_after="0.3") as server,
@@ -285,7 +280,6 @@ async def test_retry_after_is_honoured():
     assert server.counts["429"] == 3
 
 
-@pytest.mark.integration
 async def test_api_key_is_sent_but_never_serialised(monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-very-secret")
     async with FaultServer(answer=sentiment) as server:
@@ -300,7 +294,6 @@ async def test_api_key_is_sent_but_never_serialised(monkeypatch):
 KEY = "sk-live-0123456789abcdefSECRET"
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("client", ["aiohttp", "openai"])
 async def test_a_server_that_echoes_the_key_does_not_leak_it(client):
     async with FaultServer(fail_rate=1.0, kinds=["echo-key"], answer=sentiment) as server:
@@ -342,7 +335,6 @@ def test_redact_catches_credentials_in_any_shape():
     assert redact("the key is k3y!", "k3y!") == "the key is <redacted>"
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("client", ["aiohttp", "openai"])
 @pytest.mark.parametrize("kind", ["truncated", "html"])
 async def test_a_garbled_answer_is_a_bad_response_with_either_client(client, kind):

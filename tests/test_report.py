@@ -140,6 +140,7 @@ def chromium(tmp_path: Path, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(
     BROWSER is None, reason="no Chromium: scripts/test.sh installs Debian's chromium package (apt-get install chromium)"
 )

@@ -260,7 +260,7 @@ def _spent(out: Path) -> int:
     return read_journal(f"{out}.budget.jsonl").spent.queries
 
 
-@pytest.mark.integration
+@pytest.mark.slow
 def test_killed_at_random_points_and_resumed_a_run_ends_as_one_never_past_its_cap(tmp_path):
     assert _run(tmp_path / "whole.jsonl", 100_000) == 0
     whole = _results(tmp_path / "whole.jsonl")

@@ -19,14 +19,15 @@ from llm_anchors.datasets import load_rt_polarity, shuffled
 from llm_anchors.samplers import SentenceEmbedder
 from tests.fault_server import FaultServer
 
-pytestmark = pytest.mark.integration  # a fault server, the packaged MiniLM
-
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = ["negative", "positive"]
 POSITIVE = {"good", "great", "best", "fun", "funny", "beautiful", "moving", "charming", "smart", "wonderful", "a"}
 FAULTS = ["429", "500", "timeout", "truncated", "html", "drop"]
 N_INPUTS = 60
 CANCEL_SHARE = 0.05
+
+
+pytestmark = pytest.mark.slow
 
 
 def sentiment(prompt: str) -> str:

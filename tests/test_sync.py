@@ -69,7 +69,6 @@ def server_in_thread(**kwargs):
         loop.close()
 
 
-@pytest.mark.integration
 def test_explain_sync_reuses_its_connections_and_close_releases_them():
     def answer(prompt):
         words = prompt.split("Review: ")[-1].split()
@@ -91,7 +90,6 @@ def test_explain_sync_reuses_its_connections_and_close_releases_them():
         assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
 
 
-@pytest.mark.integration
 def test_an_explainer_dropped_without_close_leaves_no_thread_nor_session():
     def answer(prompt):
         return "positive" if "good" in prompt.split("Review: ")[-1].split() else "negative"

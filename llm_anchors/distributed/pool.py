@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,14 +33,14 @@ from typing import Any, Literal, overload
 from .._exceptions import ConfigError, InvalidInputError
 from ..explain.anchors import AnchorsExplainer
 from ..explain.explanation import Explanation
-from ..explain.manchors import MAnchorsExplainer
 from ..memory.store import MemoryEntry, RuleMemory
 from ..money.budget import Budget, BudgetReport
 from ..run.results import ResultsFile
-from ..run.resumable import RunReport, Stream, check_memory_dir, invalid_reasons, missing_entries, resume, run_config
+from ..run.resumable import RunReport, Stream, check_memory_dir, missing_entries, resume
 from .ledger import Ledger, LedgerView
-from .memory import ActorMemory, Entries, MemoryHolder, ReplicaMemory, memory_at
+from .memory import Entries, MemoryHolder, memory_at
 from .watchdog import watch_ray
+from .worker import Worker
 
 __all__ = ["RayPool", "PoolStats", "explain_distributed", "explain_resumable_on_ray"]
 
@@ -55,77 +54,6 @@ def import_ray() -> ModuleType:
     except ImportError as exc:
         raise ConfigError(RAY_MISSING) from exc
     return ray
-
-
-# -- a worker ----------------------------------------------------------------------------------
-
-
-class Worker:
-    """One explainer in a Ray actor: explains one input at a time, on its own event loop."""
-
-    def __init__(self, make_explainer: Callable[[], AnchorsExplainer], owner: str) -> None:
-        self.explainer = make_explainer()
-        self.owner = owner
-        self.cap: LedgerView | None = None
-        self.view: ActorMemory | ReplicaMemory | None = None
-        self.max_usd_per_input: Decimal | None = None
-
-    def memory_identity(self) -> tuple[int, str, str] | None:
-        """A MAnchors explainer's memory (dims, embedder, model); None for plain Anchors."""
-        e = self.explainer
-        return e.memory_identity if isinstance(e, MAnchorsExplainer) else None
-
-    def config(self, more: dict[str, Any]) -> dict[str, Any]:
-        """The run configuration of this worker's explainer (see `run_config`)."""
-        return run_config(self.explainer, **more)
-
-    def invalid(self, texts: list[Any]) -> list[str]:
-        """Why each text cannot be explained ("" when it can)."""
-        return invalid_reasons(self.explainer.sampler, texts)
-
-    def attach(self, ledger: Any, max_usd_per_input: Decimal | None, holder: Any) -> None:
-        """Take the run's ledger as the cap (each input capped at ``max_usd_per_input`` too) and
-        the run's memory: the memory actor ``holder``, or, given None, a replica."""
-        self.cap = LedgerView(ledger, self.owner)
-        self.explainer.budget = self.cap
-        self.max_usd_per_input = max_usd_per_input
-        if isinstance(self.explainer, MAnchorsExplainer):
-            identity = self.explainer.memory_identity
-            self.view = ActorMemory(holder) if holder is not None else ReplicaMemory(*identity)
-            self.explainer.memory = self.view
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def embed(self, entries: list[MemoryEntry]) -> Any:
-        """The memory vectors of entries' inputs (to put back entries a results file recorded)."""
-        assert isinstance(self.explainer, MAnchorsExplainer)
-        return self.explainer.entry_vectors(entries)
-
-    def cpu_s(self) -> float:
-        """CPU seconds this worker's process used so far (all its threads)."""
-        return time.process_time()
-
-    def explain(self, text: Any, seed: int | None, accepted: Entries) -> tuple[str, Entries, str]:
-        """The explanation (JSON) and the memory entries it would store, once the entries the
-        run ``accepted`` since this worker's last input are in its replica; or, for an input
-        that cannot be explained, ("", [], why)."""
-        if self.view is not None:
-            self.view.apply(accepted)
-        per_input = None
-        if self.max_usd_per_input is not None:
-            per_input = Budget(max_usd=self.max_usd_per_input, parent=self.cap)
-        try:
-            exp = self.explainer.explain_sync(text, seed=seed, budget=per_input)
-        except InvalidInputError as exc:
-            return "", [], str(exc)
-        finally:  # its settlements (sent without waiting) are in the ledger before the answer is
-            if self.cap is not None:
-                self.cap.flush()
-        return exp.to_json(), self.view.take_added() if self.view is not None else [], ""
-
-
-# -- the coordinator -------------------------------------------------------------------------------
 
 
 @dataclass

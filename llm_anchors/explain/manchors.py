@@ -19,6 +19,7 @@ predicted label) and differ in what a hit does:
   path to the answer whose estimated precision ≥ ``tau_mid``) is
   remembered.
 """
+
 from __future__ import annotations
 
 import asyncio

