@@ -73,13 +73,27 @@ def test_tuning_stream_leaves_out_the_reported_stream():
     assert all(len(texts[i].split()) <= 12 for i in reported + tuning)
 
 
-def test_plots_and_heatmaps_are_written(tmp_path):
+def pixels(path):
+    """A PNG's pixels: a picture, not an empty canvas."""
+    import numpy as np
+    from PIL import Image
+
+    image = np.asarray(Image.open(path).convert("L"), dtype=float)
+    assert image.shape[0] >= 300 and image.shape[1] >= 400 and image.std() > 10, path
+    return image
+
+
+def test_plots_and_heatmaps_draw_their_data(tmp_path):
+    import numpy as np
+
     a, m = rows(12, 3), rows(12, 4, hits=True)
     paths = plots(a, m, "t", out=tmp_path)
     grid = {(s, mm): compare(a, m, "gpt-4o-mini") for s in (0.5, 0.6) for mm in (0.7, 0.8)}
     paths.append(stream.heatmaps(grid, "t", out=tmp_path))
-    for path in paths:
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    drawn = [pixels(path) for path in paths]
+    (tmp_path / "other").mkdir()
+    other = plots(a, rows(12, 9, hits=True), "t", out=tmp_path / "other")  # other numbers: other pictures
+    assert all(not np.array_equal(x, pixels(y)) for x, y in zip(drawn, other, strict=False))
 
 
 def test_growth_windows_cover_the_stream():
@@ -96,7 +110,7 @@ def test_growth_windows_cover_the_stream():
 
 def test_growth_plot_is_written(tmp_path):
     path = stream.growth_plot(stream.growth(rows(12, 6, hits=True), every=4), "t", out=tmp_path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels(path)
 
 
 @pytest.mark.slow

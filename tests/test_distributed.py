@@ -17,6 +17,7 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip ins
 from llm_anchors import (  # noqa: E402
     AnchorsExplainer,
     BudgetExceeded,
+    ClassifierError,
     ConfigError,
     FunctionClassifier,
     MAnchorsExplainer,
@@ -113,13 +114,14 @@ async def test_a_failed_input_ends_the_stream_only_once_the_inputs_in_flight_hav
     make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, batch_size=25)  # noqa: E731
     async with RayPool(make, workers=2, max_queries=100_000) as pool:
         seen = []
-        with pytest.raises(Exception, match="boom"):
+        with pytest.raises(ClassifierError, match="boom"):  # the worker's error, as itself
             async for exp in pool.explain_stream([TEXTS[0], "boom goes the film"]):
                 seen.append(exp)
         report = await asyncio.to_thread(pool.report)
+    (alone,) = await one_process(make, [TEXTS[0]])
     assert seen == []  # the input explained beside the failure is dropped, not yielded
     assert report.reserved == Charge()  # its calls ended before the error reached the caller
-    assert report.settled.queries > 1  # and their spend is in the ledger
+    assert report.settled.queries == alone.meta.queries + 1  # its whole spend, and the failed call's
 
 
 async def test_workers_sharing_a_cap_with_injected_faults_never_pass_it(local_ray):
@@ -167,14 +169,18 @@ async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray
     assert [(e.data, e.meta.memory_hit) for e in single] == [(e.data, e.meta.memory_hit) for e in alone]
 
     async with RayPool(manchors, workers=2, memory_dir=tmp_path / "memory", memory=memory) as pool:
-        spread = [e async for e in pool.explain_stream(TEXTS)]
+        spread, accepted = [], []
+        async for exp in pool.explain_stream(TEXTS):
+            spread.append(exp)
+            assert all(entry.query == exp.data.query for entry in pool.last_stored)  # this input's own entry
+            accepted += pool.last_stored
         stored = await asyncio.to_thread(pool.memory_size)
     hits = sum(bool(e.meta.memory_hit) for e in spread)
     assert hits >= sum(bool(e.meta.memory_hit) for e in alone) - 2  # each worker sees what the other learnt
-    assert 0 < stored <= len(TEXTS)  # at most one entry per input, a lost worker's none
+    assert stored == len(accepted) and 0 < stored <= len(TEXTS)  # one entry per explanation at most
     reloaded = manchors()
     reloaded.load(tmp_path / "memory")
-    assert len(reloaded.memory) == stored
+    assert sorted(e.query for e in reloaded.memory.entries) == sorted(e.query for e in accepted)  # saved whole
 
 
 async def test_a_resumed_run_puts_back_the_memory_entries_recorded_after_the_last_save(local_ray, tmp_path):

@@ -60,8 +60,14 @@ def test_a_greedy_choice_is_accepted_on_enough_samples_only():
 
 def test_no_valid_rule_gives_the_best_one_flagged():
     rng = np.random.default_rng(0)
-    result, _ = run_search(guided(), lambda present: rng.random(len(present)) < 0.6)
-    assert not result.success and result.rule
+
+    def label(present):  # feature 2 keeps the label 80% of the time (far below τ), anything else half the time
+        n = len(present)
+        return np.where(present[:, 2], rng.random(n) < 0.8, rng.random(n) < 0.5)
+
+    result, _ = run_search(guided(), label)
+    assert not result.success and 2 in result.rule
+    assert 0.7 < result.stats.precision < 0.9
 
 
 def test_bad_arguments():

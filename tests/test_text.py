@@ -52,12 +52,14 @@ def test_sample_renders_what_the_matrix_says():
         assert [w != "[MASK]" for w in words] == row.tolist()
 
 
-def test_same_seed_same_samples():
+def test_the_generator_alone_decides_the_samples():
     sampler = TextSampler()
-    inst = sampler.features("alpha beta gamma delta")
+    inst = sampler.features("alpha beta gamma delta epsilon zeta")
     a = sampler.sample(inst, frozenset(), 30, np.random.default_rng(5))
     b = sampler.sample(inst, frozenset(), 30, np.random.default_rng(5))
-    assert a[0] == b[0]
+    c = sampler.sample(inst, frozenset(), 30, np.random.default_rng(6))
+    assert a[0] == b[0] and np.array_equal(a[1], b[1])  # same seed, same samples
+    assert a[0] != c[0] and not np.array_equal(a[1], c[1])  # another seed, others: the generator is used
 
 
 @pytest.mark.parametrize("bad", ["", "   \n\t", "!!! ... ???", None, 42, b"bytes", ["a", "list"]])
