@@ -18,6 +18,7 @@ import os
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlparse, urlunparse
 
@@ -25,7 +26,7 @@ from adapters.token_counters import ServerTokenCounter, TiktokenCounter
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
 from llm_anchors.extend import Charge, Completion, CompletionParams, Completions, TokenCounter
 
-__all__ = ["OpenAICompatibleBackend", "parse_response", "parse_retry_after", "redact"]
+__all__ = ["OpenAICompatibleBackend", "billed_usage", "parse_response", "parse_retry_after", "redact"]
 
 _CREDENTIALS = [
     (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+"), r"\1<redacted>"),
@@ -124,6 +125,11 @@ class OpenAICompatibleBackend:
     def is_local(self) -> bool:
         """Served from this machine: its tokens cost no dollars."""
         return all(urlparse(u).hostname in ("127.0.0.1", "localhost", "::1") for u in self.base_urls)
+
+    @property
+    def api_url(self) -> str:
+        """The first server's base URL (its provider's prices are told apart by it)."""
+        return _display(self.base_urls[0])
 
     @property
     def is_openai(self) -> bool:
@@ -362,11 +368,61 @@ def parse_response(raw: dict[str, Any], n_prompts: int, who: str) -> Completions
         items = [Completion(_text(c), _top_logprobs(c.get("logprobs"))) for c in choices]
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadResponseError(f"unreadable choice: {type(exc).__name__}: {exc}", classifier=who) from exc
-    usage_raw = raw.get("usage") or {}
-    usage = Charge(n_prompts, int(usage_raw.get("prompt_tokens") or 0), int(usage_raw.get("completion_tokens") or 0))
+    usage_raw = raw.get("usage") or raw.get("usageMetadata") or {}
+    try:
+        usage = replace(billed_usage(usage_raw), queries=n_prompts)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise BadResponseError(f"unreadable usage: {type(exc).__name__}: {exc}", classifier=who) from exc
     # llama-server reports the usage of the first prompt only for a list of prompts.
     covered = n_prompts if usage_raw and (n_prompts == 1 or usage.completion_tokens >= n_prompts) else None
     return Completions(items, usage, covered)
+
+
+def billed_usage(raw: dict[str, Any]) -> Charge:
+    """One answer's usage as the provider bills it, whatever its shape, as a `Charge` whose
+    ``prompt_tokens`` are every input token (cache reads and writes among them) and whose
+    ``completion_tokens`` are every output token (reasoning among them):
+
+    - OpenAI, vLLM (``--enable-prompt-tokens-details``), llama.cpp, OpenRouter and Gemini's
+      OpenAI-compatible endpoint: ``prompt_tokens`` counts every input token;
+      ``prompt_tokens_details.cached_tokens`` (reads) and ``.cache_write_tokens`` (writes) are
+      among them; ``completion_tokens_details.reasoning_tokens`` are among ``completion_tokens``.
+    - Anthropic: ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are *not* among
+      ``input_tokens`` (nor the ``prompt_tokens`` beside them): they are added.
+    - Gemini (``usageMetadata``): ``cachedContentTokenCount`` is among ``promptTokenCount``;
+      ``thoughtsTokenCount`` is *not* among ``candidatesTokenCount``: it is added.
+    """
+    if "promptTokenCount" in raw:  # Gemini's own shape
+        thoughts = _count(raw, "thoughtsTokenCount")
+        return Charge(
+            prompt_tokens=_count(raw, "promptTokenCount"),
+            completion_tokens=_count(raw, "candidatesTokenCount") + thoughts,
+            cache_read_tokens=_count(raw, "cachedContentTokenCount"),
+            reasoning_tokens=thoughts,
+        )
+    prompt = _count(raw, "prompt_tokens") if "prompt_tokens" in raw else _count(raw, "input_tokens")
+    completion = _count(raw, "completion_tokens") if "completion_tokens" in raw else _count(raw, "output_tokens")
+    details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details") or {}
+    read, write = _count(details, "cached_tokens"), _count(details, "cache_write_tokens")
+    anthropic_read, anthropic_write = _count(raw, "cache_read_input_tokens"), _count(raw, "cache_creation_input_tokens")
+    out = raw.get("completion_tokens_details") or raw.get("output_tokens_details") or {}
+    return Charge(
+        prompt_tokens=prompt + anthropic_read + anthropic_write,
+        completion_tokens=completion,
+        cache_read_tokens=read + anthropic_read,
+        cache_write_tokens=write + anthropic_write,
+        reasoning_tokens=_count(out, "reasoning_tokens"),
+    )
+
+
+def _count(raw: Any, key: str) -> int:
+    """A token count of a usage object (absent or null: 0); anything but a count >= 0 is a `ValueError`."""
+    value = raw.get(key) if isinstance(raw, dict) else None
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
+        raise ValueError(f"{key} is not a token count: {value!r}")
+    return int(value)
 
 
 def _text(choice: dict[str, Any]) -> str:

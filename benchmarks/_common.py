@@ -19,7 +19,7 @@ import numpy as np
 from llm_anchors import AnchorsExplainer, MAnchorsExplainer
 from llm_anchors.datasets import shuffled
 from llm_anchors.explain import ProgressBar
-from llm_anchors.money import PRICES
+from llm_anchors.money import Charge, price_for
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY = ("fresh_precision", "coverage", "length")
@@ -223,12 +223,13 @@ def stage_markdown(runs: Mapping[str, Sequence[dict[str, Any]]]) -> str:
 
 def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) -> dict[str, Any]:
     """Paper metrics, cost and fidelity of one Anchors/MAnchors pair of runs."""
-    price = PRICES[price_model]
+    price = price_for(price_model)
 
     def dollars(rows: list[dict[str, Any]]) -> str:
         prompt = sum(r["prompt_tokens"] for r in rows)
         completion = sum(r["completion_tokens"] for r in rows)
-        return str(price.cost(prompt, completion).quantize(Decimal("0.000001")))
+        usage = Charge(prompt_tokens=prompt, completion_tokens=completion)
+        return str(price.cost(usage).quantize(Decimal("0.000001")))
 
     out: dict[str, Any] = {
         "speedup": sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m),

@@ -38,7 +38,6 @@ import numpy as np
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import BaseClassifier, Batch, Classifier
-from llm_anchors.money import PRICES
 from llm_anchors.samplers import SentenceEmbedder
 
 from ._common import (
@@ -356,7 +355,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-words", type=int, default=10_000, help="with llm: only sentences this short")
     add_comparison_args(parser)
     parser.add_argument("--pooling", choices=["sentence", "words"], default="words", help="memory embedding")
-    parser.add_argument("--price-model", default="gpt-4o-mini", choices=sorted(PRICES))
+    parser.add_argument(
+        "--price-model", default="gpt-4o-mini", help="a model genai-prices knows (its price for the table)"
+    )
     parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
     parser.add_argument("--memo-labels", default=None, help="with llm: a SQLite file of labels reused across runs")
     parser.add_argument("--tuning", action="store_true", help="the held-out tuning stream (settings are chosen there)")

@@ -23,7 +23,7 @@ from .explain.manchors import MAnchorsExplainer
 from .explain.progress import Progress, ProgressBar
 from .models.llm import LLMClassifier
 from .models.retry import RetryPolicy
-from .money.budget import Budget
+from .money.budget import Budget, Charge
 from .money.pricing import FREE, load_prices
 from .query.cache import QueryCache
 from .run.inputs import read_inputs
@@ -427,13 +427,26 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         f"coverage    {d.coverage:.3f}",
         f"samples     {m.samples:,}",
         f"queries     {m.queries:,}  ({c.cache_hits:,} cache hits, {c.retries} retries)",
-        f"tokens      {c.settled.prompt_tokens:,} prompt + {c.settled.completion_tokens:,} completion{estimated}",
-        f"cost        ${c.settled.usd} (reserved ${c.reserved.usd})",
+        f"tokens      {c.settled.prompt_tokens:,} prompt{_cached(c.settled)} + {c.settled.completion_tokens:,} "
+        f"completion{estimated}",
+        f"cost        ${c.settled.usd} (reserved ${c.reserved.usd}{_saved(exp)})",
         f"time        {m.wall_time_s:.1f}s",
     ]
     if m.unparsed:
         lines.append(f"unparsed    {m.unparsed} answers named no label")
     return "\n".join(lines)
+
+
+def _cached(usage: Charge) -> str:
+    """How much of a prompt the provider's cache served (and took in), if any."""
+    parts = [f"{usage.cache_read_tokens:,} cached"] if usage.cache_read_tokens else []
+    parts += [f"{usage.cache_write_tokens:,} written to the cache"] if usage.cache_write_tokens else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _saved(exp: Explanation) -> str:
+    saved = exp.saved_by_caching
+    return f"; caching saved ${saved}" if saved else ""
 
 
 if __name__ == "__main__":

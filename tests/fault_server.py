@@ -37,7 +37,9 @@ class FaultServer:
         retry_after: str = "0.05",
         served: Sequence[str] = ("fault-server-model",),
         port: int = 0,
+        usage: Callable[[list[str]], dict[str, Any]] | None = None,
     ) -> None:
+        self.usage = usage
         self.served = list(served)
         self.port = port
         self.prompts: list[str] = []  # every prompt answered, in order
@@ -153,6 +155,8 @@ class FaultServer:
             else:
                 choices.append({"index": i, "text": word, "logprobs": logprobs})
         choices.reverse()  # servers may answer out of order: clients must sort by index
+        if self.usage is not None:  # a provider's documented usage shape, for every prompt of the request
+            return {"choices": choices, **self.usage(prompts)}
         # Like llama-server: for a list of prompts the usage covers the first one only.
         n_tokens = len(prompts[0].split()) + 1
         return {"choices": choices, "usage": {"prompt_tokens": n_tokens, "completion_tokens": 1}}

@@ -165,7 +165,7 @@ async def test_dollar_sums_are_exact():
         sum(x.meta.cost.settled.prompt_tokens for x in exps),
         sum(x.meta.cost.settled.completion_tokens for x in exps),
     )
-    assert total == PRICE.cost(*tokens)  # exact: no float anywhere
+    assert total == PRICE.cost(Charge(prompt_tokens=tokens[0], completion_tokens=tokens[1]))  # exact: no float
     assert total > 0
     assert all(Decimal(x.meta.cost.reserved.usd) >= Decimal(x.meta.cost.settled.usd) for x in exps)
 

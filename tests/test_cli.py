@@ -202,7 +202,7 @@ async def test_two_runs_on_one_out_at_once_never_pass_the_cap_nor_write_an_input
     assert 2 in (a, b) and "another run is writing" in a_err + b_err  # the second one stops at once
 
 
-@pytest.mark.parametrize("model", ["claude-3-5-haiku-latest", "my-local-finetune"])
+@pytest.mark.parametrize("model", ["llama-3.1-8b-instruct", "my-local-finetune"])
 async def test_a_dollar_cap_refuses_a_model_it_cannot_price_before_any_query(tmp_path, model):
     from tests.fault_server import FaultServer
 
@@ -214,7 +214,7 @@ async def test_a_dollar_cap_refuses_a_model_it_cannot_price_before_any_query(tmp
         assert (await cli(*args, "--max-usd", "0.0001", "--free"))[0] == 0  # declared free: the cap never binds
 
 
-@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "gpt-4o-2024-08-06"])
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "gpt-4o-2024-08-06", "claude-3-5-haiku-latest"])
 async def test_a_model_behind_a_loopback_proxy_is_priced_as_its_family_and_its_dollar_cap_binds(tmp_path, model):
     from decimal import Decimal
 

@@ -2,7 +2,7 @@ import pytest
 
 from llm_anchors import UNPARSED, AnchorsExplainer, BadResponseError, ConfigError, LLMClassifier
 from llm_anchors.extend import LOCAL, Backend, Completion, Completions, MockBackend, as_backend
-from llm_anchors.money import PRICES, EstimateCounter
+from llm_anchors.money import EstimateCounter, price_for
 
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = ["negative", "positive"]
@@ -129,7 +129,7 @@ class Minimal:
 
 
 async def test_a_backend_with_the_required_members_gets_the_documented_defaults():
-    clf = LLMClassifier(Minimal(), PROMPT, LABELS, price=PRICES["gpt-4o-mini"])
+    clf = LLMClassifier(Minimal(), PROMPT, LABELS, price=price_for("gpt-4o-mini"))
     backend = clf.backend
     assert isinstance(backend, Backend)
     assert (backend.model, backend.is_local, backend.max_request_size) == (None, False, None)

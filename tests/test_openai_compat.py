@@ -13,7 +13,7 @@ from llm_anchors import (
     RateLimitError,
     RetryPolicy,
 )
-from llm_anchors.extend import CompletionParams
+from llm_anchors.extend import Charge, CompletionParams
 from tests.fault_server import FaultServer
 
 PROMPT = "Review: {text}\nSentiment:"
@@ -345,3 +345,97 @@ async def test_a_garbled_answer_is_a_bad_response_with_either_client(client, kin
                 await backend.complete(["p"], CompletionParams())
         finally:
             await backend.aclose()
+
+
+# -- usage as the provider bills it ----------------------------------------------------------
+
+USAGE_SHAPES = {
+    # OpenAI chat/completions (and vLLM with --enable-prompt-tokens-details, llama.cpp, Gemini's
+    # OpenAI-compatible endpoint): cached tokens are among prompt_tokens, reasoning among completion_tokens.
+    "openai": (
+        {"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+         "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+         "completion_tokens_details": {"reasoning_tokens": 256, "audio_tokens": 0}},
+        {"prompt_tokens": 2006, "completion_tokens": 300, "cache_read_tokens": 1920, "reasoning_tokens": 256},
+    ),
+    "llama.cpp": (
+        {"completion_tokens": 1, "prompt_tokens": 22, "total_tokens": 23,
+         "prompt_tokens_details": {"cached_tokens": 21}},
+        {"prompt_tokens": 22, "completion_tokens": 1, "cache_read_tokens": 21},
+    ),
+    "openrouter (cache writes)": (
+        {"prompt_tokens": 3000, "completion_tokens": 5,
+         "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 2900}},
+        {"prompt_tokens": 3000, "completion_tokens": 5, "cache_write_tokens": 2900},
+    ),
+    # Anthropic: cache reads and writes are not among input_tokens.
+    "anthropic": (
+        {"input_tokens": 50, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1900, "output_tokens": 3},
+        {"prompt_tokens": 2050, "completion_tokens": 3, "cache_read_tokens": 1900, "cache_write_tokens": 100},
+    ),
+    # Gemini's own shape: cached content is among promptTokenCount; thoughts are not among candidates.
+    "gemini": (
+        {"promptTokenCount": 2000, "cachedContentTokenCount": 1500, "candidatesTokenCount": 3,
+         "thoughtsTokenCount": 7, "totalTokenCount": 2010},
+        {"prompt_tokens": 2000, "completion_tokens": 10, "cache_read_tokens": 1500, "reasoning_tokens": 7},
+    ),
+    "no usage details": ({"prompt_tokens": 12, "completion_tokens": 1}, {"prompt_tokens": 12, "completion_tokens": 1}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", list(USAGE_SHAPES))
+def test_each_provider_s_usage_is_read_as_it_bills_it(shape):
+    from adapters.openai_compat import billed_usage
+
+    raw, expected = USAGE_SHAPES[shape]
+    assert billed_usage(raw) == Charge(**expected)
+
+
+@pytest.mark.parametrize("bad", [{"prompt_tokens": -1}, {"prompt_tokens": "12"}, {"prompt_tokens": 1.5},
+                                 {"prompt_tokens_details": {"cached_tokens": True}}])  # fmt: skip
+def test_a_usage_that_is_not_token_counts_is_a_bad_response(bad):
+    with pytest.raises(BadResponseError, match="unreadable usage"):
+        parse_response({"choices": [{"index": 0, "text": " positive"}], "usage": bad}, 1, "who")
+
+
+async def test_a_server_reporting_cached_tokens_is_billed_exactly_at_the_cached_rate(tmp_path):
+    """A fake OpenAI server reporting, in OpenAI's shape, a prompt's static prefix as cached."""
+    import json
+
+    from llm_anchors import AnchorsExplainer, Budget, LLMClassifier
+    from llm_anchors.cli import render
+    from llm_anchors.display import write_report
+    from llm_anchors.money import price_for
+    from llm_anchors.run import ResultsFile
+
+    rubric = "Judge the review by the rubric: " + " ".join(f"rule{i}" for i in range(300)) + "\nReview: {text}\nLabel:"
+    prefix = len(rubric.split("{text}")[0].split())
+
+    def usage(prompts):  # a word a token, the rubric read from the cache
+        tokens = sum(len(p.split()) for p in prompts)
+        return {"usage": {"prompt_tokens": tokens, "completion_tokens": len(prompts), "total_tokens": tokens + 1,
+                          "prompt_tokens_details": {"cached_tokens": prefix * len(prompts)}}}  # fmt: skip
+
+    price = price_for("gpt-4o-mini")
+    async with FaultServer(answer=sentiment, usage=usage) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "gpt-4o-mini", endpoint="chat")
+        budget = Budget(max_usd=1)
+        clf = LLMClassifier(backend, rubric, ["negative", "positive"], price=price)
+        async with AnchorsExplainer(clf, seed=0, budget=budget) as explainer:
+            exp = await explainer.explain("a good and great film")
+    settled, calls = exp.meta.cost.settled, server.prompts_served
+    assert settled.cache_read_tokens == prefix * calls and settled.completion_tokens == calls
+    fresh = settled.prompt_tokens - settled.cache_read_tokens
+    assert settled.usd == (fresh * price.input + prefix * calls * price.cache_read + calls * price.output) / 10**6
+    assert settled.usd == budget.settled.usd and price.cache_read < price.input  # exact, at the cached rate
+    assert exp.meta.cost.reserved.usd >= price.uncached(settled) > settled.usd  # reserved: the uncached worst case
+    assert exp.meta.settings.price == price  # the price, dated, is in the explanation
+    saved = price.uncached(settled) - settled.usd
+    assert exp.saved_by_caching == saved > 0
+    shown = render(exp)
+    assert f"{settled.cache_read_tokens:,} cached" in shown and f"caching saved ${saved}" in shown
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        results.check_config({"explainer": "AnchorsExplainer"})
+        results.append({"index": 0, "input_sha256": "h", "explanation": json.loads(exp.to_json())})
+    page = write_report(tmp_path / "r.jsonl", tmp_path / "report.html").read_text()
+    assert f"{settled.cache_read_tokens:,} cached" in page and "caching saved $" in page

@@ -1,54 +1,74 @@
+"""Prices as providers bill them: genai-prices' rates, price files, cache reads and writes at their rates."""
+
 from decimal import Decimal
 
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.extend import LOCAL, Price
-from llm_anchors.money import PRICES, load_prices, price_for
+from llm_anchors.money import LOCAL, Charge, Price, load_prices, price_for
+
+PRICE = Price(Decimal("0.15"), Decimal("0.60"), cache_read=Decimal("0.075"), cache_write=Decimal("0.1875"))
 
 
-def test_cost_is_exact_decimal():
-    price = Price(Decimal("0.15"), Decimal("0.60"), Decimal("0.075"))
-    assert price.cost(1_000_000, 0) == Decimal("0.15")
-    assert price.cost(3, 1) == Decimal("0.00000105")
-    assert price.cost(1000, 10, cached_tokens=400) == Decimal("0.000126")
-    assert sum(price.cost(7, 1) for _ in range(10)) == price.cost(70, 10)
+def test_cost_is_exact_and_prices_each_part_at_its_rate():
+    assert PRICE.cost(Charge(prompt_tokens=1_000_000)) == Decimal("0.15")
+    assert PRICE.cost(Charge(prompt_tokens=3, completion_tokens=1)) == Decimal("0.00000105")
+    usage = Charge(prompt_tokens=1000, completion_tokens=10, cache_read_tokens=400, cache_write_tokens=100)
+    # 500 fresh at 0.15, 400 read at 0.075, 100 written at 0.1875, 10 out at 0.60 (per 1M)
+    assert PRICE.cost(usage) == (500 * Decimal("0.15") + 400 * Decimal("0.075") + 100 * Decimal("0.1875") + 6) / 10**6
+    assert PRICE.uncached(usage) == (1000 * Decimal("0.15") + 6) / 10**6
+    assert sum(PRICE.cost(Charge(prompt_tokens=7, completion_tokens=1)) for _ in range(10)) == PRICE.cost(
+        Charge(prompt_tokens=70, completion_tokens=10)
+    )
 
 
-def test_builtin_prices_are_dated():
-    assert all(p.as_of and p.source for p in PRICES.values())
-    assert price_for("gpt-4o-mini").input == Decimal("0.15")
-    assert price_for("gpt-4o-mini-2024-07-18") == PRICES["gpt-4o-mini"]
+def test_the_worst_case_takes_the_dearest_input_rate():
+    assert PRICE.worst_case(1_000_000, 0) == Decimal("0.1875")  # a cache write costs more than a fresh token
+    assert Price(Decimal(1), Decimal(2)).worst_case(10, 5) == Decimal(20) / 10**6
+
+
+@pytest.mark.parametrize(
+    "name,provider,input_,cached",
+    [("gpt-4o-mini", "openai", "0.15", "0.075"), ("gpt-4o-2024-08-06", "openai", "2.5", "1.25"),
+     ("claude-3-5-haiku-latest", "anthropic", "0.8", "0.08")],
+)  # fmt: skip
+def test_prices_come_from_genai_prices_with_their_cache_rates_and_a_date(name, provider, input_, cached):
+    price = price_for(name)
+    assert (price.input, price.cache_read) == (Decimal(input_), Decimal(cached))
+    assert price.as_of and price.source.startswith("genai-prices ") and f"{provider}/" in price.source
+
+
+def test_anthropic_bills_cache_writes_above_the_input_rate():
+    price = price_for("claude-3-5-haiku-latest")
+    assert price.cache_write is not None and price.cache_write > price.input > price.cache_read  # 1.25×, 0.1×
+
+
+def test_a_provider_prefix_or_the_provider_s_address_finds_the_price():
+    assert price_for("openai/gpt-4o-mini", local=True).input == Decimal("0.15")  # a loopback proxy: priced
+    assert price_for("gpt-4o-mini", api_url="https://api.openai.com/v1").source.endswith("openai/gpt-4o-mini")
+
+
+def test_a_service_tier_has_its_own_price():
+    standard, flex = price_for("gpt-5-mini"), price_for("gpt-5-mini", service_tier="flex")
+    assert flex.input < standard.input and "(flex)" in flex.source
 
 
 def test_unknown_hosted_model_is_an_error_local_is_assumed_free_but_not_known():
     with pytest.raises(ConfigError, match="no price"):
         price_for("mystery-model")
     assert price_for("mystery-model", local=True) is LOCAL and not LOCAL.known
-
-
-@pytest.mark.parametrize(
-    "name,family",
-    [("openai/gpt-4o-mini", "gpt-4o-mini"), ("gpt-4o-2024-08-06", "gpt-4o"), ("litellm/gpt-4.1-mini-2025-04-14",
-     "gpt-4.1-mini"), ("gpt-3.5-turbo-instruct-0914", "gpt-3.5-turbo-instruct")],
-)  # fmt: skip
-def test_a_model_behind_a_local_proxy_or_dated_is_priced_as_its_family(name, family):
-    assert price_for(name, local=True) == PRICES[family]  # on a loopback proxy too: never assumed free
-
-
-def test_a_family_is_only_matched_for_a_dated_snapshot():
-    with pytest.raises(ConfigError, match="no price"):
-        price_for("gpt-5-pro")  # not gpt-5's price: another model
-    assert price_for("gpt-5-pro", local=True) is LOCAL
+    assert price_for("gpt-5-pro").input > price_for("gpt-5").input  # not gpt-5's price: another model
 
 
 def test_price_file_overrides(tmp_path):
     path = tmp_path / "prices.json"
     path.write_text(
-        '{"gpt-4o-mini": {"input": "0.2", "output": "0.8", "as_of": "2026-11-01"}, "mine": {"input": 1, "output": 2}}'
+        '{"gpt-4o-mini": {"input": "0.2", "output": "0.8", "cache_read": "0.02", "as_of": "2026-11-01"},'
+        ' "mine": {"input": 1, "output": 2}}'
     )
     prices = load_prices(path)
     assert price_for("gpt-4o-mini", prices=prices).input == Decimal("0.2")
+    assert price_for("gpt-4o-mini-2024-07-18", prices=prices).cache_read == Decimal("0.02")  # a dated snapshot
     assert price_for("mine", prices=prices).output == Decimal("2")
 
 
@@ -57,7 +77,7 @@ def test_price_file_overrides(tmp_path):
     [
         "not json", '{"m": {"input": "x", "output": 1}}', '{"m": {"output": 1}}', '{"m": {"input": -1, "output": 1}}',
         '{"m": {"input": "nan", "output": 1}}', '{"m": {"input": "Infinity", "output": 1}}', "[]", "{}", '{"m": 3}',
-        '{"m": {"input": true, "output": 1}}', '{"m": {"input": 1, "output": 1, "cached_input": "-0.1"}}',
+        '{"m": {"input": true, "output": 1}}', '{"m": {"input": 1, "output": 1, "cache_read": "-0.1"}}',
     ],
 )  # fmt: skip
 def test_bad_price_files(tmp_path, content):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -306,3 +307,12 @@ def test_given_the_run_s_ledger_progress_shows_what_the_whole_run_spent():
     with ProgressBar(2, stream=stream, every=0.5, spent=lambda: ledger) as progress:
         progress.update(0, exp)
     assert "$0.5 · 1,234 queries in all" in stream.getvalue()
+
+
+def test_the_run_summary_says_how_much_the_provider_s_cache_served_and_saved():
+    from llm_anchors.run import RunReport
+
+    spent = Charge(queries=10, prompt_tokens=1000, completion_tokens=10, usd=Decimal("0.0002"), cache_read_tokens=800)
+    line = RunReport(10, 0, done_now=10, saved_by_caching=Decimal("0.00009"), spent=spent).summary()
+    assert "80% of the prompt tokens cached, which saved $0.000090 now" in line
+    assert "cached" not in RunReport(10, 0, done_now=10, spent=replace(spent, cache_read_tokens=0)).summary()

@@ -199,6 +199,7 @@ class AnchorsExplainer:
             verify_determinism=self.verify_determinism,
             budget=repr(budget) if budget is not None else None,
             on_budget=self.on_budget,
+            price=self.engine.classifier.price,
         )
 
     async def explain(

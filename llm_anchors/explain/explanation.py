@@ -13,6 +13,7 @@ from .._exceptions import ConfigError
 from .._version import __version__
 from ..models.classifier import Label
 from ..money.budget import Charge
+from ..money.pricing import Price
 from ..samplers.text import TextInstance
 from ..search.beam import RoundTrace, RuleStats, SearchParams
 
@@ -93,6 +94,8 @@ class Settings:
     budget: str | None = None
     on_budget: str = "raise"
     memory: MemorySettings | None = None
+    price: Price | None = None
+    """What the model's tokens cost when it was explained (rates per million, their date and source)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,13 @@ class Explanation:
             f"{m.samples} samples, {m.queries} queries, ${m.cost.settled.usd}, {m.wall_time_s:.2f}s{flag}"
         )
 
+    @property
+    def saved_by_caching(self) -> Decimal:
+        """What the provider's prompt cache saved: the calls' cost with every prompt token at the
+        input rate, less what they were billed ($0 for a model not priced by the token)."""
+        price, settled = self.meta.settings.price, self.meta.cost.settled
+        return price.uncached(settled) - settled.usd if price is not None and price.known else Decimal(0)
+
     def marked_html(self, wrap: Callable[[str], str]) -> str:
         """HTML of the input with its anchor's words passed through ``wrap`` (given
         escaped text); for rows and images, the anchor's rule."""
@@ -224,6 +234,8 @@ def _meta(raw: dict[str, Any]) -> Meta:
     settings["search"] = SearchParams(**settings["search"])
     if settings.get("memory") is not None:
         settings["memory"] = MemorySettings(**settings["memory"])
+    if settings.get("price") is not None:
+        settings["price"] = Price(**settings["price"])
     cost = dict(raw["cost"])
     cost["settled"], cost["reserved"] = Charge(**cost["settled"]), Charge(**cost["reserved"])
     memory = raw.get("memory")

@@ -64,6 +64,8 @@ class Backend(Protocol):
       the classifier needs an explicit ``price=``);
     - ``is_local``: True only when the model runs here and its tokens cost
       nothing (default False: unknown means hosted, and priced);
+    - ``api_url``: where the model is served (``https://api.openai.com/v1``),
+      which tells its provider's prices apart (None: unknown);
     - ``max_request_size``: prompts one HTTP request takes (None: any);
     - `token_counter`: an exact prompt-token counter (None: a marked estimate);
     - `aclose`: release connections (by default nothing).
@@ -79,6 +81,9 @@ class Backend(Protocol):
     def is_local(self) -> bool: ...
 
     @property
+    def api_url(self) -> str | None: ...
+
+    @property
     def max_request_size(self) -> int | None: ...
 
     def token_counter(self) -> TokenCounter | None: ...
@@ -88,7 +93,7 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-_BACKEND_DEFAULTS: dict[str, Any] = {"model": None, "is_local": False, "max_request_size": None}
+_BACKEND_DEFAULTS: dict[str, Any] = {"model": None, "is_local": False, "api_url": None, "max_request_size": None}
 
 
 class BaseBackend:
@@ -102,6 +107,10 @@ class BaseBackend:
     @property
     def is_local(self) -> bool:
         return False
+
+    @property
+    def api_url(self) -> str | None:
+        return None
 
     @property
     def max_request_size(self) -> int | None:
@@ -122,6 +131,7 @@ class _Defaults(BaseBackend):
         found = {name: getattr(inner, name, default) for name, default in _BACKEND_DEFAULTS.items()}
         self._model = None if found["model"] is None else str(found["model"])
         self._local = found["is_local"] is True
+        self._url = found["api_url"] if isinstance(found["api_url"], str) else None
         limit = found["max_request_size"]
         self._limit = limit if isinstance(limit, int) else None
 
@@ -136,6 +146,10 @@ class _Defaults(BaseBackend):
     @property
     def is_local(self) -> bool:
         return self._local
+
+    @property
+    def api_url(self) -> str | None:
+        return self._url
 
     @property
     def max_request_size(self) -> int | None:

@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
 from ..money.budget import Charge
+from ..money.pricing import Price
 
 __all__ = [
     "UNPARSED",
@@ -55,6 +56,8 @@ class Classifier(Protocol):
     and ``classify``:
 
     - ``max_request_size``: texts one call may take (None: any number);
+    - ``price``: what its tokens cost, dated, recorded with each explanation
+      (None: not priced by the token);
     - `quote`: the worst-case cost of a call, before it is made (by default
       one query per text, no tokens, no dollars);
     - `aclose`: release connections (by default nothing).
@@ -65,6 +68,9 @@ class Classifier(Protocol):
 
     @property
     def max_request_size(self) -> int | None: ...
+
+    @property
+    def price(self) -> Price | None: ...
 
     async def classify(self, texts: Sequence[str]) -> Batch: ...
 
@@ -80,6 +86,11 @@ class BaseClassifier:
     @property
     def max_request_size(self) -> int | None:
         """Texts one call may take: any number."""
+        return None
+
+    @property
+    def price(self) -> Price | None:
+        """Not priced by the token."""
         return None
 
     async def quote(self, texts: Sequence[str]) -> Charge:
@@ -101,6 +112,11 @@ class _Defaults(BaseClassifier):
     @property
     def identity(self) -> str:
         return str(self.inner.identity)
+
+    @property
+    def price(self) -> Price | None:
+        price = getattr(self.inner, "price", None)
+        return price if isinstance(price, Price) else None
 
     @property
     def max_request_size(self) -> int | None:

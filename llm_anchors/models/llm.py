@@ -65,7 +65,7 @@ class LLMClassifier(BaseClassifier):
         self.prompt = prompt
         self.labels = clean
         self.params = params or CompletionParams()
-        self.price = price or self._default_price(prices)
+        self._price = price or self._default_price(prices)
         self.token_counter = token_counter or self._default_counter()
         self._usage_partial = False
 
@@ -84,7 +84,12 @@ class LLMClassifier(BaseClassifier):
                 f"cannot price {self.backend.identity!r}: it names no model and does not say it runs locally "
                 "(is_local); pass LLMClassifier(..., price=Price(...))"
             )
-        return price_for(str(model), local=local, prices=prices)
+        return price_for(str(model), local=local, prices=prices, api_url=self.backend.api_url)
+
+    @property
+    def price(self) -> Price:
+        """What its tokens cost (per million; its source and date), recorded with each explanation."""
+        return self._price
 
     def _default_counter(self) -> TokenCounter:
         counter = self.backend.token_counter()
@@ -121,7 +126,7 @@ class LLMClassifier(BaseClassifier):
         """Worst-case cost of classifying ``texts`` (``estimated`` when its tokens are)."""
         count = await self.token_counter.count([self.render(t) for t in texts])
         completion = len(texts) * self.params.max_tokens
-        usd = self.price.cost(count.total, completion)
+        usd = self.price.worst_case(count.total, completion)
         return Charge(len(texts), count.total, completion, usd, count.estimated, unpriced=not self.price.known)
 
     async def classify(self, texts: Sequence[str]) -> Batch:
@@ -145,7 +150,7 @@ class LLMClassifier(BaseClassifier):
             usage = await (counting or self.quote(texts))
         else:
             _discard(counting)
-        usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens)
+        usd = self.price.cost(usage)  # its cache reads and writes at their rates
         return Batch([self.read(c) for c in result.items], replace(usage, queries=len(texts), usd=usd))
 
     def read(self, completion: Completion) -> Label:

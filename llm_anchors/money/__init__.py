@@ -1,13 +1,12 @@
 """Money: a `Charge`, caps (`SpendCap`, `Budget` and its journal), prices, token counts."""
 
 from .budget import Budget, BudgetReport, Charge, JournalState, Reservation, SpendCap, read_journal
-from .pricing import FREE, LOCAL, PRICES, Price, load_prices, price_for
+from .pricing import FREE, LOCAL, Price, load_prices, price_for
 from .tokens import EstimateCounter, TokenCount, TokenCounter
 
 __all__ = [
     "FREE",
     "LOCAL",
-    "PRICES",
     "Budget",
     "BudgetReport",
     "Charge",

@@ -44,6 +44,12 @@ class Charge:
     unpriced: bool = False
     """True when ``usd`` is not a price but a guess of $0 (a model served on this machine
     under a name with no price): a dollar cap refuses to reserve it."""
+    cache_read_tokens: int = 0
+    """Of ``prompt_tokens``, those read from the provider's prompt cache (billed at its cached rate)."""
+    cache_write_tokens: int = 0
+    """Of ``prompt_tokens``, those written to the provider's prompt cache (billed at its write rate)."""
+    reasoning_tokens: int = 0
+    """Of ``completion_tokens``, a reasoning model's hidden reasoning (billed as output)."""
 
     def __post_init__(self) -> None:  # from JSON: exact decimals from strings
         if not isinstance(self.usd, Decimal):
@@ -61,6 +67,9 @@ class Charge:
             self.usd + other.usd,
             self.estimated or other.estimated,
             self.unpriced or other.unpriced,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -103,7 +112,9 @@ class BudgetReport:
 
 
 def _plain(charge: Charge) -> dict[str, Any]:
-    return {"q": charge.queries, "p": charge.prompt_tokens, "c": charge.completion_tokens, "usd": str(charge.usd)}
+    record = {"q": charge.queries, "p": charge.prompt_tokens, "c": charge.completion_tokens, "usd": str(charge.usd)}
+    parts = {"cr": charge.cache_read_tokens, "cw": charge.cache_write_tokens, "rt": charge.reasoning_tokens}
+    return {**record, **{k: v for k, v in parts.items() if v}}
 
 
 _KINDS = {"r": "reserve", "s": "settle", "x": "release"}
@@ -125,7 +136,11 @@ def _charge(record: dict[str, Any]) -> Charge:
         dollars = None
     if dollars is None or not dollars.is_finite() or dollars < 0:
         raise ValueError(f"usd must be a decimal string >= 0, got {usd!r}")
-    return Charge(_count(record, "q"), _count(record, "p"), _count(record, "c"), dollars)
+    read, write, reasoning = (_count(record, key) if key in record else 0 for key in ("cr", "cw", "rt"))
+    return Charge(
+        _count(record, "q"), _count(record, "p"), _count(record, "c"), dollars,
+        cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=reasoning,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -465,4 +480,8 @@ def _minus(a: Charge, b: Charge) -> Charge:
         max(0, a.completion_tokens - b.completion_tokens),
         max(Decimal(0), a.usd - b.usd),
         a.estimated,
+        a.unpriced,
+        max(0, a.cache_read_tokens - b.cache_read_tokens),
+        max(0, a.cache_write_tokens - b.cache_write_tokens),
+        max(0, a.reasoning_tokens - b.reasoning_tokens),
     )

@@ -125,6 +125,8 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
     prompt = sum(m.cost.settled.prompt_tokens for m in metas)
     completion = sum(m.cost.settled.completion_tokens for m in metas)
     estimated = " (estimated)" if any(m.cost.settled.estimated or m.cost.reserved.estimated for m in metas) else ""
+    cached = sum(m.cost.settled.cache_read_tokens for m in metas)
+    saved = sum((r.explanation.saved_by_caching for r in rows), Decimal(0))
     found = sum(r.explanation.data.success for r in rows)
     cards = [
         (
@@ -143,8 +145,12 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
             f"{sum(m.queries for m in metas):,}",
             f"{sum(m.samples for m in metas):,} samples, {sum(m.cost.cache_hits for m in metas):,} cache hits",
         ),
-        ("tokens", f"{prompt + completion:,}", f"{prompt:,} prompt + {completion:,} completion{estimated}"),
-        ("dollars", f"${_usd(usd)}", _usd_note(usd, rows)),
+        (
+            "tokens",
+            f"{prompt + completion:,}",
+            f"{prompt:,} prompt ({cached:,} cached, {prompt - cached:,} not) + {completion:,} completion{estimated}",
+        ),
+        ("dollars", f"${_usd(usd)}", _usd_note(usd, rows) + (f"; caching saved ${_usd(saved)}" if saved else "")),
         ("time", _duration(sum(m.wall_time_s for m in metas)), "Σ per input (inputs explained at once overlap)"),
     ]
     html_cards = "".join(

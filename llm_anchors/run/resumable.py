@@ -36,7 +36,7 @@ __all__ = [
     "RunReport", "explain_resumable", "invalid_reasons", "missing_entries", "record_stream", "resume", "run_config",
 ]  # fmt: skip
 
-MAY_CHANGE = ("budget", "on_budget", "max_concurrency", "request_size")
+MAY_CHANGE = ("budget", "on_budget", "max_concurrency", "request_size", "price")
 """Settings a resumed run may change: they change what a run spends or how fast, not its explanations."""
 
 
@@ -77,6 +77,8 @@ class RunReport:
     failed: int = 0
     """Inputs recorded as impossible to explain (before and now)."""
     memory_hits: int = 0
+    saved_by_caching: Decimal = Decimal(0)
+    """What the provider's prompt cache saved on the explanations recorded now."""
     spent: Charge = field(default_factory=Charge)
     stopped: str = ""
     """"" (every input done), "budget" (the run's cap), or "interrupted"."""
@@ -88,6 +90,10 @@ class RunReport:
 
     def summary(self) -> str:
         spent = f"${self.spent.usd.quantize(Decimal('0.000001'))}, {self.spent.queries:,} queries"
+        if self.spent.cache_read_tokens:
+            share = self.spent.cache_read_tokens / max(1, self.spent.prompt_tokens)
+            saved = self.saved_by_caching.quantize(Decimal("0.000001"))
+            spent += f" ({share:.0%} of the prompt tokens cached, which saved ${saved} now)"
         why = {"": "", "budget": " — stopped: the run's cap is reached", "interrupted": " — interrupted"}[self.stopped]
         failed = f"; {self.failed:,} could not be explained (their lines say why)" if self.failed else ""
         return (
@@ -284,6 +290,7 @@ async def record_stream(
             results.append(_record(index, texts[index], item, new_entries(), reservations))
             report.done_now += 1
             report.memory_hits += bool(item.meta.memory_hit)
+            report.saved_by_caching += item.saved_by_caching
             report.elapsed_s = time.perf_counter() - started
             if on_result is not None:
                 on_result(index, item, report)
