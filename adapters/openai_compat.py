@@ -74,6 +74,8 @@ class OpenAICompatibleBackend:
     timeout: seconds for one HTTP request.
     max_request_size: prompts per /completions request.
     max_connections: HTTP requests in flight from this backend.
+    service_tier: asked of the server with every request (OpenAI's ``"flex"``:
+        about half the price, slower) and priced at that tier.
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class OpenAICompatibleBackend:
         max_request_size: int = 16,
         max_connections: int = 32,
         extra_body: dict[str, Any] | None = None,
+        service_tier: str | None = None,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and urlparse(u).scheme in ("http", "https") for u in urls):
@@ -113,6 +116,11 @@ class OpenAICompatibleBackend:
         self.max_request_size = max_request_size if self.endpoint == "completions" else 1
         self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
+        if service_tier is not None and (not isinstance(service_tier, str) or not service_tier.strip()):
+            raise ConfigError(f"service_tier must be a tier's name (flex, priority, ...), got {service_tier!r}")
+        self._service_tier = service_tier
+        if service_tier is not None:
+            self.extra_body["service_tier"] = service_tier
         self._api_key = _Secret(api_key if api_key is not None else os.environ.get(api_key_env))
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: _Transport | None = None
@@ -125,6 +133,11 @@ class OpenAICompatibleBackend:
     def is_local(self) -> bool:
         """Served from this machine: its tokens cost no dollars."""
         return all(urlparse(u).hostname in ("127.0.0.1", "localhost", "::1") for u in self.base_urls)
+
+    @property
+    def service_tier(self) -> str | None:
+        """The tier every request asks for (None: the server's standard)."""
+        return self._service_tier
 
     @property
     def api_url(self) -> str:

@@ -19,6 +19,7 @@ from ._exceptions import (
     InvalidInputError,
     LLMAnchorsError,
     NondeterminismWarning,
+    PromptCacheWarning,
     RateLimitError,
 )
 from ._version import __version__
@@ -49,6 +50,7 @@ __all__ = [
     "LLMClassifier",
     "MAnchorsExplainer",
     "NondeterminismWarning",
+    "PromptCacheWarning",
     "QueryCache",
     "RateLimitError",
     "RetryPolicy",

@@ -30,6 +30,7 @@ __all__ = [
     "InvalidInputError",
     "LLMAnchorsError",
     "NondeterminismWarning",
+    "PromptCacheWarning",
     "RateLimitError",
 ]
 
@@ -130,6 +131,11 @@ class BadResponseError(BackendError):
 
 class BudgetExceeded(LLMAnchorsError):
     """Sending the next batch could pass the spend cap, so it was not sent."""
+
+
+class PromptCacheWarning(UserWarning):
+    """A prompt laid out so that the provider's prompt cache cannot serve it (its static prefix is
+    below the provider's minimum, or its static part comes after the text)."""
 
 
 class NondeterminismWarning(RuntimeWarning):

@@ -87,6 +87,9 @@ def _model_options() -> argparse.ArgumentParser:
     )
     common.add_argument("--max-usd", type=_number("usd"), default=None, help="spend cap in USD")
     common.add_argument("--max-queries", type=_number("natural"), default=None, help="cap on model queries")
+    common.add_argument(
+        "--service-tier", default=None, help="asked of the server and priced at it: flex (about half the price, slower)"
+    )
     price = common.add_mutually_exclusive_group()
     price.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
     price.add_argument(
@@ -193,8 +196,9 @@ class _Model:
         args = self.args
         labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
         backend = OpenAICompatibleBackend(
-            base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout
-        )
+            base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout,
+            service_tier=args.service_tier,
+        )  # fmt: skip
         price = FREE if embedded or args.free else None
         clf = LLMClassifier(backend, self.prompt or DEFAULT_PROMPT, labels, price=price, prices=self.prices)
         if args.max_usd is not None and not clf.price.known:

@@ -40,6 +40,7 @@ class FaultServer:
         usage: Callable[[list[str]], dict[str, Any]] | None = None,
     ) -> None:
         self.usage = usage
+        self.tiers: set[str | None] = set()  # the service tiers requests asked for
         self.served = list(served)
         self.port = port
         self.prompts: list[str] = []  # every prompt answered, in order
@@ -86,6 +87,7 @@ class FaultServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        self.tiers.add(body.get("service_tier"))
         lo, hi = self.latency
         if hi > 0:
             await asyncio.sleep(self.rng.uniform(lo, hi))

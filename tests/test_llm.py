@@ -1,6 +1,8 @@
+import warnings
+
 import pytest
 
-from llm_anchors import UNPARSED, AnchorsExplainer, BadResponseError, ConfigError, LLMClassifier
+from llm_anchors import UNPARSED, AnchorsExplainer, BadResponseError, ConfigError, LLMClassifier, PromptCacheWarning
 from llm_anchors.extend import LOCAL, Backend, Completion, Completions, MockBackend, as_backend
 from llm_anchors.money import EstimateCounter, price_for
 
@@ -135,7 +137,8 @@ async def test_a_backend_with_the_required_members_gets_the_documented_defaults(
     assert (backend.model, backend.is_local, backend.max_request_size) == (None, False, None)
     assert backend.token_counter() is None and isinstance(clf.token_counter, EstimateCounter)
     assert clf.max_request_size is None
-    batch = await clf.classify(["a good and great film", "a dull film"])
+    with pytest.warns(PromptCacheWarning, match="static prefix"):  # a short prompt, priced as OpenAI's
+        batch = await clf.classify(["a good and great film", "a dull film"])
     assert batch.labels == ["positive", "negative"] and batch.charge.usd > 0
     await clf.aclose()
 
@@ -146,3 +149,36 @@ def test_optional_backend_members_are_read_when_present():
     with pytest.raises(ConfigError, match="cannot price"):
         LLMClassifier(Minimal(), PROMPT, LABELS)  # neither a model nor local: never free
     assert as_backend(MockBackend(sentiment)).is_local is True  # a full backend is used as it is
+
+
+@pytest.mark.parametrize(
+    "prompt,why",
+    [
+        ("Review: {text}\nSentiment:", "below the 1,024"),  # a short prefix: nothing is cached
+        ("{text}\n" + "Rubric: " + "be fair. " * 600 + "\nLabel:", "come after {text}"),  # the static part last
+    ],
+)
+async def test_a_prompt_the_provider_cannot_cache_is_said_once(prompt, why):
+    from adapters.token_counters import TiktokenCounter
+    from llm_anchors import PromptCacheWarning
+
+    clf = LLMClassifier(MockBackend(sentiment), prompt, LABELS, price=price_for("gpt-4o-mini"),
+                        token_counter=TiktokenCounter("gpt-4o-mini"))  # fmt: skip
+    with pytest.warns(PromptCacheWarning, match=why):
+        await clf.classify(["a good film"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await clf.classify(["a bad film"])  # once
+
+
+async def test_a_long_static_prefix_first_is_cacheable():
+    from adapters.token_counters import TiktokenCounter
+
+    rubric = "Rubric: " + "be fair and precise. " * 300 + "\nReview: {text}\nSentiment:"
+    clf = LLMClassifier(MockBackend(sentiment), rubric, LABELS, price=price_for("gpt-4o-mini"),
+                        token_counter=TiktokenCounter("gpt-4o-mini"))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert await clf.check_cache_layout() == ""
+    local = LLMClassifier(MockBackend(sentiment), "Review: {text}\nSentiment:", LABELS)
+    assert await local.check_cache_layout() == ""  # a local model: no provider's cache to fill

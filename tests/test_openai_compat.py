@@ -10,6 +10,7 @@ from llm_anchors import (
     BadResponseError,
     ConfigError,
     LLMClassifier,
+    PromptCacheWarning,
     RateLimitError,
     RetryPolicy,
 )
@@ -408,7 +409,7 @@ async def test_a_server_reporting_cached_tokens_is_billed_exactly_at_the_cached_
     from llm_anchors.money import price_for
     from llm_anchors.run import ResultsFile
 
-    rubric = "Judge the review by the rubric: " + " ".join(f"rule{i}" for i in range(300)) + "\nReview: {text}\nLabel:"
+    rubric = "Judge the review by the rubric: " + " ".join(f"rule{i}" for i in range(600)) + "\nReview: {text}\nLabel:"
     prefix = len(rubric.split("{text}")[0].split())
 
     def usage(prompts):  # a word a token, the rubric read from the cache
@@ -439,3 +440,21 @@ async def test_a_server_reporting_cached_tokens_is_billed_exactly_at_the_cached_
         results.append({"index": 0, "input_sha256": "h", "explanation": json.loads(exp.to_json())})
     page = write_report(tmp_path / "r.jsonl", tmp_path / "report.html").read_text()
     assert f"{settled.cache_read_tokens:,} cached" in page and "caching saved $" in page
+
+
+async def test_a_service_tier_is_asked_for_and_priced_at():
+    from llm_anchors import AnchorsExplainer, LLMClassifier
+    from llm_anchors.money import Charge, price_for
+
+    async with FaultServer(answer=sentiment) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "openai/gpt-5-mini", service_tier="flex")
+        clf = LLMClassifier(backend, "Review: {text}\nSentiment:", ["negative", "positive"])
+        async with AnchorsExplainer(clf, seed=0) as explainer:
+            with pytest.warns(PromptCacheWarning):  # a short prompt: said once
+                exp = await explainer.explain("a good and great film")
+    flex = price_for("gpt-5-mini", service_tier="flex")
+    assert server.tiers == {"flex"} and clf.price == flex and flex.input < price_for("gpt-5-mini").input
+    settled = exp.meta.cost.settled
+    assert settled.usd == flex.cost(
+        Charge(prompt_tokens=settled.prompt_tokens, completion_tokens=settled.completion_tokens)
+    )

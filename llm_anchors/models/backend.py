@@ -66,6 +66,8 @@ class Backend(Protocol):
       nothing (default False: unknown means hosted, and priced);
     - ``api_url``: where the model is served (``https://api.openai.com/v1``),
       which tells its provider's prices apart (None: unknown);
+    - ``service_tier``: the tier its requests ask for (``"flex"``), which
+      prices them (None: the standard tier);
     - ``max_request_size``: prompts one HTTP request takes (None: any);
     - `token_counter`: an exact prompt-token counter (None: a marked estimate);
     - `aclose`: release connections (by default nothing).
@@ -84,6 +86,9 @@ class Backend(Protocol):
     def api_url(self) -> str | None: ...
 
     @property
+    def service_tier(self) -> str | None: ...
+
+    @property
     def max_request_size(self) -> int | None: ...
 
     def token_counter(self) -> TokenCounter | None: ...
@@ -93,7 +98,9 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-_BACKEND_DEFAULTS: dict[str, Any] = {"model": None, "is_local": False, "api_url": None, "max_request_size": None}
+_BACKEND_DEFAULTS: dict[str, Any] = {
+    "model": None, "is_local": False, "api_url": None, "service_tier": None, "max_request_size": None,
+}  # fmt: skip
 
 
 class BaseBackend:
@@ -110,6 +117,10 @@ class BaseBackend:
 
     @property
     def api_url(self) -> str | None:
+        return None
+
+    @property
+    def service_tier(self) -> str | None:
         return None
 
     @property
@@ -132,6 +143,7 @@ class _Defaults(BaseBackend):
         self._model = None if found["model"] is None else str(found["model"])
         self._local = found["is_local"] is True
         self._url = found["api_url"] if isinstance(found["api_url"], str) else None
+        self._tier = found["service_tier"] if isinstance(found["service_tier"], str) else None
         limit = found["max_request_size"]
         self._limit = limit if isinstance(limit, int) else None
 
@@ -150,6 +162,10 @@ class _Defaults(BaseBackend):
     @property
     def api_url(self) -> str | None:
         return self._url
+
+    @property
+    def service_tier(self) -> str | None:
+        return self._tier
 
     @property
     def max_request_size(self) -> int | None:

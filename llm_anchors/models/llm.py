@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._exceptions import BadResponseError, ConfigError
+from .._exceptions import BadResponseError, ConfigError, PromptCacheWarning
 from ..money.budget import Charge
-from ..money.pricing import LOCAL, Price, price_for
+from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
 from .backend import Backend, Completion, CompletionParams, as_backend
 from .classifier import UNPARSED, BaseClassifier, Batch, Label
@@ -68,6 +69,7 @@ class LLMClassifier(BaseClassifier):
         self._price = price or self._default_price(prices)
         self.token_counter = token_counter or self._default_counter()
         self._usage_partial = False
+        self._layout_checked = False
 
     def _default_price(self, prices: dict[str, Price] | None) -> Price:
         """The backend's model's price; free only for a backend that says it runs locally.
@@ -84,7 +86,10 @@ class LLMClassifier(BaseClassifier):
                 f"cannot price {self.backend.identity!r}: it names no model and does not say it runs locally "
                 "(is_local); pass LLMClassifier(..., price=Price(...))"
             )
-        return price_for(str(model), local=local, prices=prices, api_url=self.backend.api_url)
+        backend = self.backend
+        return price_for(
+            str(model), local=local, prices=prices, api_url=backend.api_url, service_tier=backend.service_tier
+        )
 
     @property
     def price(self) -> Price:
@@ -129,7 +134,30 @@ class LLMClassifier(BaseClassifier):
         usd = self.price.worst_case(count.total, completion)
         return Charge(len(texts), count.total, completion, usd, count.estimated, unpriced=not self.price.known)
 
+    async def check_cache_layout(self) -> str:
+        """Why the provider's prompt cache cannot serve this prompt well ("" when it can), said once as a
+        `PromptCacheWarning`: its static part must come first (the text last) and reach the provider's
+        minimum (OpenAI: 1,024 tokens)."""
+        minimum = CACHE_MINIMUM.get(self.price.provider)
+        if self._layout_checked or minimum is None:
+            return ""
+        self._layout_checked = True
+        before, _, after = self.prompt.partition("{text}")
+        counted = await self.token_counter.count([before, after])
+        prefix, suffix = counted.tokens
+        why = ""
+        if prefix < minimum <= prefix + suffix:
+            why = f"{suffix:,} of its static tokens come after {{text}}: put them first, the text last"
+        elif prefix < minimum:
+            why = (f"its static prefix is {prefix:,} tokens, below the {minimum:,} {self.price.provider}'s prompt "
+                   "cache needs: every prompt is billed uncached")  # fmt: skip
+        if why:
+            warnings.warn(f"the prompt cannot be cached: {why}", PromptCacheWarning, stacklevel=2)
+        return why
+
     async def classify(self, texts: Sequence[str]) -> Batch:
+        if not self._layout_checked:
+            await self.check_cache_layout()
         prompts = [self.render(t) for t in texts]
         # Where the server's usage did not cover a list last time (llama-server),
         # count the tokens while the model answers, not after.

@@ -25,9 +25,13 @@ from typing import Any
 from .._exceptions import ConfigError
 from .budget import Charge
 
-__all__ = ["FREE", "LOCAL", "Price", "load_prices", "price_for"]
+__all__ = ["CACHE_MINIMUM", "FREE", "LOCAL", "Price", "load_prices", "price_for"]
 
 MILLION = Decimal(1_000_000)
+
+CACHE_MINIMUM = {"openai": 1024, "anthropic": 1024, "google": 1024, "azure": 1024}
+"""The fewest prompt tokens a provider's prompt cache serves (documented minimums, read 2026-11;
+Anthropic's Haiku models need 2,048)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Price:
     source: str = ""
     known: bool = True
     """False for `LOCAL`: $0 assumed, not declared, so a dollar cap cannot rely on it."""
+    provider: str = ""
+    """Who bills it ("openai", "anthropic", ...; "" when not known): whose prompt cache applies."""
 
     def __post_init__(self) -> None:  # from JSON: exact decimals from strings
         for name in ("input", "output", "cache_read", "cache_write"):
@@ -179,4 +185,5 @@ def _catalogue(model: str, provider: str | None, api_url: str | None, service_ti
         cache_write=per_million(input_tokens=1000, cache_write_tokens=1000).total_price * 1000,
         as_of=today,
         source=label,
+        provider=priced.provider.id,
     )
