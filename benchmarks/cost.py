@@ -1,14 +1,22 @@
-"""What explanations cost on hosted models, with and without the query cache.
+"""What explanations cost on hosted models with a real prompt: with and without prompt caching, standard and flex.
 
     python -m benchmarks.cost --n 50
 
-The labels come from the TF-IDF + random forest trained on RT-Polarity (a
-stand-in that answers at once, so the search follows a real classifier);
-each query is priced as the hosted model would price it: the embedded
-few-shot prompt with the sentence in it, counted with the model's own
-tokenizer (tiktoken, offline), one completion token, at the built-in price
-of each model. The money goes through the same code as a live run (quote,
-reserve, settle), only the answers are local.
+The prompt is an auditor's: a rubric and eighteen calibration examples
+(`review_rubric.txt`, ~1,500 tokens) with the text last, so that every query
+shares a static prefix a provider can cache. The labels come from the TF-IDF
++ random forest trained on RT-Polarity (a stand-in that answers at once, so
+the search follows a real classifier). The server reports usage as OpenAI
+does: prompt tokens by the model's tokenizer (tiktoken, offline), of which
+the static prefix counts as cached (in 128-token steps from 1,024) on every
+call after the first batch (an ideal cache: a real one misses sometimes, so
+the cached rows are the best case). Each explanation is run once through the
+live money path (quote, reserve, settle at the first model's price, checked
+against the total); the total usage is then priced at each model's rates:
+uncached, as billed with the cache, and at the flex tier (genai-prices; —
+for a model with no flex tier). One completion token per
+query: the GPT-5 family at minimal reasoning effort, its reasoning tokens not
+modelled.
 """
 
 from __future__ import annotations
@@ -16,77 +24,130 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+from adapters.llamacpp import DEFAULT_LABELS
 from adapters.token_counters import TiktokenCounter
-from llm_anchors import AnchorsExplainer, Budget, LLMClassifier, QueryCache
+from llm_anchors import AnchorsExplainer, Budget, LLMClassifier, MAnchorsExplainer
 from llm_anchors.datasets import shuffled
-from llm_anchors.extend import MockBackend
+from llm_anchors.extend import Charge, CompletionParams, Completions, MockBackend, Price
 from llm_anchors.money import price_for
 
 from ._models import train_text_rf
 
-MODELS = ("gpt-4o-mini", "gpt-4.1-mini", "gpt-4o")
+MODELS = ("gpt-4o-mini", "gpt-4.1-mini", "gpt-5-nano", "gpt-5-mini", "gpt-5")
+PROMPT = (Path(__file__).with_name("review_rubric.txt")).read_text()
+CACHE_MINIMUM, CACHE_STEP = 1024, 128  # OpenAI's prompt cache: prefixes of 1,024 tokens and more, in 128-token steps
 
 
 def review_of(prompt: str) -> str:
     return prompt.rsplit("Review: ", 1)[1].rsplit("\nSentiment:", 1)[0]
 
 
-async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+class CachingServer(MockBackend):
+    """Answers with ``answer_batch`` and reports usage as OpenAI does for a prompt whose static prefix
+    is cached: ``prompt_tokens`` counts every token, ``cache_read_tokens`` (OpenAI's
+    ``prompt_tokens_details.cached_tokens``) the cached part of the prefix, from the second batch on."""
+
+    def __init__(self, answer_batch: Callable[[list[str]], list[str]], counter: TiktokenCounter, prefix: str) -> None:
+        super().__init__(answer_batch=answer_batch, report_usage=False, name="rf-behind-a-prompt-cache")
+        self.encoding = counter.encoding
+        self.per_message = counter.per_message
+        self.prefix = prefix
+        prefix_tokens = len(self.encoding.encode_ordinary(prefix))
+        self.cacheable = prefix_tokens // CACHE_STEP * CACHE_STEP if prefix_tokens >= CACHE_MINIMUM else 0
+        self.prefix_tokens = prefix_tokens
+        self.warm = False
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
+        answered = await super().complete(prompts, params)
+        assert all(p.startswith(self.prefix) for p in prompts)
+        rest = self.encoding.encode_ordinary_batch([p[len(self.prefix) :] for p in prompts])
+        tokens = sum(self.prefix_tokens + len(r) + self.per_message for r in rest)
+        cached = self.cacheable * len(prompts) if self.warm else 0
+        self.warm = True
+        usage = Charge(len(prompts), tokens, len(prompts) * params.max_tokens, cache_read_tokens=cached)
+        return Completions(answered.items, usage, len(prompts))
+
+
+async def explain(kind: type[AnchorsExplainer], args: argparse.Namespace) -> dict[str, Any]:
+    """Explain the stream once with ``kind`` through the live money path; its total usage as billed."""
     model, texts, _ = train_text_rf(data=args.data)
     order = [int(i) for i in shuffled(len(texts), 42)[: args.n]]
-
-    def answer_batch(prompts: list[str]) -> list[str]:
-        return [DEFAULT_LABELS[int(y)] for y in model.predict([review_of(p) for p in prompts])]
-
-    rows = []
-    for name in args.models:
-        for cached in (True, False):
-            backend = MockBackend(answer_batch=answer_batch, report_usage=False, name="rf-as-" + name)
-            clf = LLMClassifier(
-                backend, DEFAULT_PROMPT, DEFAULT_LABELS, price=price_for(name), token_counter=TiktokenCounter(name)
-            )
-            budget = Budget()
-            explainer = AnchorsExplainer(clf, seed=args.seed, budget=budget, cache=QueryCache(enabled=cached))
-            started = time.perf_counter()
-            samples = 0
-            for i in order:
-                samples += (await explainer.explain(texts[i])).meta.samples
-            spent = budget.settled
-            rows.append(
-                {
-                    "model": name,
-                    "cache": cached,
-                    "explanations": len(order),
-                    "samples": samples,
-                    "queries": spent.queries,
-                    "prompt_tokens": spent.prompt_tokens,
-                    "completion_tokens": spent.completion_tokens,
-                    "usd": str(spent.usd),
-                    "usd_per_explanation": str((spent.usd / len(order)).quantize(Decimal("0.000001"))),
-                    "input_usd_per_1m": str(price_for(name).input),
-                    "output_usd_per_1m": str(price_for(name).output),
-                    "price_as_of": price_for(name).as_of,
-                    "time_s": time.perf_counter() - started,
-                }
-            )
-            r = rows[-1]
-            print(f"{name:14s} cache={'on ' if cached else 'off'} {r['queries']:8,} queries  ${r['usd']}", flush=True)
-    return rows
+    counter = TiktokenCounter(args.models[0])
+    server = CachingServer(
+        lambda prompts: [DEFAULT_LABELS[int(y)] for y in model.predict([review_of(p) for p in prompts])],
+        counter,
+        PROMPT.split("{text}")[0],
+    )
+    price = price_for(args.models[0])
+    clf = LLMClassifier(server, PROMPT, DEFAULT_LABELS, price=price, token_counter=counter)
+    budget = Budget()
+    started = time.perf_counter()
+    async with kind(clf, seed=args.seed, budget=budget) as explainer:
+        samples = 0
+        for i in order:
+            samples += (await explainer.explain(texts[i])).meta.samples
+    spent = budget.settled
+    assert spent.usd == price.cost(spent), "the live path bills what the usage prices at"
+    return {
+        "explainer": kind.__name__,
+        "explanations": len(order),
+        "samples": samples,
+        "usage": spent,
+        "prefix_tokens": server.prefix_tokens,
+        "time_s": time.perf_counter() - started,
+    }
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def priced(run: dict[str, Any], name: str) -> dict[str, Any]:
+    """``run``'s usage at ``name``'s rates: uncached, cached, flex, flex and cached (USD per explanation)."""
+    usage: Charge = run["usage"]
+    standard, flex = price_for(name), price_for(name, service_tier="flex")
+    per = Decimal(run["explanations"])
+    tiered = _rates(flex) != _rates(standard)
+    q = Decimal("0.000001")
+    return {
+        "model": name,
+        "explainer": run["explainer"],
+        "standard": str((standard.uncached(usage) / per).quantize(q)),
+        "cached": str((standard.cost(usage) / per).quantize(q)),
+        "flex": str((flex.uncached(usage) / per).quantize(q)) if tiered else None,
+        "flex_cached": str((flex.cost(usage) / per).quantize(q)) if tiered else None,
+        "rates": {"standard": standard.describe(), "flex": flex.describe()},
+    }
+
+
+def _rates(price: Price) -> tuple[Decimal | None, ...]:
+    return price.input, price.output, price.cache_read, price.cache_write
+
+
+def markdown(runs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| model | cache | samples | queries | prompt tokens | USD total | USD / explanation |",
+        "| explainer | explanations | queries | prompt tokens | cached (hit rate) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for run in runs:
+        u: Charge = run["usage"]
+        lines.append(
+            f"| {run['explainer']} | {run['explanations']} | {u.queries:,} | {u.prompt_tokens:,} | "
+            f"{u.cache_read_tokens:,} ({u.cache_read_tokens / max(1, u.prompt_tokens):.0%}) |"
+        )
+    lines += ["", "USD per explanation:", ""]
+    lines += [
+        "| model | explainer | standard | with caching | flex | flex with caching | saved |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
+        full, best = Decimal(r["standard"]), Decimal(r["flex_cached"] or r["cached"])
+        flex = [f"{Decimal(r[k]):.4f}" if r[k] else "—" for k in ("flex", "flex_cached")]
         lines.append(
-            f"| {r['model']} | {'on' if r['cache'] else 'off'} | {r['samples']:,} | {r['queries']:,} | "
-            f"{r['prompt_tokens']:,} | {Decimal(r['usd']):.4f} | {Decimal(r['usd_per_explanation']):.6f} |"
+            f"| {r['model']} | {r['explainer']} | {full:.4f} | {Decimal(r['cached']):.4f} | "
+            f"{flex[0]} | {flex[1]} | {1 - best / full:.0%} |"
         )
     return "\n".join(lines)
 
@@ -97,15 +158,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=50, help="sentences to explain (default 50)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--models", nargs="+", default=list(MODELS), help="a model genai-prices knows (its price for the table)"
-    )
+    parser.add_argument("--models", nargs="+", default=list(MODELS), help="models genai-prices knows")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
-    rows = asyncio.run(run(args))
-    print()
-    print(markdown(rows))
-    print(f"\nwrote {write_json('cost', {'params': vars(args), 'rows': rows})}")
+    runs = [asyncio.run(explain(kind, args)) for kind in (AnchorsExplainer, MAnchorsExplainer)]
+    rows = [priced(run, name) for name in args.models for run in runs]
+    print(markdown(runs, rows))
+    for run in runs:
+        run["usage"] = {k: str(v) if isinstance(v, Decimal) else v for k, v in asdict(run["usage"]).items()}
+    print(f"\nwrote {write_json('cost', {'params': vars(args), 'runs': runs, 'rows': rows})}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import math
 import signal
 import sys
@@ -26,6 +27,7 @@ from .models.retry import RetryPolicy
 from .money.budget import Budget, Charge
 from .money.pricing import FREE, load_prices
 from .query.cache import QueryCache
+from .run.estimate import estimate
 from .run.inputs import read_inputs
 from .run.report import write_report
 from .run.results import ResultsFile
@@ -98,6 +100,20 @@ def _model_options() -> argparse.ArgumentParser:
     return common
 
 
+def _input_options() -> argparse.ArgumentParser:
+    """The options `run` and `estimate` share: the inputs, the results file, the memory."""
+    inputs = argparse.ArgumentParser(add_help=False)
+    inputs.add_argument("input", help="JSONL, CSV or plain text (one input per line); - reads standard input")
+    inputs.add_argument("--format", choices=["auto", "jsonl", "csv", "text"], default="auto")
+    inputs.add_argument("--text-field", default="text", help="JSONL: the field holding the text (default text)")
+    inputs.add_argument("--text-column", default="text", help="CSV: the column holding the text (default text)")
+    inputs.add_argument("--out", default="results.jsonl", help="results file (default results.jsonl)")
+    memory = inputs.add_mutually_exclusive_group()
+    memory.add_argument("--memory", default=None, help="MAnchors' memory directory (default: OUT.memory)")
+    memory.add_argument("--no-memory", action="store_true", help="plain Anchors: no memory")
+    return inputs
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-anchors", description="Explain an LLM's classification with an anchor.")
     parser.add_argument("--version", action="version", version=f"llm-anchors {__version__}")
@@ -112,23 +128,16 @@ def _parser() -> argparse.ArgumentParser:
         help="when a cap is reached: fail, or print the best rule so far (default)",
     )
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    inputs = _input_options()
     run = sub.add_parser(
         "run",
-        parents=[common],
+        parents=[common, inputs],
         help="explain every text of a file: resumable, under a spend cap",
         description="Explain every input of INPUT into --out (JSON lines, appended as each finishes). "
         "Run the same command again to carry on after a crash, Ctrl-C or a spent cap; caps (--max-usd, "
         "--max-queries) hold for the whole run, across restarts. An input that cannot be explained (empty, "
         "longer than --max-words) is recorded as failed, with the reason, and the run goes on.",
     )
-    run.add_argument("input", help="JSONL, CSV or plain text (one input per line); - reads standard input")
-    run.add_argument("--format", choices=["auto", "jsonl", "csv", "text"], default="auto")
-    run.add_argument("--text-field", default="text", help="JSONL: the field holding the text (default text)")
-    run.add_argument("--text-column", default="text", help="CSV: the column holding the text (default text)")
-    run.add_argument("--out", default="results.jsonl", help="results file (default results.jsonl)")
-    memory = run.add_mutually_exclusive_group()
-    memory.add_argument("--memory", default=None, help="MAnchors' memory directory (default: OUT.memory)")
-    memory.add_argument("--no-memory", action="store_true", help="plain Anchors: no memory")
     run.add_argument("--max-usd-per-text", type=_number("usd"), default=None, help="spend cap of each explanation")
     run.add_argument(
         "--inputs-at-once", type=_number("count"), default=1, help="inputs explained at once (MAnchors: 1 is exact)"
@@ -143,6 +152,17 @@ def _parser() -> argparse.ArgumentParser:
         "(auto, ray://host:10001), or none to start Ray here (pip install 'llm-anchors[ray]')",
     )
     run.add_argument("--workers", type=_number("count"), default=2, help="--ray: explainers at once (default 2)")
+    estimate = sub.add_parser(
+        "estimate",
+        parents=[common, inputs],
+        help="what explaining a file will cost, from a seeded pilot, before the run pays",
+        description="Explain a seeded pilot of INPUT's inputs (20%% of them, at most 50, holding at most 20%% "
+        "of the words) as `run` would, keeping its labels in OUT's label cache so the run does not pay for them "
+        "again, and print the queries and dollars the run will take for the rest, with a 95%% range. Caps "
+        "(--max-usd, --max-queries) bound the pilot.",
+    )
+    estimate.add_argument("--json", action="store_true", help="print the forecast as one JSON object")
+    estimate.add_argument("--pilot-seed", type=_number("natural"), default=0, help="seed of the pilot's sample")
     report = sub.add_parser(
         "report",
         help="a run's results as one self-contained HTML page",
@@ -168,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "estimate":
+            return asyncio.run(_estimate(args))
         return asyncio.run(_explain(args))
     except LLMAnchorsError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -320,6 +342,23 @@ async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
     if embedded or not isinstance(backend, OpenAICompatibleBackend):
         return {"embedded": find_model().name}
     return {"base_url": [redact(u) for u in backend.base_urls], "served": await backend.served_models()}
+
+
+async def _estimate(args: argparse.Namespace) -> int:
+    """`llm-anchors estimate`: a seeded pilot, its labels in the run's cache, the rest forecast."""
+    texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
+    model = _Model(args)
+    budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
+    with (
+        _backend(args) as (base_urls, name, embedded),
+        contextlib.closing(QueryCache(f"{args.out}.cache.sqlite")) as cache,
+    ):
+        clf = model.classifier(base_urls, name, embedded=embedded)
+        kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
+        async with kind(clf, **_settings(args), budget=budget, on_budget="return", cache=cache) as explainer:
+            forecast = await estimate(explainer, texts, seed=args.pilot_seed)
+    print(json.dumps(forecast.to_dict()) if args.json else forecast.summary())
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:

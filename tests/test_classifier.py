@@ -142,3 +142,26 @@ async def test_a_classifier_with_the_required_members_gets_the_documented_defaul
 def test_what_is_not_a_classifier_is_a_config_error(thing):
     with pytest.raises(ConfigError, match="not a Classifier"):
         as_classifier(thing)
+
+
+@pytest.mark.parametrize("thread_safe", [False, True])
+async def test_a_sync_function_runs_one_batch_at_a_time_unless_declared_thread_safe(thread_safe):
+    import pickle
+    import threading
+    import time
+
+    inside, most, guard = [0], [0], threading.Lock()
+
+    def predict(texts):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.05)
+        with guard:
+            inside[0] -= 1
+        return [0] * len(texts)
+
+    clf = FunctionClassifier(predict, name="slow", thread_safe=thread_safe)
+    await asyncio.gather(*(clf.classify(["a"]) for _ in range(4)))
+    assert most[0] == (4 if thread_safe else 1)
+    assert pickle.loads(pickle.dumps(FunctionClassifier(len, name="n"))).name == "n"  # the lock is not shipped

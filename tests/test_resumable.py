@@ -294,6 +294,7 @@ def test_off_a_terminal_progress_is_a_line_every_few_percent_with_a_real_rate():
     rate = float(lines[0].split(" · ")[-1].split(" inputs/s")[0])
     assert 0 < rate <= 100  # ten inputs, at least 10 ms apart
     assert "memory hits" not in lines[-1] and f"{20 * exp.meta.queries:,} queries" in lines[-1]
+    assert f"projected ~{20 * exp.meta.queries:,} queries" in lines[0] and "projected" not in lines[-1]
 
 
 def test_given_the_run_s_ledger_progress_shows_what_the_whole_run_spent():
@@ -307,6 +308,7 @@ def test_given_the_run_s_ledger_progress_shows_what_the_whole_run_spent():
     with ProgressBar(2, stream=stream, every=0.5, spent=lambda: ledger) as progress:
         progress.update(0, exp)
     assert "$0.5 · 1,234 queries in all" in stream.getvalue()
+    assert f"projected ~{1234 + exp.meta.queries:,} queries" in stream.getvalue()  # the run's, plus one more input
 
 
 def test_the_run_summary_says_how_much_the_provider_s_cache_served_and_saved():

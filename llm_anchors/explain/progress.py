@@ -104,9 +104,18 @@ class ProgressBar:
     def _numbers(self) -> str:
         hit_rate = f" · {self.hits / self.looked_up:.0%} memory hits" if self.looked_up else ""
         if self.spent is None:
-            return f"${self.usd} · {self.queries:,} queries{hit_rate}"
+            return f"${self.usd} · {self.queries:,} queries{hit_rate}{self._projected(self.queries, self.usd)}"
         run = self.spent()
-        return f"${run.usd} · {run.queries:,} queries in all{hit_rate}"
+        return f"${run.usd} · {run.queries:,} queries in all{hit_rate}{self._projected(run.queries, run.usd)}"
+
+    def _projected(self, queries: int, usd: Decimal) -> str:
+        """The whole run's projected total: what it spent, and as much per input still to do as so far."""
+        now = self.done - self.initial
+        if now <= 0 or self.done >= self.total:
+            return ""
+        left = self.total - self.done
+        more_usd = (self.usd / now * left).quantize(Decimal("0.000001"))
+        return f" · projected ~{queries + round(self.queries / now * left):,} queries, ${usd + more_usd}"
 
     def _line(self) -> str:
         """The line written off a terminal (tqdm, disabled there, keeps no rate)."""

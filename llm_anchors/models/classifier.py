@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import math
 import secrets
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -155,7 +156,11 @@ class FunctionClassifier(BaseClassifier):
 
     The function may be sync (a scikit-learn pipeline's ``predict``, say)
     or async. A sync function runs in a worker thread unless
-    ``in_thread=False``, so a slow model does not block the event loop.
+    ``in_thread=False``, so a slow model does not block the event loop, and
+    one batch at a time unless ``thread_safe=True``: a model's predict is
+    not safe to call from several threads at once in general (scikit-learn's
+    ensembles, for one, reset the process's warning filters while they
+    predict).
 
     ``name`` is the model's identity for caches and memories: two
     classifiers with one name must be the same model. Without it each
@@ -179,6 +184,7 @@ class FunctionClassifier(BaseClassifier):
         *,
         name: str | None = None,
         in_thread: bool = True,
+        thread_safe: bool = False,
         timeout: float | None = None,
     ) -> None:
         if not callable(fn):
@@ -193,7 +199,9 @@ class FunctionClassifier(BaseClassifier):
         self.named = name is not None
         self.name = name if name is not None else f"{model_name(fn)}#{secrets.token_hex(4)}"
         self.in_thread = in_thread
+        self.thread_safe = thread_safe
         self.timeout = timeout
+        self._one_at_a_time = threading.Lock()
 
     @property
     def identity(self) -> str:
@@ -218,12 +226,22 @@ class FunctionClassifier(BaseClassifier):
         if inspect.iscoroutinefunction(self.fn):
             result = await self.fn(batch)
         elif self.in_thread:
-            result = await asyncio.to_thread(self.fn, batch)
+            result = await asyncio.to_thread(self.fn if self.thread_safe else self._alone, batch)
         else:
             result = self.fn(batch)
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    def _alone(self, batch: list[str]) -> Any:
+        with self._one_at_a_time:
+            return self.fn(batch)
+
+    def __getstate__(self) -> dict[str, Any]:  # a lock does not pickle (Ray ships classifiers)
+        return {k: v for k, v in self.__dict__.items() if k != "_one_at_a_time"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _one_at_a_time=threading.Lock())
 
 
 def require_stable_identity(classifier: Classifier, use: str) -> None:

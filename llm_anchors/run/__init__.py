@@ -3,14 +3,17 @@
 The run's API: ``from llm_anchors.run import ResultsFile, explain_resumable``.
 """
 
+from .estimate import Forecast, estimate
 from .inputs import read_inputs
 from .report import write_report
 from .results import ResultsFile, input_hash, read_results
 from .resumable import RunReport, explain_resumable, run_config
 
 __all__ = [
+    "Forecast",
     "ResultsFile",
     "RunReport",
+    "estimate",
     "explain_resumable",
     "input_hash",
     "read_inputs",

@@ -1,0 +1,143 @@
+"""What explaining a file will cost, before the run pays for it: a seeded pilot, extrapolated.
+
+The pilot explains a seeded sample of the inputs with the run's explainer
+(its seed, its label cache: the run does not pay twice for what the pilot
+asked). The pilot is a seeded sample of 20% of the inputs (at most 50)
+holding at most 20% of the file's words, so that it costs about a fifth of
+the run and never much over a quarter.
+
+An input's cost grows with its words but is heavy-tailed (most anchors
+cost a few hundred queries, a few cost thousands), so the rest of the file
+is forecast in two ways: the expected total by the ratio of cost to words
+(a ratio estimator), and the 95% range from a log-normal model of the cost
+per word, its parameters' uncertainty included (the posterior predictive
+of the rest's total, by 4,000 seeded draws). A pilot of a few inputs can
+miss a file's expensive ones: ``benchmarks/forecast.py`` measures how often
+the range holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+
+from ..explain.anchors import AnchorsExplainer
+from ..explain.explanation import Explanation
+from ..money.budget import Charge
+
+__all__ = ["Forecast", "estimate", "forecast_rest", "pilot_indices"]
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What the run of a file will spend after its pilot, with a 95% range, and what the pilot spent."""
+
+    inputs: int
+    pilot: int
+    queries_expected: int
+    queries_low: int
+    queries_high: int
+    usd_expected: Decimal
+    usd_low: Decimal
+    usd_high: Decimal
+    pilot_queries: int
+    pilot_usd: Decimal
+
+    def summary(self) -> str:
+        return (
+            f"explaining the {self.inputs - self.pilot:,} inputs left of {self.inputs:,} will take about "
+            f"{self.queries_expected:,} queries ({self.queries_low:,}–{self.queries_high:,}) and "
+            f"${self.usd_expected} (${self.usd_low}–${self.usd_high}); the pilot of {self.pilot:,} inputs "
+            f"spent {self.pilot_queries:,} queries and ${self.pilot_usd}, and its labels are the run's"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: str(v) if isinstance(v, Decimal) else v for k, v in asdict(self).items()}
+
+
+def pilot_indices(words: Sequence[int], seed: int) -> list[int]:
+    """The inputs a pilot explains, given each input's words: a seeded sample of 20% of them (at most 50,
+    at least one) holding at most 20% of all the words, in input order. Inputs of no words are never
+    chosen (they cost nothing)."""
+    size = min(50, max(1, len(words) // 5))
+    allowed = 0.2 * sum(words)
+    chosen: list[int] = []
+    held = 0
+    for i in np.random.default_rng(seed).permutation(len(words)):
+        if len(chosen) == size:
+            break
+        if 0 < words[i] and held + words[i] <= allowed:
+            chosen.append(int(i))
+            held += words[i]
+    if not chosen and any(words):
+        chosen = [min((w, i) for i, w in enumerate(words) if w)[1]]
+    return sorted(chosen)
+
+
+async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: int = 0) -> Forecast:
+    """Explain a pilot of ``texts`` (`pilot_indices`) with ``explainer`` and forecast the rest."""
+    words_of = [_words(explainer, text) for text in texts]
+    chosen = pilot_indices(words_of, seed)
+    explained: list[Explanation] = []
+    async for exp in explainer.explain_stream([texts[i] for i in chosen], invalid="yield"):
+        if isinstance(exp, Explanation):
+            explained.append(exp)
+    sizes = [len(e.data.features) for e in explained]
+    spent = sum((e.meta.cost.settled for e in explained), Charge())
+    rest = [words_of[i] for i in range(len(texts)) if i not in set(chosen)]
+    queries = forecast_rest(sizes, [e.meta.queries for e in explained], rest, seed=seed)
+    usd = forecast_rest(sizes, [float(e.meta.cost.settled.usd) for e in explained], rest, seed=seed)
+    cents = Decimal("0.000001")
+    return Forecast(
+        inputs=len(texts),
+        pilot=len(chosen),
+        queries_expected=round(queries[0]),
+        queries_low=math.floor(queries[1]),
+        queries_high=math.ceil(queries[2]),
+        usd_expected=Decimal(usd[0]).quantize(cents),
+        usd_low=Decimal(usd[1]).quantize(cents),
+        usd_high=Decimal(usd[2]).quantize(cents),
+        pilot_queries=spent.queries,
+        pilot_usd=spent.usd,
+    )
+
+
+def _words(explainer: AnchorsExplainer, text: Any) -> int:
+    """An input's features (0 for one that cannot be explained: it costs nothing)."""
+    try:
+        return len(explainer.sampler.features(text).features)
+    except Exception:  # noqa: BLE001 (an invalid input is a failed line of the run, at no cost)
+        return 0
+
+
+def forecast_rest(
+    sizes: Sequence[int], costs: Sequence[float], rest: Sequence[int], *, seed: int = 0, draws: int = 4000
+) -> tuple[float, float, float]:
+    """The total cost of inputs of ``rest`` words, from pilot inputs of ``sizes`` words that cost ``costs``:
+    the ratio estimate, and the 2.5% and 97.5% quantiles of a log-normal cost per word's posterior
+    predictive (seeded draws). A pilot of one input, or of a single cost per word, gives a range
+    from a tenth to ten times the estimate."""
+    pilot = [(c, w) for c, w in zip(costs, sizes, strict=True) if w > 0]
+    words = sum(rest)
+    if not pilot or words == 0 or sum(c for c, _ in pilot) <= 0:
+        return 0.0, 0.0, 0.0
+    expected = sum(c for c, _ in pilot) / sum(w for _, w in pilot) * words
+    floor = min(c for c, _ in pilot if c > 0) / 2  # a free input (all its labels cached) in log space
+    logs = np.log([max(c, floor) / w for c, w in pilot])
+    k = len(logs)
+    spread = float(logs.std(ddof=1)) if k > 1 else 0.0
+    if spread == 0.0:
+        return expected, expected / 10, expected * 10
+    rng = np.random.default_rng([seed, 0xF0CA57])
+    variance = (k - 1) * spread**2 / rng.chisquare(k - 1, draws)
+    mean = rng.normal(float(logs.mean()), np.sqrt(variance / k))
+    sizes_left = np.asarray([w for w in rest if w > 0], dtype=float)
+    per_word = rng.normal(mean[:, None], np.sqrt(variance)[:, None], (draws, len(sizes_left)))
+    totals = (np.exp(per_word) * sizes_left).sum(axis=1)
+    low, high = np.quantile(totals, [0.025, 0.975])
+    return expected, min(float(low), expected), max(float(high), expected)
