@@ -77,6 +77,7 @@ def add_comparison_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tau-mid", type=float, default=0.8)
     parser.add_argument("--fresh-samples", type=int, default=1000, help="samples per anchor to re-estimate precision")
     parser.add_argument("--reference", action="store_true", help="the reference Anchors settings (root 1, all arms)")
+    parser.add_argument("--certify", choices=["default", "strict"], default="default", help="the explainers' certify")
 
 
 def tau_sim(args: argparse.Namespace, strategy: str) -> float:
@@ -87,12 +88,14 @@ def tau_sim(args: argparse.Namespace, strategy: str) -> float:
 def run_suffix(args: argparse.Namespace) -> str:
     """What sets a run apart from the default one, for its file names: "_paper", "_reference"."""
     paper = "_paper" if getattr(args, "strategy", "guided") == "paper" else ""
-    return paper + ("_reference" if getattr(args, "reference", False) else "")
+    strict = "_strict" if getattr(args, "certify", "default") == "strict" else ""
+    return paper + ("_reference" if getattr(args, "reference", False) else "") + strict
 
 
 def search_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The search settings every explainer of a run shares: the defaults, or the reference implementation's."""
-    return {"min_samples_start": 1, "max_arms": None} if getattr(args, "reference", False) else {}
+    reference = {"min_samples_start": 1, "max_arms": None} if getattr(args, "reference", False) else {}
+    return {**reference, "certify": getattr(args, "certify", "default")}
 
 
 def rss_mb() -> float:

@@ -78,6 +78,13 @@ def _model_options() -> argparse.ArgumentParser:
     common.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")
     common.add_argument("--seed", type=_number("natural"), default=0)
     common.add_argument("--threshold", type=_number("tau"), default=0.95, help="precision an anchor must reach (τ)")
+    common.add_argument(
+        "--certify",
+        choices=["default", "strict"],
+        default="default",
+        help="default: an anchor's KL lower bound at δ, on the samples that chose it, clears τ − 0.05; strict: "
+        "re-verified on fresh samples, its lower bound at δ clears τ itself (more queries)",
+    )
     common.add_argument("--max-words", type=_number("count"), default=256, help="longest input explained, in words")
     common.add_argument(
         "--max-concurrency", "--concurrency", dest="max_concurrency", type=_number("count"), default=8,
@@ -235,6 +242,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seed": args.seed,
         "threshold": args.threshold,
+        "certify": args.certify,
         "max_words": args.max_words,
         "max_concurrency": args.max_concurrency,
         "retry": RetryPolicy(max_attempts=args.max_attempts),
@@ -455,7 +463,7 @@ def render(exp: Explanation, *, color: bool = False) -> str:
     sentence = TextInstance.parse(d.query).mark(
         d.positions, (lambda w: f"\033[1;7m{w}\033[0m") if color else (lambda w: f"[{w}]")
     )
-    anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
+    anchor = " AND ".join(d.anchor) if d.anchor else "(empty: a prior, not these words; see the claim)"
     status = "" if d.success else "  (no rule reached the threshold: best found)"
     if m.budget_exhausted:
         status += "  (budget exhausted: best rule so far)"
@@ -466,7 +474,8 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         "",
         f"label       {d.label}",
         f"anchor      {anchor}{status}",
-        f"precision   {d.precision:.3f}  (bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
+        f"precision   {d.precision:.3f}  (KL bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
+        f"claim       {exp.claim}",
         f"coverage    {d.coverage:.3f}",
         f"samples     {m.samples:,}",
         f"queries     {m.queries:,}  ({c.cache_hits:,} cache hits, {c.retries} retries)",

@@ -219,3 +219,15 @@ def test_bad_max_arms():
 def test_bad_search_parameters_are_config_errors(bad):
     with pytest.raises(ConfigError):
         SearchParams(**bad)
+
+
+async def test_a_round_records_its_candidates_and_the_arms_kl_lucb_ran_over():
+    from llm_anchors import AnchorsExplainer, FunctionClassifier
+
+    def model(texts):
+        return [int("alpha" in t and "beta" in t) for t in texts]
+
+    async with AnchorsExplainer(FunctionClassifier(model, name="ab"), seed=0) as explainer:
+        exp = await explainer.explain("alpha beta c d e f g h i j")
+    first = exp.data.rounds[0]
+    assert (first.size, first.n_candidates, first.n_arms) == (1, 10, 3)

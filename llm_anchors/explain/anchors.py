@@ -63,7 +63,7 @@ class AnchorsExplainer:
 
     threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
     beam_size, min_samples_start, max_arms, max_anchor_size,
-    coverage_samples: the search's parameters, see `SearchParams`. ``seed`` fixes every random
+    coverage_samples, certify: the search's parameters, see `SearchParams`. ``seed`` fixes every random
     draw (None: fresh entropy, recorded in the explanation's meta).
     ``max_concurrency`` bounds model requests in flight; ``request_size`` is
     the most texts per request (default: ``batch_size``). ``cache`` may be shared
@@ -103,6 +103,7 @@ class AnchorsExplainer:
         max_arms: int | None = 3,
         max_anchor_size: int | None = None,
         coverage_samples: int = 10_000,
+        certify: Literal["default", "strict"] = "default",
         seed: int | None = None,
         sampler: Sampler | None = None,
         max_words: int = 256,
@@ -131,6 +132,7 @@ class AnchorsExplainer:
             max_arms=max_arms,
             max_anchor_size=max_anchor_size,
             coverage_samples=coverage_samples,
+            certify=certify,
         )
         self.seed = seed
         if sampler is not None and not isinstance(sampler, Sampler):
@@ -438,6 +440,8 @@ class AnchorsExplainer:
             examples_covered_false=tuple(failed[: self.n_examples]),
             path=result.path,
             rounds=result.rounds,
+            certified_samples=result.certificate[0] if result.certificate else 0,
+            movers=_movers(instance.features, result.effects),
         )
         meta = Meta(
             explainer=self.name,
@@ -455,6 +459,12 @@ class AnchorsExplainer:
             **extra,
         )
         return Explanation(meta, data)
+
+
+def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[str, float], ...]:
+    """The (at most 3) features whose presence holds the label most, largest effect first (none of 0 or less)."""
+    ranked = sorted(range(len(effects)), key=lambda f: -effects[f])
+    return tuple((features[f], round(effects[f], 4)) for f in ranked[:3] if effects[f] > 0)
 
 
 async def drive(

@@ -171,6 +171,11 @@ class AnchorData:
     examples_covered_false: tuple[str, ...] = ()
     path: tuple[RuleStats, ...] = ()
     rounds: tuple[RoundTrace, ...] = ()
+    certified_samples: int = 0
+    movers: tuple[tuple[str, float], ...] = ()
+    """For an empty anchor whose samples disagreed at least 3 times: the (at most 3) words whose
+    presence holds the label most, with by how much (share of the samples that kept the label with
+    the word, less without it)."""
 
 
 @dataclass(frozen=True)
@@ -193,7 +198,7 @@ class Explanation:
 
     def __str__(self) -> str:
         d, m = self.data, self.meta
-        anchor = " AND ".join(d.anchor) if d.anchor else "(empty: the label holds whatever the words)"
+        anchor = " AND ".join(d.anchor) if d.anchor else "(empty: a prior, not these words)"
         flag = "" if d.success else " [no rule reached the threshold]"
         if m.budget_exhausted:
             flag += " [budget exhausted: best rule so far]"
@@ -201,6 +206,37 @@ class Explanation:
             f"{anchor} -> {d.label!r} | precision {d.precision:.2f} | coverage {d.coverage:.2f} | "
             f"{m.samples} samples, {m.queries} queries, ${m.cost.settled.usd}, {m.wall_time_s:.2f}s{flag}"
         )
+
+    @property
+    def claim(self) -> str:
+        """What the explanation guarantees, in one line: the certified lower bound, at which δ, on
+        which samples, and what it had to clear."""
+        d, p = self.data, self.meta.settings.search
+        low = d.precision_bounds[0]
+        if not d.success:
+            return f"no rule reached τ = {p.threshold}: the best rule found, precision ≥ {low:.3f} at δ = {p.delta}"
+        if d.certified_samples:
+            claim = (
+                f"precision ≥ {low:.3f} ≥ τ = {p.threshold} with probability ≥ 1 − δ = {1 - p.delta:g}, "
+                f"on {d.certified_samples:,} samples drawn after the rule was chosen (strict)"
+            )
+        else:
+            claim = (
+                f"precision ≥ {low:.3f} ≥ τ − ε_stop = {p.threshold - p.epsilon_stop:g} with probability "
+                f"≥ 1 − δ = {1 - p.delta:g}, on the {d.n_samples:,} samples that also chose the rule (default)"
+            )
+        if not d.anchor:
+            claim += (
+                f"; an empty anchor: the model gives this label to ≥ {p.threshold} of perturbed inputs whatever "
+                "words remain (a prior, not these words)"
+            )
+            if d.movers:
+                claim += "; the words whose presence holds it most: " + ", ".join(
+                    f"{w} ({e:+.0%})" for w, e in d.movers
+                )
+            else:
+                claim += "; too few samples disagreed to say which words move it"
+        return claim
 
     @property
     def saved_by_caching(self) -> Decimal:
@@ -260,8 +296,10 @@ def _data(raw: dict[str, Any]) -> AnchorData:
     for name in _TUPLES:
         data[name] = tuple(data[name])
     data["path"] = tuple(_rule_stats(s) for s in data["path"])
+    data["movers"] = tuple((w, e) for w, e in data.get("movers", ()))
     data["rounds"] = tuple(
-        RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"])) for r in data["rounds"]
+        RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"]), r["n_arms"])
+        for r in data["rounds"]
     )
     return AnchorData(**data)
 

@@ -115,7 +115,8 @@ class ProgressBar:
             return ""
         left = self.total - self.done
         more_usd = (self.usd / now * left).quantize(Decimal("0.000001"))
-        return f" · projected ~{queries + round(self.queries / now * left):,} queries, ${usd + more_usd}"
+        dollars = f", ${usd + more_usd}" if usd + more_usd else ""
+        return f" · projected ~{queries + round(self.queries / now * left):,} queries{dollars}"
 
     def _line(self) -> str:
         """The line written off a terminal (tqdm, disabled there, keeps no rate)."""

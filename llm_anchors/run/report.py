@@ -288,7 +288,10 @@ def _top_words(rows: Sequence[ReportRow]) -> str:
             f"<span class=count>{c:,}</span></li>"
             for w, c in top
         )
-        note = f"<p class=muted>{empty[label]:,} empty anchors: the label holds whatever the words</p>"
+        note = (
+            f"<p class=muted>{empty[label]:,} empty anchors: a prior, not these words (≥ τ of perturbed "
+            "inputs keep the label whatever words remain)</p>"
+        )
         blocks.append(f"<div class=words><h3>{_e(label)}</h3><ol>{items}</ol>{note if empty[label] else ''}</div>")
     title = "<h2>Most frequent anchor words per label</h2>"
     return f"<section id=anchor-words>{title}<div class=cols>{''.join(blocks)}</div></section>"
@@ -300,7 +303,7 @@ _COLUMNS = (
     ("index", "#"),
     ("text", "input, anchor marked"),
     ("label", "label"),
-    ("precision", "precision [bounds]"),
+    ("precision", "precision ≥ certified lower bound"),
     ("coverage", "coverage"),
     ("queries", "queries"),
     ("usd", "$"),
@@ -326,7 +329,7 @@ def _table(rows: Sequence[ReportRow]) -> str:
 
 def _row(r: ReportRow) -> str:
     d, m = r.explanation.data, r.explanation.meta
-    low, high = d.precision_bounds
+    low = d.precision_bounds[0]
     memory = {None: ("—", -1), True: ("hit", 1), False: ("miss", 0)}[m.memory_hit]
     flags = "" if d.anchor else " <span class=muted>(empty anchor)</span>"
     flags += "" if d.success else ' <span class=flag title="no rule reached the threshold">below τ</span>'
@@ -345,7 +348,8 @@ def _row(r: ReportRow) -> str:
     attrs = " ".join(f'data-{k}="{v}"' for k, v in keys.items())
     return (
         f"<tr {attrs}><td class=num>{r.index}</td><td class=text>{r.explanation.marked_html(_mark)}{flags}</td>"
-        f"<td>{_e(r.label)}</td><td class=num>{d.precision:.3f} <span class=muted>[{low:.2f}, {high:.2f}]</span></td>"
+        f'<td>{_e(r.label)}</td><td class=num title="{_e(r.explanation.claim)}">{d.precision:.3f} '
+        f"<span class=muted>≥ {low:.3f}{' strict' if d.certified_samples else ''}</span></td>"
         f"<td class=num>{d.coverage:.3f}</td><td class=num>{m.queries:,}</td>"
         f"<td class=num>{_usd(m.cost.settled.usd)}</td>"
         f"<td class=mem-{memory[0] if memory[1] >= 0 else 'none'}>{memory[0]}</td></tr>"

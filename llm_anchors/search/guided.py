@@ -1,9 +1,11 @@
 """MAnchors' guided search: the memory proposes, samples certify.
 
 `GuidedSearch` is the search MAnchors runs on a memory hit (its default
-strategy). It spends samples where Anchors' beam search spends most of
-them (KL-LUCB proving which extension is best, round after round) only
-when it must:
+strategy). It is this project's propose-and-verify search, not the MAnchors
+paper's Algorithms 1–3 (HT, pruning, VT: ``strategy="paper"``, which
+resumes `BeamSearch` from the mapped rule and is kept faithful to them).
+It spends samples where Anchors' beam search spends most of them (KL-LUCB
+proving which extension is best, round after round) only when it must:
 
 1. the empty rule is checked first, exactly as Anchors does (the root
    sample also estimates every one-word rule, for free);
@@ -17,7 +19,8 @@ when it must:
 
 Selection never certifies anything: a rule is returned as an anchor only
 when its KL bounds, on samples drawn for it and its sub-rules, clear
-τ − ε_stop (`BeamSearch._valid`), as in Anchors. A rule chosen greedily was
+τ − ε_stop (`BeamSearch._valid`), as in Anchors, and, with
+``certify="strict"``, when fresh samples drawn after it was chosen clear τ. A rule chosen greedily was
 picked by the same samples that estimate it, so it must also hold on at
 least ``min_accept`` samples before it is accepted: about what backs the
 rules Anchors accepts (median 215–245 samples on RT-Polarity); with fewer,
@@ -26,13 +29,11 @@ more of the anchors fell below τ on fresh samples than Anchors'.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator, Sequence
 
 import numpy as np
 
 from .._exceptions import ConfigError
-from .bandit import kl_lower_bound
 from .beam import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult, _Candidate
 from .rules import Rule
 
@@ -80,10 +81,9 @@ class GuidedSearch(BeamSearch):
         self._chosen: set[Rule] = set()
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
-        p = self.params
         root = self._candidate(frozenset(), ())
         yield from self._sample_root(root)
-        if kl_lower_bound(root.mean, math.log(1.0 / p.delta) / root.n) > p.threshold:
+        if (yield from self._accept_root(root)):
             return self._result(root, success=True)
         best = yield from self._propose()
         path = [root]
@@ -98,7 +98,7 @@ class GuidedSearch(BeamSearch):
             yield from self._verify([step], f"greedy-{len(step.rule)}")
             self._trace(len(step.rule), 1, [step])
             path.append(step)
-            if self._valid(step):
+            if (yield from self._accept(step)):
                 best = self._best = step
         if best is not None:
             return self._result(best, success=True)
@@ -128,7 +128,7 @@ class GuidedSearch(BeamSearch):
             if cand.n < self.probe:
                 yield from self._sample([(cand, self.probe - cand.n)], "propose")
             yield from self._verify([cand], "propose")
-            if self._valid(cand):
+            if (yield from self._accept(cand)):
                 self._best = cand
                 return cand
         return None

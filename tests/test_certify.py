@@ -1,0 +1,83 @@
+"""What an anchor guarantees: the default certificate (τ − ε_stop, on the samples that chose it) and the
+strict one (τ itself, on samples drawn after the rule was chosen)."""
+
+import hashlib
+
+import pytest
+
+from llm_anchors import AnchorsExplainer, ConfigError, Explanation, FunctionClassifier, MAnchorsExplainer
+from llm_anchors.search import SearchParams
+
+SENTENCE = "alpha beta c d e f g h i j"
+
+
+def coin(text: str) -> float:
+    """A fixed pseudo-random number in [0, 1) per text: the model is deterministic, its labels cacheable."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64
+
+
+def known_precision(texts: list[str]) -> list[int]:
+    """Label 1 (the input's) with a known precision per rule: with "alpha" and "beta", 0.995; with
+    "alpha" alone, 0.90 — so the rule {alpha} holds 0.5 × 0.995 + 0.5 × 0.90 = 0.9475 < τ; else 0.3."""
+    labels = []
+    for t in texts:
+        words = set(t.split())
+        keep = 0.995 if {"alpha", "beta"} <= words else 0.90 if "alpha" in words else 0.3
+        labels.append(int(t == SENTENCE or coin(t) < keep))
+    return labels
+
+
+TRUE_PRECISION = {("alpha",): 0.9475, ("alpha", "beta"): 0.995}
+
+
+@pytest.mark.parametrize("kind", [AnchorsExplainer, MAnchorsExplainer])
+async def test_strict_anchors_hold_tau_for_a_model_of_known_precision_where_default_ones_fall_below(kind):
+    anchors = {}
+    for certify in ("default", "strict"):
+        async with kind(FunctionClassifier(known_precision, name="known"), certify=certify) as explainer:
+            found = []
+            for seed in range(12):
+                exp = await explainer.explain(SENTENCE, seed=seed)
+                found.append(exp.data.anchor if exp.data.success else None)
+            anchors[certify] = found
+    assert ("alpha",) in anchors["default"]  # the default accepts a rule below τ (it clears τ − ε_stop)
+    assert all(a is not None and TRUE_PRECISION[a] >= 0.95 for a in anchors["strict"]), anchors["strict"]
+
+
+async def test_a_strict_anchor_says_on_which_fresh_samples_it_was_certified():
+    async with AnchorsExplainer(FunctionClassifier(known_precision, name="known"), seed=1, certify="strict") as e:
+        exp = await e.explain(SENTENCE)
+    assert exp.data.certified_samples >= 100 and exp.meta.stages["certify"].samples >= exp.data.certified_samples
+    assert exp.data.precision_bounds[0] >= 0.95 and "strict" in exp.claim and "after the rule was chosen" in exp.claim
+    assert Explanation.from_json(exp.to_json()) == exp
+    async with AnchorsExplainer(FunctionClassifier(known_precision, name="known"), seed=1) as e:
+        default = await e.explain(SENTENCE)
+    assert default.data.certified_samples == 0 and "certify" not in default.meta.stages
+    assert "τ − ε_stop = 0.9" in default.claim and "also chose the rule" in default.claim
+
+
+async def test_a_strict_empty_anchor_is_certified_too_and_called_a_prior():
+    async with AnchorsExplainer(FunctionClassifier(lambda t: [1] * len(t), name="one"), certify="strict") as e:
+        exp = await e.explain(SENTENCE, seed=0)
+    assert exp.data.anchor == () and exp.data.success and exp.data.certified_samples == 100
+    assert "a prior" in exp.claim
+
+
+def test_certify_is_default_or_strict():
+    with pytest.raises(ConfigError, match="certify"):
+        SearchParams(certify="lenient")
+    with pytest.raises(ConfigError, match="certify"):
+        AnchorsExplainer(FunctionClassifier(len, name="n"), certify="always")  # type: ignore[arg-type]
+
+
+async def test_an_empty_anchor_names_the_words_whose_presence_holds_the_label_most():
+    sentence = "a dull film with x y z w"
+
+    def mostly(texts):  # "dull" keeps the label always, else 93% of the time: the empty rule holds at τ 0.9
+        return [int(t == sentence or "dull" in t.split() or coin(t) < 0.93) for t in texts]
+
+    async with AnchorsExplainer(FunctionClassifier(mostly, name="mostly"), seed=0, threshold=0.9) as e:
+        exp = await e.explain(sentence)
+    assert exp.data.anchor == () and exp.data.movers[0][0] == "dull" and exp.data.movers[0][1] > 0
+    assert "a prior, not these words" in exp.claim and "dull (+" in exp.claim
+    assert Explanation.from_json(exp.to_json()) == exp
