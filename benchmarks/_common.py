@@ -78,6 +78,7 @@ def add_comparison_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh-samples", type=int, default=1000, help="samples per anchor to re-estimate precision")
     parser.add_argument("--reference", action="store_true", help="the reference Anchors settings (root 1, all arms)")
     parser.add_argument("--certify", choices=["default", "strict"], default="default", help="the explainers' certify")
+    parser.add_argument("--arms", choices=["top", "plausible"], default="top", help="the explainers' arms")
 
 
 def tau_sim(args: argparse.Namespace, strategy: str) -> float:
@@ -89,13 +90,14 @@ def run_suffix(args: argparse.Namespace) -> str:
     """What sets a run apart from the default one, for its file names: "_paper", "_reference"."""
     paper = "_paper" if getattr(args, "strategy", "guided") == "paper" else ""
     strict = "_strict" if getattr(args, "certify", "default") == "strict" else ""
-    return paper + ("_reference" if getattr(args, "reference", False) else "") + strict
+    plausible = "_plausible" if getattr(args, "arms", "top") == "plausible" else ""
+    return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible
 
 
 def search_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The search settings every explainer of a run shares: the defaults, or the reference implementation's."""
     reference = {"min_samples_start": 1, "max_arms": None} if getattr(args, "reference", False) else {}
-    return {**reference, "certify": getattr(args, "certify", "default")}
+    return {**reference, "certify": getattr(args, "certify", "default"), "arms": getattr(args, "arms", "top")}
 
 
 def rss_mb() -> float:

@@ -47,6 +47,7 @@ from ._common import (
     compare,
     explain_rows,
     plots,
+    run_suffix,
     search_settings,
     short_order,
     stage_markdown,
@@ -370,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     rows = asyncio.run(run(args))
     a = rows["anchors"]
-    stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "")
+    stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "") + run_suffix(args)
     stem += "_reference" if args.reference else ""
     results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
     main_runs = {k[0]: m for k, m in rows["manchors"].items() if k[1:] == (tau_sim(args, k[0]), args.tau_mid)}

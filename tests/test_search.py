@@ -231,3 +231,32 @@ async def test_a_round_records_its_candidates_and_the_arms_kl_lucb_ran_over():
         exp = await explainer.explain("alpha beta c d e f g h i j")
     first = exp.data.rounds[0]
     assert (first.size, first.n_candidates, first.n_arms) == (1, 10, 3)
+
+
+async def test_plausible_arms_drop_only_the_candidates_that_cannot_be_the_best():
+    import hashlib
+
+    from llm_anchors import AnchorsExplainer, FunctionClassifier
+
+    sentence = "key " + " ".join(f"w{i}" for i in range(9))
+
+    def clear(texts):  # {key} holds always, any other word half of the time: nine arms are clearly worse
+        return [int("key" in t.split() or hashlib.sha256(t.encode()).digest()[0] < 128) for t in texts]
+
+    def close(texts):  # {key} 0.96, every other word 0.90: none can be ruled out on ~50 samples
+        coin = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "big") / 2**64 for t in texts]
+        return [
+            int(t == sentence or c < (0.96 if "key" in t.split() else 0.84)) for t, c in zip(texts, coin, strict=True)
+        ]
+
+    async with AnchorsExplainer(FunctionClassifier(clear, name="clear"), seed=0, arms="plausible") as e:
+        first = (await e.explain(sentence)).data.rounds[0]
+    assert (first.n_candidates, first.n_arms) == (10, 1)
+    async with AnchorsExplainer(FunctionClassifier(close, name="close"), seed=0, arms="plausible") as e:
+        first = (await e.explain(sentence)).data.rounds[0]
+    assert (first.n_candidates, first.n_arms) == (10, 10)
+
+
+def test_arms_is_top_or_plausible():
+    with pytest.raises(ConfigError, match="arms"):
+        SearchParams(arms="all")

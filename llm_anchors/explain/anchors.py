@@ -62,7 +62,7 @@ class AnchorsExplainer:
     """Explains a classifier's label for a text with an anchor.
 
     threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
-    beam_size, min_samples_start, max_arms, max_anchor_size,
+    beam_size, min_samples_start, max_arms, arms, max_anchor_size,
     coverage_samples, certify: the search's parameters, see `SearchParams`. ``seed`` fixes every random
     draw (None: fresh entropy, recorded in the explanation's meta).
     ``max_concurrency`` bounds model requests in flight; ``request_size`` is
@@ -101,6 +101,7 @@ class AnchorsExplainer:
         beam_size: int = 1,
         min_samples_start: int = 100,
         max_arms: int | None = 3,
+        arms: Literal["top", "plausible"] = "top",
         max_anchor_size: int | None = None,
         coverage_samples: int = 10_000,
         certify: Literal["default", "strict"] = "default",
@@ -130,6 +131,7 @@ class AnchorsExplainer:
             beam_size=beam_size,
             min_samples_start=min_samples_start,
             max_arms=max_arms,
+            arms=arms,
             max_anchor_size=max_anchor_size,
             coverage_samples=coverage_samples,
             certify=certify,

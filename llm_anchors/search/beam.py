@@ -71,6 +71,7 @@ class Samples:
 
 
 CERTIFY = ("default", "strict")
+ARMS = ("top", "plausible")
 CERTIFY_LOOKS = 4
 """Strict certification looks at its fresh samples this many times (doubling): δ is split among them."""
 
@@ -101,15 +102,20 @@ class SearchParams:
     The defaults (100, 3) needed 58% fewer samples on RT-Polarity with the
     same anchor length, coverage and fresh-sample precision, and agree with the reference's anchors more often than the
     reference agrees with itself under another seed (benchmarks/README.md).
+    arms: which candidates KL-LUCB runs over. "top": the ``max_arms`` of
+        highest precision on the samples they reuse (a lucky draw can drop
+        the best one). "plausible": every candidate whose KL upper bound at
+        δ, on those samples, reaches the ``beam_size``-th highest KL lower
+        bound (none that may be the best is dropped; ``max_arms`` ignored).
     max_anchor_size: longest rule tried; None = number of features.
     coverage_samples: unlabelled perturbations used to measure coverage.
     certify: what makes a rule an anchor. "default" (Anchors'): its KL
         lower bound at δ, on the samples that also chose it, clears
-        τ − epsilon_stop. "strict": besides, on samples drawn for it after
-        it was chosen (``CERTIFY_LOOKS`` looks, at 1, 2, 4 and 8 times
-        ``batch_size``, δ shared among them), its KL lower bound at δ
-        clears τ itself; a rule that fails is not an anchor and the search
-        goes on.
+        τ − epsilon_stop. "strict": besides, on the samples drawn for it
+        after it was chosen (its verification's, then more as needed;
+        ``CERTIFY_LOOKS`` looks, after 1, 2, 4 and 8 times ``batch_size``,
+        δ shared among them), its KL lower bound at δ clears τ itself; a
+        rule that fails is not an anchor and the search goes on.
     """
 
     threshold: float = 0.95
@@ -120,11 +126,14 @@ class SearchParams:
     beam_size: int = 1
     min_samples_start: int = 100
     max_arms: int | None = 3
+    arms: str = "top"
     max_anchor_size: int | None = None
     coverage_samples: int = 10_000
     certify: str = "default"
 
     def __post_init__(self) -> None:
+        if self.arms not in ARMS:
+            raise ConfigError(f"arms must be one of {', '.join(ARMS)}, got {self.arms!r}")
         if self.certify not in CERTIFY:
             raise ConfigError(f"certify must be one of {', '.join(CERTIFY)}, got {self.certify!r}")
         for name in ("threshold", "delta", "epsilon", "epsilon_stop"):
@@ -211,6 +220,8 @@ class _Candidate:
     positives: int = 0
     certified: tuple[int, int] | None = None
     """Strict certification: (fresh samples, positives) once the rule was certified."""
+    fresh: list[bool] | None = None
+    """Once the rule is chosen (`_choose`): the labels of the samples drawn for it since, in order."""
 
     @property
     def mean(self) -> float:
@@ -319,12 +330,14 @@ class BeamSearch:
         best: _Candidate | None = None
         if self.start is None:
             root = self._candidate(frozenset(), ())
+            self._choose(root)  # the empty rule is not chosen among rivals: all its samples may certify it
             yield from self._sample_root(root)
             if (yield from self._accept_root(root)):
                 return self._result(root, success=True)
             beam = [root]
         else:
             first = self._candidate(self.start, tuple(sorted(self.start)))
+            self._choose(first)  # chosen by the memory, before any of its samples
             yield from self._sample([(first, p.batch_size)], "start")
             yield from self._verify([first], "start")
             self._trace(len(self.start), 1, [first])
@@ -341,6 +354,8 @@ class BeamSearch:
             k = size - len(beam[0].rule)
             arms = self._arms(cands)
             chosen = yield from self._lucb(arms, min(p.beam_size, len(arms)), f"round-{k}")
+            for c in chosen:
+                self._choose(c)
             yield from self._verify(chosen, f"verify-{k}")
             self._trace(size, len(cands), chosen, len(arms))
             by_size[size] = chosen
@@ -418,19 +433,27 @@ class BeamSearch:
             return False
         return (yield from self._certified(c))
 
+    def _choose(self, c: _Candidate) -> None:
+        """Mark ``c`` chosen: from now on the samples drawn for it (and only those) may certify it."""
+        if c.fresh is None:
+            c.fresh = []
+
     def _certified(self, c: _Candidate) -> Generator[list[SampleRequest], list[Samples], bool]:
-        """Strict certification of a chosen rule on samples drawn for it now, at 1, 2, 4 and 8 times
-        ``batch_size``: certified once their KL lower bound at δ / looks clears τ, refused once
-        their upper bound falls below it or after the last look. Default: True, drawing nothing."""
+        """Strict certification of a chosen rule on the samples drawn for it since it was chosen
+        (its verification's, then more), looked at after 1, 2, 4 and 8 times ``batch_size``:
+        certified at the first look whose KL lower bound at δ / looks clears τ, refused once the
+        upper bound falls below it or after the last look. Default: True, drawing nothing."""
         p = self.params
         if p.certify == "default" or c.certified is not None:
             return p.certify == "default" or c.certified is not None
+        self._choose(c)
+        assert c.fresh is not None
         beta = math.log(CERTIFY_LOOKS / p.delta)
-        n = positives = 0
         for look in range(CERTIFY_LOOKS):
-            want = p.batch_size * 2**look
-            (got,) = yield from self._sample([(c, want - n)], "certify")
-            n, positives = want, positives + got
+            n = p.batch_size * 2**look
+            if len(c.fresh) < n:
+                yield from self._sample([(c, n - len(c.fresh))], "certify")
+            positives = sum(c.fresh[:n])
             if kl_lower_bound(positives / n, beta / n) >= p.threshold:
                 c.certified = (n, positives)
                 return True
@@ -454,6 +477,8 @@ class BeamSearch:
             if got.present.shape != (k, self.n_features) or got.labels.shape != (k,):
                 raise ValueError(f"asked for {k} samples, got {got.present.shape} / {got.labels.shape}")
             rows = self._store.add(cand.rule, got)
+            if cand.fresh is not None:
+                cand.fresh.extend(got.labels.tolist())
             cand.rows.append(rows)
             cand.n += k
             cand.positives += int(got.labels.sum())
@@ -490,10 +515,16 @@ class BeamSearch:
         Precision is smoothed (Laplace: (positives + 1) / (n + 2)), so a
         candidate with no reused sample ranks at ½; ties keep feature order.
         """
-        limit = self.params.max_arms
-        if limit is None or len(cands) <= max(limit, self.params.beam_size):
+        p = self.params
+        if p.arms == "plausible":
+            level = math.log(1.0 / p.delta)
+            lows = sorted((kl_lower_bound(c.mean, level / c.n) if c.n else 0.0 for c in cands), reverse=True)
+            bar = lows[min(p.beam_size, len(lows)) - 1]
+            return [c for c in cands if not c.n or kl_upper_bound(c.mean, level / c.n) >= bar]
+        limit = p.max_arms
+        if limit is None or len(cands) <= max(limit, p.beam_size):
             return cands
-        keep = max(limit, self.params.beam_size)
+        keep = max(limit, p.beam_size)
         ranked = sorted(range(len(cands)), key=lambda i: -(cands[i].positives + 1) / (cands[i].n + 2))
         return [cands[i] for i in sorted(ranked[:keep])]
 

@@ -82,6 +82,7 @@ class GuidedSearch(BeamSearch):
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
         root = self._candidate(frozenset(), ())
+        self._choose(root)
         yield from self._sample_root(root)
         if (yield from self._accept_root(root)):
             return self._result(root, success=True)
@@ -94,6 +95,7 @@ class GuidedSearch(BeamSearch):
             step = self._grow(parent, best)
             if step is None:
                 break
+            self._choose(step)
             self._chosen.add(step.rule)
             yield from self._verify([step], f"greedy-{len(step.rule)}")
             self._trace(len(step.rule), 1, [step])
@@ -124,6 +126,7 @@ class GuidedSearch(BeamSearch):
         cands.sort(key=lambda c: (len(c.rule), -(c.positives + 1) / (c.n + 2)))
         for cand in cands:
             cand = self._candidate(cand.rule, cand.order)  # reuse what earlier proposals drew
+            self._choose(cand)  # chosen by the memory, before its probe
             self._proposed.add(cand.rule)
             if cand.n < self.probe:
                 yield from self._sample([(cand, self.probe - cand.n)], "propose")
