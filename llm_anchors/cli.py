@@ -81,9 +81,10 @@ def _model_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--certify",
         choices=["default", "strict"],
-        default="default",
+        default=None,
         help="default: an anchor's KL lower bound at δ, on the samples that chose it, clears τ − 0.05; strict: "
-        "re-verified on fresh samples, its lower bound at δ clears τ itself (more queries)",
+        "on samples drawn after it was chosen, its lower bound at δ clears τ itself (more queries). run and "
+        "estimate: strict unless told (an audit); explain: default",
     )
     common.add_argument("--max-words", type=_number("count"), default=256, help="longest input explained, in words")
     common.add_argument(
@@ -242,7 +243,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seed": args.seed,
         "threshold": args.threshold,
-        "certify": args.certify,
+        "certify": args.certify or ("strict" if args.command in ("run", "estimate") else "default"),
         "max_words": args.max_words,
         "max_concurrency": args.max_concurrency,
         "retry": RetryPolicy(max_attempts=args.max_attempts),

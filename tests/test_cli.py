@@ -384,3 +384,14 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0 and capsys.readouterr().out.strip() == f"llm-anchors {__version__}"
+
+
+def test_run_and_estimate_certify_strictly_unless_told_and_explain_keeps_anchors_criterion():
+    from llm_anchors.cli import _parser, _settings
+
+    def certify(*argv: str) -> str:
+        return _settings(_parser().parse_args(list(argv)))["certify"]
+
+    assert certify("run", "in.jsonl") == certify("estimate", "in.jsonl") == "strict"
+    assert certify("run", "in.jsonl", "--certify", "default") == "default"
+    assert certify("explain", "a film") == "default" and certify("explain", "a film", "--certify", "strict") == "strict"

@@ -83,6 +83,12 @@ class AnchorsExplainer:
     that changed label is in ``meta.determinism``, and any change warns
     (`NondeterminismWarning`).
 
+    What an anchor guarantees (``exp.claim`` says it for each): by default,
+    Anchors' criterion — its KL lower bound at δ, on the samples that also
+    chose it, clears τ − epsilon_stop; with ``certify="strict"``, its KL
+    lower bound at δ on samples drawn after it was chosen clears τ itself
+    (more queries: see the README's table).
+
     >>> explainer = AnchorsExplainer(clf, seed=0)
     >>> exp = await explainer.explain("a good and great movie")
     """

@@ -81,7 +81,12 @@ class SearchParams:
     """Parameters of the search.
 
     threshold (τ): the precision an anchor must reach.
-    delta (δ): an anchor's precision is ≥ τ with probability ≥ 1 − δ.
+    delta (δ): the confidence of each rule's KL bounds: with certify="default"
+        an anchor's precision is ≥ τ − epsilon_stop with probability ≥ 1 − δ
+        as estimated on the samples that also chose it (no correction for the
+        rules the search looked at, so more than δ of anchors can fall below
+        τ); with certify="strict", ≥ τ with probability ≥ 1 − δ on samples
+        drawn after it was chosen.
     epsilon (ε): KL-LUCB stops when the best arms are known to within ε.
     epsilon_stop: a candidate is sampled until its KL bounds clear
         τ − epsilon_stop (below) or τ + epsilon_stop (above).
