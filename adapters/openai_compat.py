@@ -168,7 +168,8 @@ class OpenAICompatibleBackend:
         items = [item for r in results for item in r.items]
         usage = sum((r.usage for r in results), Charge())
         covered = [r.usage_prompts for r in results]
-        return Completions(items, usage, None if None in covered else sum(c for c in covered if c is not None))
+        told = None if None in covered else sum(c for c in covered if c is not None)
+        return Completions(items, usage, told, _served_tier([r.service_tier for r in results]))
 
     async def aclose(self) -> None:
         if self._transport is not None:
@@ -388,7 +389,8 @@ def parse_response(raw: dict[str, Any], n_prompts: int, who: str) -> Completions
         raise BadResponseError(f"unreadable usage: {type(exc).__name__}: {exc}", classifier=who) from exc
     # llama-server reports the usage of the first prompt only for a list of prompts.
     covered = n_prompts if usage_raw and (n_prompts == 1 or usage.completion_tokens >= n_prompts) else None
-    return Completions(items, usage, covered)
+    tier = raw.get("service_tier")
+    return Completions(items, usage, covered, tier if isinstance(tier, str) and tier else None)
 
 
 def billed_usage(raw: dict[str, Any]) -> Charge:
@@ -426,6 +428,15 @@ def billed_usage(raw: dict[str, Any]) -> Charge:
         cache_write_tokens=write + anthropic_write,
         reasoning_tokens=_count(out, "reasoning_tokens"),
     )
+
+
+def _served_tier(tiers: list[str | None]) -> str | None:
+    """The tier to bill requests answered at ``tiers``: the one they share, else the dearest said
+    (priority, then default: a call split over tiers is never billed below what it cost)."""
+    said = {t for t in tiers if t is not None}
+    if len(said) <= 1:
+        return next(iter(said), None)
+    return next((t for t in ("priority", "default") if t in said), sorted(said)[0])
 
 
 def _count(raw: Any, key: str) -> int:

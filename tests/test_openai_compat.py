@@ -458,3 +458,36 @@ async def test_a_service_tier_is_asked_for_and_priced_at():
     assert settled.usd == flex.cost(
         Charge(prompt_tokens=settled.prompt_tokens, completion_tokens=settled.completion_tokens)
     )
+
+
+async def test_a_server_that_serves_another_tier_than_asked_is_billed_at_it_within_the_cap():
+    from llm_anchors import AnchorsExplainer, Budget, LLMClassifier
+    from llm_anchors.money import Charge, price_for
+
+    def standard_tier(prompts):  # a server that ignores the flex asked, and says so in OpenAI's field
+        tokens = sum(len(p.split()) for p in prompts)
+        usage = {"prompt_tokens": tokens, "completion_tokens": len(prompts), "total_tokens": tokens + len(prompts)}
+        return {"service_tier": "default", "usage": usage}
+
+    async with FaultServer(answer=sentiment, usage=standard_tier) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "openai/gpt-5-mini", service_tier="flex")
+        clf = LLMClassifier(backend, "Review: {text}\nSentiment:", ["negative", "positive"])
+        budget = Budget(max_usd=1)
+        async with AnchorsExplainer(clf, seed=0, budget=budget) as explainer:
+            with pytest.warns(PromptCacheWarning):
+                exp = await explainer.explain("a good and great film")
+    standard, settled = price_for("gpt-5-mini"), exp.meta.cost.settled
+    assert settled.usd == standard.cost(
+        Charge(prompt_tokens=settled.prompt_tokens, completion_tokens=settled.completion_tokens)
+    )
+    assert settled.usd > price_for("gpt-5-mini", service_tier="flex").cost(settled)  # billed as served
+    assert budget.report().passed == "" and exp.meta.cost.reserved.usd >= settled.usd  # reserved at standard
+
+
+def test_a_call_split_over_tiers_is_billed_at_the_dearest_tier_said():
+    from adapters.openai_compat import _served_tier
+
+    assert _served_tier([None, None]) is None and _served_tier(["flex", None, "flex"]) == "flex"
+    assert (
+        _served_tier(["flex", "default"]) == "default" and _served_tier(["flex", "priority", "default"]) == "priority"
+    )

@@ -226,9 +226,10 @@ class Explanation:
                 f"≥ 1 − δ = {1 - p.delta:g}, on the {d.n_samples:,} samples that also chose the rule (default)"
             )
         if not d.anchor:
+            words = "words" if self.meta.settings.sampler.get("kind", "text") == "text" else "features"
             claim += (
                 f"; an empty anchor: the model gives this label to ≥ {p.threshold} of perturbed inputs whatever "
-                "words remain (a prior, not these words)"
+                f"{words} remain (a prior, not these {words})"
             )
             if d.movers:
                 claim += "; the words whose presence holds it most: " + ", ".join(

@@ -42,12 +42,15 @@ class Completions:
     """Answers to a list of prompts, in order, and the tokens they cost.
 
     ``usage_prompts`` is how many of the prompts the reported usage covers
-    (llama-server reports the first prompt's only for a list).
+    (llama-server reports the first prompt's only for a list);
+    ``service_tier`` the tier the server says it served them at (OpenAI's
+    ``"default"``, ``"flex"``, ``"priority"``; None when it does not say).
     """
 
     items: list[Completion]
     usage: Charge = field(default_factory=Charge)
     usage_prompts: int | None = None
+    service_tier: str | None = None
 
 
 @runtime_checkable

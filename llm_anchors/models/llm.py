@@ -67,6 +67,9 @@ class LLMClassifier(BaseClassifier):
         self.labels = clean
         self.params = params or CompletionParams()
         self._price = price or self._default_price(prices)
+        self._prices = prices
+        self._by_tier: dict[str, Price] = {}
+        self._derived = price is None and self.backend.model is not None and self._price.known
         self.token_counter = token_counter or self._default_counter()
         self._usage_partial = False
         self._layout_checked = False
@@ -127,11 +130,27 @@ class LLMClassifier(BaseClassifier):
     def render(self, text: str) -> str:
         return self.prompt.replace("{text}", text)
 
+    def price_at(self, tier: str | None) -> Price:
+        """The price of calls the server says it served at ``tier``: the priced model's rates at that
+        tier (genai-prices), so a server that ignores the tier asked, or a project whose default tier
+        is another, is billed as it bills. A price given (``price=``) or a tier not said: `price`."""
+        if tier is None or not self._derived or tier == self.backend.service_tier:
+            return self._price
+        if tier not in self._by_tier:
+            backend = self.backend
+            self._by_tier[tier] = price_for(
+                str(backend.model), prices=self._prices, api_url=backend.api_url, service_tier=tier
+            )
+        return self._by_tier[tier]
+
     async def quote(self, texts: Sequence[str]) -> Charge:
-        """Worst-case cost of classifying ``texts`` (``estimated`` when its tokens are)."""
+        """Worst-case cost of classifying ``texts`` (``estimated`` when its tokens are): at the tier
+        asked, or at the standard tier when that is dearer (a server may not grant the tier asked)."""
         count = await self.token_counter.count([self.render(t) for t in texts])
         completion = len(texts) * self.params.max_tokens
-        usd = self.price.worst_case(count.total, completion)
+        asked = self.backend.service_tier
+        prices = [self.price, self.price_at("default")] if asked not in (None, "default") else [self.price]
+        usd = max(p.worst_case(count.total, completion) for p in prices)
         return Charge(len(texts), count.total, completion, usd, count.estimated, unpriced=not self.price.known)
 
     async def check_cache_layout(self) -> str:
@@ -178,7 +197,7 @@ class LLMClassifier(BaseClassifier):
             usage = await (counting or self.quote(texts))
         else:
             _discard(counting)
-        usd = self.price.cost(usage)  # its cache reads and writes at their rates
+        usd = self.price_at(result.service_tier).cost(usage)  # at the tier served; cache reads and writes at theirs
         return Batch([self.read(c) for c in result.items], replace(usage, queries=len(texts), usd=usd))
 
     def read(self, completion: Completion) -> Label:
