@@ -74,9 +74,10 @@ class CachingServer(MockBackend):
         return Completions(answered.items, usage, len(prompts))
 
 
-async def explain(kind: type[AnchorsExplainer], args: argparse.Namespace) -> dict[str, Any]:
+async def explain(
+    kind: type[AnchorsExplainer], args: argparse.Namespace, model: Any, texts: list[str]
+) -> dict[str, Any]:
     """Explain the stream once with ``kind`` through the live money path; its total usage as billed."""
-    model, texts, _ = train_text_rf(data=args.data)
     order = [int(i) for i in shuffled(len(texts), 42)[: args.n]]
     counter = TiktokenCounter(args.models[0])
     server = CachingServer(
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), help="models genai-prices knows")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
-    runs = [asyncio.run(explain(kind, args)) for kind in (AnchorsExplainer, MAnchorsExplainer)]
+    model, texts, _ = train_text_rf(data=args.data)
+    runs = [asyncio.run(explain(kind, args, model, texts)) for kind in (AnchorsExplainer, MAnchorsExplainer)]
     rows = [priced(run, name) for name in args.models for run in runs]
     print(markdown(runs, rows))
     for run in runs:

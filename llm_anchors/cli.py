@@ -317,7 +317,7 @@ async def _run_async(
     with (
         results.open_budget(max_usd=args.max_usd, max_queries=args.max_queries) as run_budget,
         _backend(args) as (base_urls, name, embedded),
-        contextlib.closing(QueryCache(f"{results.path}.cache.sqlite")) as cache,
+        contextlib.closing(_label_cache(results.path)) as cache,
     ):
         per_text = None
         if args.max_usd_per_text is not None:
@@ -341,6 +341,12 @@ async def _run_async(
                 )
 
 
+def _label_cache(out: Path) -> QueryCache:
+    """The run's label cache beside its results: `run` and `estimate` share it, so a run does not pay
+    again for what its pilot asked."""
+    return QueryCache(f"{out}.cache.sqlite")
+
+
 async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
     """What tells this model from another under the same name: the embedded model's file, or the
     servers' addresses and what they say they serve."""
@@ -360,7 +366,7 @@ async def _estimate(args: argparse.Namespace) -> int:
     budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
     with (
         _backend(args) as (base_urls, name, embedded),
-        contextlib.closing(QueryCache(f"{args.out}.cache.sqlite")) as cache,
+        contextlib.closing(_label_cache(Path(args.out))) as cache,
     ):
         clf = model.classifier(base_urls, name, embedded=embedded)
         kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
@@ -404,7 +410,7 @@ def _ray_explainer(
     """A worker's explainer (built in the worker: its own connections and cache handle)."""
     clf = model.classifier(base_urls, name, embedded=embedded)
     kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
-    cache = QueryCache(f"{out}.cache.sqlite")  # one file, shared by this machine's workers
+    cache = _label_cache(Path(out))  # one file, shared by this machine's workers
     return kind(clf, **_settings(args), on_budget="return", cache=cache)
 
 

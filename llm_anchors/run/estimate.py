@@ -89,7 +89,8 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
             explained.append(exp)
     sizes = [len(e.data.features) for e in explained]
     spent = sum((e.meta.cost.settled for e in explained), Charge())
-    rest = [words_of[i] for i in range(len(texts)) if i not in set(chosen)]
+    piloted = set(chosen)
+    rest = [words_of[i] for i in range(len(texts)) if i not in piloted]
     queries = forecast_rest(sizes, [e.meta.queries for e in explained], rest, seed=seed)
     usd = forecast_rest(sizes, [float(e.meta.cost.settled.usd) for e in explained], rest, seed=seed)
     cents = Decimal("0.000001")

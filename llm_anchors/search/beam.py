@@ -105,8 +105,9 @@ class SearchParams:
     τ + epsilon_stop) that exact bounds rule out at τ + epsilon_stop = 1;
     candidates here reuse every sub-rule's samples, not only their parent's.
     The defaults (100, 3) needed 58% fewer samples on RT-Polarity with the
-    same anchor length, coverage and fresh-sample precision, and agree with the reference's anchors more often than the
-    reference agrees with itself under another seed (benchmarks/README.md).
+    same anchor length, coverage and fresh-sample precision, and agree with
+    the reference's anchors more often than the reference agrees with itself
+    under another seed (benchmarks/README.md).
     arms: which candidates KL-LUCB runs over. "top": the ``max_arms`` of
         highest precision on the samples they reuse (a lucky draw can drop
         the best one). "plausible": every candidate whose KL upper bound at
