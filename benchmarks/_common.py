@@ -91,7 +91,9 @@ def run_suffix(args: argparse.Namespace) -> str:
     paper = "_paper" if getattr(args, "strategy", "guided") == "paper" else ""
     strict = "_strict" if getattr(args, "certify", "default") == "strict" else ""
     plausible = "_plausible" if getattr(args, "arms", "top") == "plausible" else ""
-    return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible
+    proxy = "_noproxy" if getattr(args, "proxy", "surrogate") == "none" else ""
+    tuned = "".join(f"_{item.replace('=', '')}" for item in getattr(args, "set", []))
+    return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible + proxy + tuned
 
 
 def search_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -165,6 +167,8 @@ async def explain_rows(
             "server_rss_mb": server_rss() if server_rss is not None else None,
             "cache_entries": len(explainer.cache),
             "stages": {name: asdict(stage) for name, stage in exp.meta.stages.items()},
+            "proxy": asdict(exp.meta.proxy) if exp.meta.proxy else None,
+            "certification_samples": exp.data.certified_samples or exp.data.n_samples,
         }
         rows.append(row)
         if checkpoint is not None:
@@ -184,10 +188,15 @@ def stage_group(stage: str) -> str:
         return f"round {number}" if int(number) <= 2 else "rounds 3+"
     if kind == "verify":
         return "verification"
+    if number == "probe":
+        return f"{kind} probe"
     return kind
 
 
-STAGE_ORDER = ("root", "start", "prune", "round 1", "round 2", "rounds 3+", "verification", "fallback")
+STAGE_ORDER = (
+    "root", "start", "prune", "round 1", "round 2", "rounds 3+", "verification", "memory probe", "memory",
+    "proxy probe", "proxy", "greedy", "certify", "fallback",
+)  # fmt: skip
 
 
 def stage_totals(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -246,6 +255,9 @@ def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) 
             "time_s": sum(r["time_s"] for r in rows),
             "samples": sum(r["samples"] for r in rows),
             "paid_queries": sum(r["queries"] for r in rows),
+            "inputs": len(rows),
+            "certification_samples": sum(r.get("certification_samples", 0) for r in rows),
+            "proxy_certified": sum(bool(r.get("proxy") and r["proxy"]["certified"]) for r in rows),
             "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
             f"usd_at_{price_model}": dollars(rows),
             "stages": stage_totals(rows),

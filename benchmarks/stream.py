@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -167,6 +168,7 @@ async def run_manchors(
     embedder = SentenceEmbedder(pooling=args.pooling)
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
     options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **search_settings(args))
+    options.update(manchors_options(args))
     async with MAnchorsExplainer(make(f"manchors-{strategy}-{tau_sim}-{tau_mid}"), seed=args.seed, **options) as m:
         label = f"MAnchors {strategy} τ_sim {tau_sim} τ_mid {tau_mid}"
         return await explain_rows(
@@ -203,6 +205,8 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
         row("Σ paid queries", f"{a['paid_queries']:,}", [f"{m['paid_queries']:,}" for m in ms]),
         row("Σ prompt tokens", f"{a['prompt_tokens']:,}", [f"{m['prompt_tokens']:,}" for m in ms]),
         row(f"$ at {args.price_model} prices", a[usd], [m[usd] for m in ms]),
+        row("paid queries / samples the anchor was accepted on (per input)", _floor(a), [_floor(m) for m in ms]),
+        row("anchors the proxy proposed", "", [f"{m['proxy_certified']} / {n}" for m in ms]),
     ]  # fmt: skip
     for key in (*FIDELITY, "below_tau"):
         ref = paper.get(key)
@@ -214,6 +218,13 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
 
 def _tau(args: argparse.Namespace, name: str) -> str:
     return str(tau_sim(args, name)) if name in MAnchorsExplainer.default_tau_sim else "?"
+
+
+def _floor(run: dict[str, Any]) -> str:
+    """How far a run stands from the certification floor: paid queries per input against the samples
+    its anchor was accepted on (fresh ones for the guided search, all that back it for Anchors)."""
+    per = run["paid_queries"] / max(run["inputs"], 1)
+    return f"{per:,.0f} / {run['certification_samples'] / max(run['inputs'], 1):,.0f}"
 
 
 def _mean(value: dict[str, float]) -> str:
@@ -335,10 +346,26 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
     return [(strategy, tau_sim(args, strategy), args.tau_mid) for strategy in strategies]
 
 
+def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
+    """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed)."""
+    out: dict[str, Any] = {} if args.proxy == "surrogate" else {"proxy": None}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            out[name] = float(value)
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with classifiers(args) as (make, texts, order, rss):
         stream = [texts[i] for i in order]
-        a = await run_anchors(make, stream, order, args, rss)
+        if args.anchors_from:
+            a = json.loads(Path(args.anchors_from).read_text())["rows"]["anchors"][: len(order)]
+            assert [r["index"] for r in a] == order, "--anchors-from holds another stream"
+        else:
+            a = await run_anchors(make, stream, order, args, rss)
         strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
         runs = {}
         for setting in settings(args, strategies):
@@ -360,6 +387,9 @@ def main(argv: list[str] | None = None) -> None:
         "--price-model", default="gpt-4o-mini", help="a model genai-prices knows (its price for the table)"
     )
     parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
+    parser.add_argument("--proxy", choices=["surrogate", "none"], default="surrogate", help="MAnchors' proxy")
+    parser.add_argument("--set", action="append", default=[], help="a MAnchors option for tuning, e.g. proxy_beam=5")
+    parser.add_argument("--anchors-from", default=None, help="tuning only: Anchors' rows from an earlier run's JSON")
     parser.add_argument("--memo-labels", default=None, help="with llm: a SQLite file of labels reused across runs")
     parser.add_argument("--tuning", action="store_true", help="the held-out tuning stream (settings are chosen there)")
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")

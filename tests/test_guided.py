@@ -32,13 +32,13 @@ def test_a_right_proposal_is_certified_at_a_fraction_of_the_cost():
     result, batches = run_search(guided([{3, 7}]), conj(3, 7))
     assert result.rule == plain.rule == {3, 7} and result.success
     assert samples(batches) < samples(plain_batches) / 2
-    assert {r.stage for b in batches for r in b} <= {"root", "propose", "greedy-1"}
+    assert {r.stage for b in batches for r in b} <= {"root", "memory-probe", "memory", "greedy-1"}
 
 
 def test_wrong_proposals_cost_a_probe_at_most_and_the_search_goes_on():
     result, batches = run_search(guided([{0}, {2, 5}, {3, 8}]), conj(3, 7))
     assert result.rule == {3, 7} and result.success
-    assert sum(r.n for b in batches for r in b if r.stage == "propose") <= 3 * 25
+    assert sum(r.n for b in batches for r in b if r.stage.startswith("memory")) <= 3 * 25
 
 
 def test_a_shorter_anchor_than_the_proposal_is_found():
@@ -53,9 +53,60 @@ def test_empty_rule_when_the_label_never_changes():
     assert all(r.stage == "root" for b in batches for r in b)
 
 
-def test_a_greedy_choice_is_accepted_on_enough_samples_only():
-    result, _ = run_search(guided(min_accept=300), conj(2))
-    assert result.rule == {2} and result.stats.n_samples >= 300
+def test_a_greedy_choice_is_accepted_on_enough_fresh_samples_only():
+    result, _ = run_search(guided(min_fresh=300), conj(2))
+    assert result.rule == {2} and result.certificate is not None and result.certificate[0] >= 300
+    # The bounds reported are those of the samples drawn after the rule was chosen.
+    assert result.stats.n_samples > result.certificate[0] and result.lower > 0.9
+
+
+def test_a_proposal_is_judged_only_on_samples_drawn_after_it_was_chosen():
+    # {5} keeps the label 90% of the time. The root's samples that keep word 5 are forced to agree
+    # with it: a search that counted them would accept {5}; the fresh samples refuse it.
+    rng = np.random.default_rng(0)
+    calls = {"n": 0}
+
+    def label(present):
+        calls["n"] += 1
+        if calls["n"] == 1:  # the root: perfect for word 5
+            return present[:, 5] | (rng.random(len(present)) < 0.3)
+        return np.where(present[:, 5], rng.random(len(present)) < 0.9, rng.random(len(present)) < 0.3)
+
+    result, batches = run_search(guided([{5}]), label)
+    assert result.rule != {5} or not result.success
+    assert any(r.stage == "memory" or r.stage == "memory-probe" for b in batches for r in b)
+
+
+def test_a_proposal_its_reused_samples_refuse_costs_nothing():
+    # Word 0 alone never holds: the root's samples that keep it already miss, so it is not probed.
+    result, batches = run_search(guided([{0}]), conj(3))
+    assert result.rule == {3}
+    assert not any(r.stage.startswith("memory") for b in batches for r in b)
+
+
+def test_a_proxy_proposes_from_the_samples_labelled_so_far():
+    seen = []
+
+    def proposer(present, kept):
+        seen.append(len(kept))
+        return [{3, 7}]
+
+    result, batches = run_search(guided(proposer=proposer), conj(3, 7))
+    assert result.rule == {3, 7} and result.success
+    assert seen == [100]  # called once, after the root's 100 samples
+    assert {r.stage for b in batches for r in b} <= {"root", "proxy-probe", "proxy", "greedy-1"}
+
+
+def test_a_refused_proposal_is_not_chosen_again_by_growth():
+    # {2} holds 92% of the time: refused as a proposal, growth must not test it a second time.
+    rng = np.random.default_rng(1)
+
+    def label(present):
+        return np.where(present[:, 2], rng.random(len(present)) < 0.92, present[:, 2] & present[:, 6])
+
+    search = guided([{2}])
+    result, _ = run_search(search, label)
+    assert {2} in search._tried and result.rule != {2}
 
 
 def test_no_valid_rule_gives_the_best_one_flagged():
@@ -74,4 +125,4 @@ def test_bad_arguments():
     with pytest.raises(ConfigError):
         guided([{F}])
     with pytest.raises(ConfigError):
-        guided(min_accept=-1)
+        guided(min_fresh=0)

@@ -64,7 +64,7 @@ async def test_paper_miss_then_hit(embedder):
     assert second.data.anchor == ("good", "great")
     assert len(m.memory) == 1  # hits are not stored (Algorithm 1)
     assert AnchorsExplainer.name != second.meta.explainer
-    assert "prune" in second.meta.stages and "propose" not in second.meta.stages
+    assert "prune" in second.meta.stages and "memory" not in second.meta.stages
 
 
 async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
@@ -78,7 +78,7 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     assert second.meta.memory.proposals[0] == ("good", "great")
     assert second.data.anchor == ("good", "great") and second.data.success
     # No KL-LUCB round: the proposal is certified, and a shorter rule looked for greedily.
-    assert "propose" in second.meta.stages and not any(s.startswith("round") for s in second.meta.stages)
+    assert "memory" in second.meta.stages and not any(s.startswith("round") for s in second.meta.stages)
     plain = await AnchorsExplainer(clf(), seed=0).explain(STREAM[1])
     assert second.meta.samples < plain.meta.samples / 2
     assert len(m.memory) == 2  # hits are remembered too
@@ -97,7 +97,7 @@ async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder
     assert exp.meta.memory_hit and ("great",) in exp.meta.memory.proposals
     # The wrong proposal costs at most a probe (the root's samples that keep "great" count towards it).
     assert exp.data.anchor == ("plot",) and exp.data.success
-    assert exp.meta.stages.get("propose", Stage()).samples <= 25
+    assert exp.meta.stages.get("memory-probe", Stage()).samples + exp.meta.stages.get("memory", Stage()).samples <= 25
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -165,7 +165,7 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
 
 
 def test_bad_settings(embedder):
-    for bad in ({"tau_mid": 0}, {"tau_sim": 2}, {"strategy": "fast"}, {"k_nearest": -1}, {"min_accept_samples": 1.5}):
+    for bad in ({"tau_mid": 0}, {"tau_sim": 2}, {"strategy": "fast"}, {"k_nearest": -1}, {"min_fresh_samples": 1.5}, {"proxy": "llm"}):
         with pytest.raises(ConfigError):
             manchors(embedder, **bad)
 

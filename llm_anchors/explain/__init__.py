@@ -1,10 +1,22 @@
-"""Explaining: the explanation and its parts, Anchors, MAnchors, the tabular and image explainers, progress."""
+"""Explaining: the explanation and its parts, Anchors, the proxy, MAnchors, the tabular and image explainers."""
 
 from .anchors import AnchorsExplainer
-from .explanation import AnchorData, Cost, Explanation, MemorySettings, MemoryUse, Meta, Recheck, Settings, Stage
+from .explanation import (
+    AnchorData,
+    Cost,
+    Explanation,
+    MemorySettings,
+    MemoryUse,
+    Meta,
+    ProxyUse,
+    Recheck,
+    Settings,
+    Stage,
+)
 from .image import ImageExplainer
 from .manchors import MAnchorsExplainer
 from .progress import Progress, ProgressBar, StreamProgress
+from .proxy import Proxy
 from .tabular import TabularExplainer
 
 __all__ = [
@@ -19,6 +31,8 @@ __all__ = [
     "Meta",
     "Progress",
     "ProgressBar",
+    "Proxy",
+    "ProxyUse",
     "Recheck",
     "Settings",
     "Stage",

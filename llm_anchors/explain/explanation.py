@@ -17,7 +17,18 @@ from ..money.pricing import Price
 from ..samplers.text import TextInstance
 from ..search.beam import RoundTrace, RuleStats, SearchParams
 
-__all__ = ["AnchorData", "Cost", "Explanation", "MemorySettings", "MemoryUse", "Meta", "Recheck", "Settings", "Stage"]
+__all__ = [
+    "AnchorData",
+    "Cost",
+    "Explanation",
+    "MemorySettings",
+    "MemoryUse",
+    "Meta",
+    "ProxyUse",
+    "Recheck",
+    "Settings",
+    "Stage",
+]
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,29 @@ class MemoryUse:
 
 
 @dataclass(frozen=True)
+class ProxyUse:
+    """What the proxy did for one input (MAnchors' guided strategy).
+
+    ``kind``: "surrogate" (learned from the model's own labels) or the proxy
+    classifier's identity; ``samples``: perturbations the proxy labelled in
+    its search (never counted in ``meta.samples``); ``queries`` and ``cost``:
+    what a proxy classifier was paid for them (the surrogate: none);
+    ``proposals``: the rules it handed over, as features, best first;
+    ``certified``: whether the anchor is one of them; ``trust``: the share of
+    earlier inputs whose anchor the proxy proposed, which set how many of its
+    rules were tried here.
+    """
+
+    kind: str
+    samples: int = 0
+    queries: int = 0
+    cost: Cost | None = None
+    proposals: tuple[tuple[str, ...], ...] = ()
+    certified: bool = False
+    trust: float = 1.0
+
+
+@dataclass(frozen=True)
 class Recheck:
     """``verify_determinism``: texts asked again, bypassing the cache, and how many changed label."""
 
@@ -107,10 +141,16 @@ class MemorySettings:
     tau_mid: float
     k_nearest: int
     max_proposals: int
-    min_accept_samples: int
+    min_fresh_samples: int
+    parent_samples: int
     hit_root_samples: int
     prune_samples: int
     embedder: str
+    proxy: str | None = None
+    proxy_samples: int = 0
+    proxy_beam: int = 0
+    proxy_proposals: int = 0
+    proxy_threshold: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -122,9 +162,10 @@ class Meta:
     unperturbed input included, each once however often resent); ``cost``:
     what the calls cost (`Cost`); ``unparsed``: answers that named no label
     (the class `UNPARSED`); ``stages``: samples and paid queries per step of
-    the search (names in `llm_anchors.search.beam.STAGES`; MAnchors adds
-    "prune"); ``memory_hit``: whether MAnchors reused a remembered input
-    (None for plain Anchors), ``memory`` how (`MemoryUse`);
+    the search (names in `llm_anchors.search.beam.STAGES`); ``memory_hit``: whether MAnchors reused a remembered input
+    (None for plain Anchors), ``memory`` how (`MemoryUse`); ``proxy``: what
+    the proxy searched and proposed (`ProxyUse`; its samples are not in
+    ``samples``);
     ``determinism`` (with ``verify_determinism``): `Recheck`.
     """
 
@@ -142,6 +183,7 @@ class Meta:
     stages: dict[str, Stage] = field(default_factory=dict)
     memory_hit: bool | None = None
     memory: MemoryUse | None = None
+    proxy: ProxyUse | None = None
     determinism: Recheck | None = None
 
 
@@ -215,7 +257,12 @@ class Explanation:
         low = d.precision_bounds[0]
         if not d.success:
             return f"no rule reached τ = {p.threshold}: the best rule found, precision ≥ {low:.3f} at δ = {p.delta}"
-        if d.certified_samples:
+        if d.certified_samples and p.certify == "default":
+            claim = (
+                f"precision ≥ {low:.3f} ≥ τ − ε_stop = {p.threshold - p.epsilon_stop:g} with probability "
+                f"≥ 1 − δ = {1 - p.delta:g}, on {d.certified_samples:,} samples drawn after the rule was chosen"
+            )
+        elif d.certified_samples:
             claim = (
                 f"precision ≥ {low:.3f} ≥ τ = {p.threshold} with probability ≥ 1 − δ = {1 - p.delta:g}, "
                 f"on {d.certified_samples:,} samples drawn after the rule was chosen (strict)"
@@ -273,8 +320,7 @@ def _meta(raw: dict[str, Any]) -> Meta:
         settings["memory"] = MemorySettings(**settings["memory"])
     if settings.get("price") is not None:
         settings["price"] = Price(**settings["price"])
-    cost = dict(raw["cost"])
-    cost["settled"], cost["reserved"] = Charge(**cost["settled"]), Charge(**cost["reserved"])
+    cost = _cost(raw["cost"])
     memory = raw.get("memory")
     if memory is not None:
         proposals = tuple(tuple(rule) for rule in memory["proposals"])
@@ -284,12 +330,24 @@ def _meta(raw: dict[str, Any]) -> Meta:
         **{
             **raw,
             "settings": Settings(**settings),
-            "cost": Cost(**cost),
+            "cost": cost,
+            "proxy": _proxy(raw.get("proxy")),
             "stages": {name: Stage(**counts) for name, counts in raw["stages"].items()},
             "memory": memory,
             "determinism": Recheck(**raw["determinism"]) if raw.get("determinism") is not None else None,
         }
     )
+
+
+def _cost(raw: dict[str, Any]) -> Cost:
+    return Cost(**{**raw, "settled": Charge(**raw["settled"]), "reserved": Charge(**raw["reserved"])})
+
+
+def _proxy(raw: dict[str, Any] | None) -> ProxyUse | None:
+    if raw is None:
+        return None
+    cost = _cost(raw["cost"]) if raw.get("cost") is not None else None
+    return ProxyUse(**{**raw, "cost": cost, "proposals": tuple(tuple(rule) for rule in raw["proposals"])})
 
 
 def _data(raw: dict[str, Any]) -> AnchorData:

@@ -31,19 +31,21 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._exceptions import ConfigError
+from .._exceptions import BudgetExceeded, ConfigError
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
 from ..models.classifier import Classifier, require_stable_identity
 from ..money.budget import SpendCap
+from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
 from ..samplers.text_memory import SentenceEmbedder, TextMemoryFeatures
 from ..search.beam import SearchResult
 from ..search.guided import GuidedSearch
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer, Explaining
-from .explanation import Explanation, MemorySettings, MemoryUse, Settings
+from .explanation import Explanation, MemorySettings, MemoryUse, ProxyUse, Settings
 from .progress import Progress
+from .proxy import Proxy, ProxyRun
 
 __all__ = ["MAnchorsExplainer"]
 
@@ -71,10 +73,25 @@ class MAnchorsExplainer(AnchorsExplainer):
     tau_mid: precision of the intermediate rule remembered (0.8).
     k_nearest: similar inputs whose anchors are proposed ("guided").
     max_proposals: most proposed rules tested per input ("guided").
-    min_accept_samples: samples a greedily chosen rule must hold on ("guided").
+    min_fresh_samples: the fewest samples, drawn after a rule was chosen,
+        it is accepted on ("guided"; `GuidedSearch`).
+    parent_samples: samples a rule gets before growth chooses its next
+        word from them ("guided").
     hit_root_samples: samples of the empty rule drawn first on a hit
         ("guided"; more while the empty rule may hold, up to Anchors' root).
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
+    proxy: who searches for free before the model certifies ("guided"):
+        "surrogate" (default: a logistic model learned from the model's own
+        labels, this input's and earlier inputs'), a `Classifier` (a cheap
+        model standing in for the explained one; its calls are reported in
+        ``meta.proxy`` and reserve against the same budget), or None (the
+        memory alone proposes, and a miss runs plain Anchors). Its
+        proposals join the memory's; the model certifies them (`Proxy`).
+    proxy_samples, proxy_beam, proxy_proposals, proxy_threshold: the
+        proxy's samples per candidate rule, rules of one length it extends,
+        most rules it proposes per input (fewer while few of its proposals
+        are certified), and the precision on the proxy a rule needs to be
+        proposed (0.9: proposals are tested on the model, where τ holds).
     embedder: for text, the `SentenceEmbedder` (default: packaged
         all-MiniLM-L6-v2).
     memory: where earlier explanations are kept and looked up (a `Memory`;
@@ -100,15 +117,23 @@ class MAnchorsExplainer(AnchorsExplainer):
         tau_mid: float = 0.8,
         k_nearest: int = 3,
         max_proposals: int = 5,
-        min_accept_samples: int = 250,
+        min_fresh_samples: int = 50,
+        parent_samples: int = 75,
         hit_root_samples: int = 25,
         prune_samples: int = 50,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
         memory: Memory | None = None,
+        proxy: Literal["surrogate"] | Classifier | None = "surrogate",
+        proxy_samples: int = 200,
+        proxy_beam: int = 3,
+        proxy_proposals: int = 3,
+        proxy_threshold: float = 0.9,
         **kwargs: Any,
     ) -> None:
         super().__init__(classifier, **kwargs)
+        if isinstance(proxy, str) and proxy != "surrogate":
+            raise ConfigError(f"proxy must be 'surrogate', a Classifier or None, got {proxy!r}")
         if strategy not in ("guided", "paper"):
             raise ConfigError(f"strategy must be 'guided' or 'paper', got {strategy!r}")
         if tau_sim is None:
@@ -116,16 +141,24 @@ class MAnchorsExplainer(AnchorsExplainer):
         if not -1.0 <= tau_sim <= 1.0 or not 0.0 < tau_mid <= 1.0:
             raise ConfigError(f"tau_sim must lie in [-1, 1] and tau_mid in (0, 1], got {tau_sim}, {tau_mid}")
         for name, value in (("k_nearest", k_nearest), ("max_proposals", max_proposals),
-                            ("min_accept_samples", min_accept_samples), ("hit_root_samples", hit_root_samples),
+                            ("min_fresh_samples", min_fresh_samples), ("parent_samples", parent_samples),
+                            ("hit_root_samples", hit_root_samples),
                             ("prune_samples", prune_samples)):  # fmt: skip
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
-        self.k_nearest, self.max_proposals, self.min_accept_samples = k_nearest, max_proposals, min_accept_samples
+        self.k_nearest, self.max_proposals, self.min_fresh_samples = k_nearest, max_proposals, min_fresh_samples
         self.hit_root_samples = hit_root_samples
+        self.parent_samples = parent_samples
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
         self._memory: Memory | None = memory
+        self.proxy: Proxy | None = None
+        if proxy is not None and strategy == "guided":
+            self.proxy = Proxy(
+                proxy, threshold=proxy_threshold, samples=proxy_samples, beam=proxy_beam,
+                max_proposals=proxy_proposals, max_concurrency=self.engine.max_concurrency,
+            )  # fmt: skip
 
     def _default_features(self, embedder: SentenceEmbedder | None) -> MemoryFeatures:
         """The sampler's `memory_features()` (rows, images), or text's."""
@@ -170,8 +203,13 @@ class MAnchorsExplainer(AnchorsExplainer):
     def settings(self) -> Settings:
         memory = MemorySettings(
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
-            max_proposals=self.max_proposals, min_accept_samples=self.min_accept_samples,
+            max_proposals=self.max_proposals, min_fresh_samples=self.min_fresh_samples,
+            parent_samples=self.parent_samples,
             hit_root_samples=self.hit_root_samples, prune_samples=self.prune_samples, embedder=self.features.identity,
+            proxy=self.proxy.kind if self.proxy else None,
+            proxy_samples=self.proxy.samples if self.proxy else 0, proxy_beam=self.proxy.beam if self.proxy else 0,
+            proxy_proposals=self.proxy.max_proposals if self.proxy else 0,
+            proxy_threshold=self.proxy.threshold if self.proxy else 0.0,
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
 
@@ -213,29 +251,63 @@ class MAnchorsExplainer(AnchorsExplainer):
         similar = [entry for entry, similarity in near if similarity >= self.tau_sim]
         if self.strategy == "paper" and similar:
             return await self._vertical(run, similar[0], looked_up)
-        if self.strategy == "guided" and similar:
-            result, looked_up = await self._guided(run, similar, looked_up)
+        proxied: ProxyUse | None = None
+        if self.strategy == "guided" and (similar or self.proxy is not None):
+            result, looked_up, proxied = await self._guided(run, similar, looked_up)
         else:
             result = await self._search(run, None)
         if not run.budget_exhausted:
             self._remember(run, result, vector)
         extra = await self._recheck(run)
-        return self._explanation(run, result, memory_hit=bool(similar), memory=looked_up, **extra)
+        return self._explanation(run, result, memory_hit=bool(similar), memory=looked_up, proxy=proxied, **extra)
 
     # -- "guided": what the memory proposes ----------------------------------
 
     async def _guided(
         self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
-    ) -> tuple[SearchResult, MemoryUse]:
-        """The memory proposes rules, `GuidedSearch` certifies one or grows its own."""
-        proposals = await asyncio.to_thread(self._proposals, run, similar)
+    ) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
+        """The memory and the proxy propose rules, `GuidedSearch` certifies one or grows its own."""
+        proposals = await asyncio.to_thread(self._proposals, run, similar) if similar else []
         named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
         n = len(run.instance.features)
         pool = self._coverage_pool(run)
+        proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
+        proposer = await self._proxy_proposer(run, proxied)
         search = GuidedSearch(
-            n, pool, self.params, proposals=proposals, min_accept=self.min_accept_samples, root=self.hit_root_samples
-        )
-        return await self._drive(run, search), replace(looked_up, source=similar[0].query, proposals=named)
+            n, pool, self.params, proposals=proposals, proposer=proposer, min_fresh=self.min_fresh_samples,
+            root=self.hit_root_samples, parent_samples=self.parent_samples,
+        )  # fmt: skip
+        result = await self._drive(run, search)
+        if similar:
+            looked_up = replace(looked_up, source=similar[0].query, proposals=named)
+        if self.proxy is None:
+            return result, looked_up, None
+        keys = self.features.keys(run.instance)
+        return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)
+
+    async def _proxy_proposer(
+        self, run: Explaining, proxied: ProxyRun
+    ) -> Callable[[np.ndarray, np.ndarray], list[Rule]] | None:
+        """What `GuidedSearch` asks for the proxy's rules once the root is refused (None: no proxy).
+        A proxy classifier searches now, before the model samples anything."""
+        proxy = self.proxy
+        if proxy is None:
+            return None
+        rng = np.random.default_rng([run.seed, 0x9A0])  # the proxy's draws leave the model's unchanged
+        n = len(run.instance.features)
+        max_size = min(self.params.max_anchor_size or n, n)
+        if proxy.classifier is None:
+            keys = self.features.keys(run.instance)
+            return proxy.surrogate_proposer(proxied, self.sampler, run.instance, keys, run.target, rng, max_size)
+        assert proxy.engine is not None
+        proxy.engine.budget = self.engine.budget
+        try:
+            await proxy.propose_by_classifier(proxied, self.sampler, run.instance, run.target, rng, max_size)
+        except BudgetExceeded:
+            if self.on_budget == "raise":
+                raise
+            run.budget_exhausted = True  # the model's search then stops at once, with its best so far
+        return lambda present, kept: proxied.proposals
 
     def _proposals(self, run: Explaining, similar: Sequence[MemoryEntry]) -> list[Rule]:
         """Rules the memory proposes for this input, most promising first.

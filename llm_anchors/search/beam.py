@@ -51,6 +51,12 @@ STAGES = {
     "verify-k": "the k-th round's beam sampled until its bounds clear τ ± ε_stop",
     "fallback": "KL-LUCB picking the best-precision rule when none was valid",
     "certify": "strict certification: fresh samples of a chosen rule, never the ones that chose it",
+    "memory-probe": "guided search: the first samples of a rule the memory proposed",
+    "memory": "guided search: the rest of the samples that judged a rule the memory proposed",
+    "proxy-probe": "guided search: the first samples of a rule the proxy proposed",
+    "proxy": "guided search: the rest of the samples that judged a rule the proxy proposed",
+    "greedy-k": "guided search: growth, a rule of k features sampled (to choose the next, or to judge it)",
+    "prune": "MAnchors' paper strategy: pruning the HT rule",
 }
 """What each stage name of a `SampleRequest` means (k counts from 1 at the
 search's first extension round, whether it started from the empty rule or
@@ -393,6 +399,11 @@ class BeamSearch:
             return self._result(root, success=False)
         pick = max(sampled, key=lambda c: (self._bounds(c)[0], c.coverage))
         return self._result(pick, success=self._valid(pick) and self.params.certify == "default")
+
+    def labelled(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every sample labelled so far: which features each kept, and whether it kept the label."""
+        n = self._store.size
+        return self._store.present[:n].copy(), self._store.labels[:n].copy()
 
     # -- steps ------------------------------------------------------------
 

@@ -1,0 +1,179 @@
+"""The proxy of MAnchors' guided strategy: it searches for free, the model only certifies.
+
+A `Proxy` ranks rules on labels that cost the explained model nothing, and
+hands `GuidedSearch` the best few as proposals; the model tests each on
+samples of its own (a cheap probe, then Anchors' verification) and
+nothing the proxy labelled ever counts toward an anchor. Two kinds:
+
+- ``"surrogate"`` (`Surrogate`): a logistic model learned from the
+  explained model's own labels, on this input's samples already labelled
+  (the root sample) and, as a prior, on every earlier input;
+- a `Classifier` the user names (a small local or hosted model for a large
+  one, a distilled scikit-learn model): its labels of perturbations are
+  compared with the explained model's label of the input. Its calls go
+  through an engine of its own (own cache), reserve against the
+  explainer's budget (a cap is on all spend) and are reported apart, in
+  ``meta.proxy``.
+
+Trust follows the record: the share of earlier inputs whose anchor was one
+of the proxy's proposals sets how many it may propose (at least one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int
+from ..models.classifier import Classifier, as_classifier
+from ..models.surrogate import Surrogate
+from ..query.engine import QueryEngine, QueryStats
+from ..samplers.base import Instance, Sampler
+from ..search.beam import SampleRequest, Samples, SearchResult
+from ..search.proxy import ProxyProposal, proxy_search
+from ..search.rules import Rule
+from .explanation import Cost, ProxyUse
+
+__all__ = ["Proxy", "ProxyRun"]
+
+Search = Generator[list[SampleRequest], list[Samples], list[ProxyProposal]]
+
+
+@dataclass
+class ProxyRun:
+    """The proxy's part of one explanation."""
+
+    samples: int = 0
+    stats: QueryStats = field(default_factory=QueryStats)
+    proposals: list[Rule] = field(default_factory=list)
+
+
+class Proxy:
+    """Searches on free labels and proposes rules for the explained model to certify.
+
+    ``proxy``: "surrogate" or a `Classifier`. ``samples``: the proxy's
+    samples per candidate rule; ``beam``: rules of one length extended;
+    ``max_proposals``: most rules proposed per input (fewer while trust is
+    low); ``threshold``: the proxy precision a rule needs to be proposed.
+    """
+
+    def __init__(
+        self,
+        proxy: Any,
+        *,
+        threshold: float,
+        samples: int = 200,
+        beam: int = 3,
+        max_proposals: int = 3,
+        max_concurrency: int = 8,
+        surrogate: Surrogate | None = None,
+    ) -> None:
+        for name, value in (("samples", samples), ("beam", beam), ("max_proposals", max_proposals)):
+            check_int(f"proxy_{name}", value)
+        self.threshold, self.samples, self.beam, self.max_proposals = threshold, samples, beam, max_proposals
+        self.surrogate = surrogate or Surrogate()
+        self.classifier: Classifier | None = None if isinstance(proxy, str) else as_classifier(proxy)
+        self.kind = "surrogate" if self.classifier is None else self.classifier.identity
+        self.engine = QueryEngine(self.classifier, max_concurrency=max_concurrency) if self.classifier else None
+        self.tried = 0
+        self.certified = 0
+
+    @property
+    def trust(self) -> float:
+        """The share of earlier inputs whose anchor the proxy proposed (Laplace-smoothed)."""
+        return (self.certified + 1) / (self.tried + 2)
+
+    def allowance(self) -> int:
+        """How many rules the proxy may propose now: ``max_proposals`` scaled by trust, at least 1."""
+        return max(1, math.ceil(self.max_proposals * self.trust))
+
+    def search(self, n_features: int, max_size: int) -> Search:
+        return proxy_search(
+            n_features,
+            threshold=self.threshold,
+            max_size=max_size,
+            max_proposals=self.allowance(),
+            samples=self.samples,
+            beam=self.beam,
+        )
+
+    async def propose_by_classifier(
+        self, run: ProxyRun, sampler: Sampler, instance: Instance, target: Any, rng: np.random.Generator, max_size: int
+    ) -> list[Rule]:
+        """The proxy classifier's proposals, found before the model samples anything."""
+        assert self.engine is not None
+        search = self.search(len(instance.features), max_size)
+        try:
+            requests = next(search)
+            while True:
+                drawn = [sampler.sample(instance, r.rule, r.n, rng) for r in requests]
+                texts = [t for batch, _ in drawn for t in batch]
+                labels = await self.engine.classify(texts, run.stats)
+                kept = np.array([label == target for label in labels], dtype=bool)
+                run.samples += len(texts)
+                answers, offset = [], 0
+                for batch, present in drawn:
+                    answers.append(Samples(present, kept[offset : offset + len(batch)]))
+                    offset += len(batch)
+                requests = search.send(answers)
+        except StopIteration as stop:
+            run.proposals = [p.rule for p in stop.value]
+        return run.proposals
+
+    def surrogate_proposer(
+        self, run: ProxyRun, sampler: Sampler, instance: Instance, keys: Sequence[str], target: Any,
+        rng: np.random.Generator, max_size: int,
+    ) -> Callable[[np.ndarray, np.ndarray], list[Rule]]:  # fmt: skip
+        """What `GuidedSearch` calls once the root is refused: fit the surrogate to the samples
+        labelled so far, search on it, return its proposals."""
+        names = _keys(keys, len(instance.features))
+
+        def propose(present: np.ndarray, kept: np.ndarray) -> list[Rule]:
+            fit = self.surrogate.fit(names, present, kept, target)
+            search = self.search(len(instance.features), max_size)
+            try:
+                requests = next(search)
+                while True:
+                    answers = []
+                    for r in requests:
+                        drawn = sampler.sample_present(instance, r.rule, r.n, rng)
+                        answers.append(Samples(drawn, fit(drawn)))
+                        run.samples += r.n
+                    requests = search.send(answers)
+            except StopIteration as stop:
+                run.proposals = [p.rule for p in stop.value]
+            return run.proposals
+
+        return propose
+
+    def learn(
+        self, run: ProxyRun, instance: Instance, keys: Sequence[str], labelled: tuple[np.ndarray, np.ndarray],
+        target: Any, result: SearchResult,
+    ) -> ProxyUse:  # fmt: skip
+        """Record the outcome (trust) and teach the surrogate this input's samples; the meta entry."""
+        certified = result.success and result.rule in run.proposals
+        if run.proposals or result.success:
+            self.tried += 1
+            self.certified += int(certified)
+        if self.classifier is None and keys:
+            self.surrogate.learn(_keys(keys, len(instance.features)), *labelled, target)
+        s = run.stats
+        cost = Cost(s.settled, s.reserved, s.cache_hits, s.retries, dict(s.failures)) if self.classifier else None
+        return ProxyUse(
+            kind=self.kind,
+            samples=run.samples,
+            queries=s.queries,
+            cost=cost,
+            proposals=tuple(tuple(instance.features[p] for p in sorted(rule)) for rule in run.proposals),
+            certified=certified,
+            trust=self.trust,
+        )
+
+
+def _keys(keys: Sequence[str], n_features: int) -> list[str]:
+    """The surrogate's key per feature: the features' own (words, predicates), or none to share."""
+    return list(keys) if len(keys) == n_features else [f"\x00{i}" for i in range(n_features)]

@@ -1,0 +1,134 @@
+"""`Surrogate`: a free proxy of the explained model, learned online from its own labels.
+
+Two layers, both logistic models of "the perturbation keeps the input's
+label" on which features it keeps:
+
+- across inputs, per label, one weight per feature key (a lower-cased word,
+  a predicate), learned by AdaGrad from every sample the model labelled for
+  earlier inputs (`Surrogate.learn`);
+- per input, that model's score as one feature beside each of the input's
+  own features, fitted to this input's labelled samples (the root sample
+  first) with a ridge penalty that pulls it toward the first layer
+  (`Surrogate.fit`).
+
+Numpy only; it costs no query. Keys let a word teach every later input
+that has it; features without keys (superpixels) learn per input only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._checks import check_int, check_number
+
+__all__ = ["Surrogate", "SurrogateFit"]
+
+
+@dataclass(frozen=True)
+class SurrogateFit:
+    """One input's fitted surrogate: P(label kept) = σ(scale · shared score + present · weights + bias)."""
+
+    shared: np.ndarray
+    """Per feature, the cross-input weight of its key."""
+    shared_bias: float
+    scale: float
+    weights: np.ndarray
+    bias: float
+
+    def __call__(self, present: np.ndarray) -> np.ndarray:
+        x = present.astype(float)
+        return _sigmoid(self.scale * (x @ self.shared + self.shared_bias) + x @ self.weights + self.bias)
+
+
+@dataclass
+class _Shared:
+    """The cross-input layer for one label: AdaGrad weights per key, and the bias."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    squares: dict[str, float] = field(default_factory=dict)
+    bias: float = 0.0
+    inputs: int = 0
+
+
+class Surrogate:
+    """Logistic surrogates, one per input, sharing what earlier inputs taught.
+
+    ``l2``: how strongly an input's own fit is pulled toward the shared
+    layer (larger: trust earlier inputs more than this input's few
+    samples). ``rate`` and ``passes``: AdaGrad's step and passes over each
+    input's samples when the shared layer learns from them.
+    """
+
+    def __init__(self, *, l2: float = 1.0, rate: float = 0.5, passes: int = 2, iterations: int = 15) -> None:
+        check_number("l2", l2)
+        check_number("rate", rate)
+        check_int("passes", passes)
+        check_int("iterations", iterations)
+        self.l2, self.rate, self.passes, self.iterations = l2, rate, passes, iterations
+        self._shared: dict[Hashable, _Shared] = {}
+
+    def shared(self, keys: Sequence[str], label: Hashable) -> tuple[np.ndarray, float]:
+        """The cross-input weight of each key (0 for a key never seen) and the bias, for ``label``."""
+        s = self._shared.get(_hashable(label))
+        if s is None:
+            return np.zeros(len(keys)), 0.0
+        return np.array([s.weights.get(k, 0.0) for k in keys]), s.bias
+
+    def fit(self, keys: Sequence[str], present: np.ndarray, kept: np.ndarray, label: Hashable) -> SurrogateFit:
+        """This input's surrogate, from the samples the model labelled (``kept``: label kept)."""
+        w0, b0 = self.shared(keys, label)
+        x = present.astype(float)
+        design = np.hstack([(x @ w0 + b0)[:, None], x, np.ones((len(x), 1))])
+        prior = np.zeros(design.shape[1])
+        prior[0] = 1.0
+        reg = np.full(len(prior), self.l2)
+        reg[-1] = self.l2 / 10  # inputs differ most in their base rate
+        theta = _ridge_logistic(design, kept.astype(float), prior, reg, self.iterations)
+        return SurrogateFit(w0, b0, float(theta[0]), theta[1:-1], float(theta[-1]))
+
+    def learn(self, keys: Sequence[str], present: np.ndarray, kept: np.ndarray, label: Hashable) -> None:
+        """Teach the shared layer of ``label`` this input's labelled samples."""
+        if not len(kept) or not len(keys):
+            return
+        s = self._shared.setdefault(_hashable(label), _Shared())
+        names = sorted(set(keys))
+        column = {k: i for i, k in enumerate(names)}
+        where = np.array([column[k] for k in keys])
+        weights = np.array([s.weights.get(k, 0.0) for k in names])
+        squares = np.array([s.squares.get(k, 1e-8) for k in names])
+        x, y = present.astype(float), kept.astype(float)
+        for _ in range(self.passes):
+            error = _sigmoid(x @ weights[where] + s.bias) - y
+            grad = np.bincount(where, weights=x.T @ error / len(y), minlength=len(names))
+            squares += grad**2
+            weights -= self.rate * grad / np.sqrt(squares)
+            s.bias -= 0.1 * float(error.mean())
+        for k, i in column.items():
+            s.weights[k], s.squares[k] = float(weights[i]), float(squares[i])
+        s.inputs += 1
+
+
+def _ridge_logistic(x: np.ndarray, y: np.ndarray, prior: np.ndarray, reg: np.ndarray, iterations: int) -> np.ndarray:
+    """Newton's method for logistic loss + ½ Σ reg (θ − prior)²."""
+    theta = prior.copy()
+    for _ in range(iterations):
+        p = _sigmoid(x @ theta)
+        grad = x.T @ (p - y) + reg * (theta - prior)
+        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(reg + 1e-6)
+        step = np.linalg.solve(hess, grad)
+        theta -= step
+        if np.abs(step).max() < 1e-6:
+            break
+    return theta
+
+
+def _sigmoid(scores: np.ndarray) -> np.ndarray:
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(scores, -30.0, 30.0)))
+    return out
+
+
+def _hashable(label: Hashable) -> Hashable:
+    return label if isinstance(label, str | int | float | bool | tuple) or label is None else repr(label)

@@ -1,0 +1,123 @@
+"""The proxy: a surrogate learned from the model's labels, the proxy's search, and a classifier proxy."""
+
+import json
+
+import numpy as np
+import pytest
+
+from llm_anchors import Explanation, FunctionClassifier, MAnchorsExplainer
+from llm_anchors.models.surrogate import Surrogate
+from llm_anchors.samplers import SentenceEmbedder
+from llm_anchors.search import Samples
+from llm_anchors.search.proxy import proxy_search
+
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return SentenceEmbedder()
+
+
+KEYS = ["a", "good", "and", "great", "movie"]
+
+
+def kept_by(present, words=(1, 3)):
+    """The model keeps its label when "good" or "great" is kept."""
+    return present[:, list(words)].any(axis=1)
+
+
+def draws(n, f=5, seed=0):
+    return np.random.default_rng(seed).random((n, f)) >= 0.5
+
+
+def test_the_surrogate_fits_an_input_from_its_samples():
+    present = draws(400)
+    fit = Surrogate().fit(KEYS, present, kept_by(present), "pos")
+    probe = draws(400, seed=1)
+    assert ((fit(probe) >= 0.5) == kept_by(probe)).mean() > 0.9
+
+
+def test_what_one_input_teaches_starts_the_next_with_those_words():
+    s = Surrogate()
+    for seed in range(5):
+        present = draws(300, seed=seed)
+        s.learn(KEYS, present, kept_by(present), "pos")
+    weights, _ = s.shared(["great", "movie", "unseen"], "pos")
+    assert weights[0] > weights[1] and weights[2] == 0.0
+    # Another label learns apart.
+    assert not s.shared(["great"], "neg")[0].any()
+    # From 10 samples only, the shared layer carries the fit.
+    present = draws(10, seed=9)
+    fit = s.fit(["great", "movie"], present[:, 3:], present[:, 3], "pos")
+    assert fit(np.array([[True, False]]))[0] > fit(np.array([[False, True]]))[0]
+
+
+def drive(search, proxy_labels, seed=0):
+    rng = np.random.default_rng(seed)
+    try:
+        requests = next(search)
+        while True:
+            answers = []
+            for r in requests:
+                present = rng.random((r.n, 5)) >= 0.5
+                present[:, sorted(r.rule)] = True
+                answers.append(Samples(present, proxy_labels(present)))
+            requests = search.send(answers)
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_the_proxy_search_ranks_shortest_then_most_precise():
+    proposals = drive(proxy_search(5, threshold=0.9, max_size=5, max_proposals=3), lambda p: kept_by(p).astype(float))
+    assert [set(p.rule) for p in proposals[:2]] in ([{1}, {3}], [{3}, {1}])
+    assert all(p.precision >= 0.9 for p in proposals)
+
+
+def test_the_proxy_search_takes_probabilities_and_stops_at_its_size():
+    proposals = drive(proxy_search(5, threshold=0.99, max_size=1), lambda p: np.full(len(p), 0.5))
+    assert proposals == []
+
+
+def needs_good(texts):
+    return ["pos" if "good" in t.split() else "neg" for t in texts]
+
+
+async def test_a_classifier_proxy_searches_on_its_own_queries_and_the_model_certifies(embedder):
+    proxy = FunctionClassifier(needs_good, name="proxy-good")
+    model = FunctionClassifier(needs_good, name="model-good")
+    m = MAnchorsExplainer(model, proxy=proxy, seed=0, embedder=embedder)
+    exp = await m.explain("a good and fine movie")
+    assert exp.data.anchor == ("good",) and exp.data.success
+    assert exp.meta.proxy.kind == "function:proxy-good" and exp.meta.proxy.certified
+    assert exp.meta.proxy.proposals[0] == ("good",)
+    assert exp.meta.proxy.queries > 0 and exp.meta.proxy.samples >= exp.meta.proxy.queries
+    # The model paid only for the root, the probe and the certification: never for the proxy's search.
+    assert set(exp.meta.stages) <= {"root", "proxy-probe", "proxy"}
+    assert exp.meta.samples < exp.meta.proxy.samples
+    assert exp.data.certified_samples >= m.min_fresh_samples
+    assert "drawn after the rule was chosen" in exp.claim
+    again = Explanation.from_json(exp.to_json())
+    assert again.meta.proxy == exp.meta.proxy and json.loads(again.to_json()) == json.loads(exp.to_json())
+
+
+async def test_a_wrong_proxy_costs_a_probe_and_the_model_finds_its_own_anchor(embedder):
+    proxy = FunctionClassifier(lambda texts: ["pos" if "fine" in t.split() else "neg" for t in texts], name="fine")
+    m = MAnchorsExplainer(FunctionClassifier(needs_good, name="model-good"), proxy=proxy, seed=0, embedder=embedder)
+    exp = await m.explain("a good and fine movie")
+    assert exp.data.anchor == ("good",) and not exp.meta.proxy.certified
+    assert exp.meta.stages.get("proxy-probe") is None or exp.meta.stages["proxy-probe"].samples <= 25
+    assert m.proxy.trust < 0.5
+
+
+async def test_no_proxy_and_a_miss_runs_plain_anchors(embedder):
+    m = MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), proxy=None, seed=0, embedder=embedder)
+    exp = await m.explain("a good and fine movie")
+    assert exp.meta.proxy is None and not any(s.startswith(("proxy", "memory", "greedy")) for s in exp.meta.stages)
+
+
+@pytest.mark.parametrize("bad", [{"proxy": "llm"}, {"proxy_samples": 0}, {"proxy_beam": -1}])
+def test_bad_proxy_arguments(bad, embedder):
+    from llm_anchors import ConfigError
+
+    with pytest.raises(ConfigError):
+        MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), embedder=embedder, **bad)
