@@ -165,7 +165,14 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
 
 
 def test_bad_settings(embedder):
-    for bad in ({"tau_mid": 0}, {"tau_sim": 2}, {"strategy": "fast"}, {"k_nearest": -1}, {"min_fresh_samples": 1.5}, {"proxy": "llm"}):
+    for bad in (
+        {"tau_mid": 0},
+        {"tau_sim": 2},
+        {"strategy": "fast"},
+        {"k_nearest": -1},
+        {"min_fresh_samples": 1.5},
+        {"proxy": "llm"},
+    ):
         with pytest.raises(ConfigError):
             manchors(embedder, **bad)
 

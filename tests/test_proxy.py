@@ -12,7 +12,6 @@ from llm_anchors.search import Samples
 from llm_anchors.search.proxy import proxy_search
 
 
-
 @pytest.fixture(scope="module")
 def embedder():
     return SentenceEmbedder()
