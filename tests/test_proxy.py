@@ -120,3 +120,18 @@ def test_bad_proxy_arguments(bad, embedder):
 
     with pytest.raises(ConfigError):
         MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), embedder=embedder, **bad)
+
+
+async def test_a_proxy_classifier_spends_under_the_explainers_cap(embedder):
+    from llm_anchors import Budget, BudgetExceeded
+
+    text = "a good and fine movie with a plot"
+    alone = await MAnchorsExplainer(FunctionClassifier(needs_good, name="m"), seed=0, embedder=embedder).explain(text)
+    # A cap the explained model alone stays under: the proxy's queries are what pass it.
+    budget = Budget(max_queries=alone.meta.queries + 50)
+    proxy = FunctionClassifier(needs_good, name="proxy-good")
+    model = FunctionClassifier(needs_good, name="m")
+    m = MAnchorsExplainer(model, proxy=proxy, seed=0, embedder=embedder, budget=budget)
+    with pytest.raises(BudgetExceeded):
+        await m.explain(text)
+    assert budget.report().passed == ""
