@@ -16,7 +16,9 @@ nothing the proxy labelled ever counts toward an anchor. Two kinds:
   ``meta.proxy``.
 
 Trust follows the record: the share of earlier inputs whose anchor was one
-of the proxy's proposals sets how many it may propose (at least one).
+of the proxy's proposals sets how many it may propose (at least one). The
+surrogate learns from the inputs in the order this explainer explains them
+(on Ray, each worker's from its own).
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ class Proxy:
 
     @property
     def trust(self) -> float:
-        """The share of earlier inputs whose anchor the proxy proposed (Laplace-smoothed)."""
+        """Of the earlier inputs where the proxy proposed a rule or an anchor was found, the share whose
+        anchor the proxy had proposed (Laplace-smoothed; an empty anchor counts against it)."""
         return (self.certified + 1) / (self.tried + 2)
 
     def allowance(self) -> int:
