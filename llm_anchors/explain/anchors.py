@@ -8,7 +8,7 @@ import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self, overload
+from typing import Any, Literal, Self, TypeVar, overload
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from .progress import Progress, StreamProgress, stream_reporter
 __all__ = ["AnchorsExplainer", "Explaining"]
 
 _END = object()  # the end of an input stream
+R = TypeVar("R")
 
 
 @dataclass
@@ -476,14 +477,14 @@ def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[st
 
 
 async def drive(
-    search: Generator[list[SampleRequest], list[Samples], SearchResult],
+    search: Generator[list[SampleRequest], list[Samples], R],
     answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
-) -> SearchResult:
-    """Run a search generator, answering each round of requests with ``answer``."""
+) -> R:
+    """Run a search generator (Anchors', the proxy's), answering each round of requests with ``answer``."""
     try:
         requests = next(search)
         while True:
             requests = search.send(await answer(requests))
     except StopIteration as stop:
-        result: SearchResult = stop.value
+        result: R = stop.value
         return result

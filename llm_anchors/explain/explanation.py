@@ -162,10 +162,10 @@ class Meta:
     unperturbed input included, each once however often resent); ``cost``:
     what the calls cost (`Cost`); ``unparsed``: answers that named no label
     (the class `UNPARSED`); ``stages``: samples and paid queries per step of
-    the search (names in `llm_anchors.search.beam.STAGES`); ``memory_hit``: whether MAnchors reused a remembered input
-    (None for plain Anchors), ``memory`` how (`MemoryUse`); ``proxy``: what
-    the proxy searched and proposed (`ProxyUse`; its samples are not in
-    ``samples``);
+    the search (names in `llm_anchors.search.beam.STAGES`); ``memory_hit``:
+    whether MAnchors reused a remembered input (None for plain Anchors),
+    ``memory`` how (`MemoryUse`); ``proxy``: what the proxy searched and
+    proposed (`ProxyUse`; its samples are not in ``samples``);
     ``determinism`` (with ``verify_determinism``): `Recheck`.
     """
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._checks import check_int, check_number
 from .._exceptions import BudgetExceeded, ConfigError
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
@@ -146,6 +147,9 @@ class MAnchorsExplainer(AnchorsExplainer):
                             ("prune_samples", prune_samples)):  # fmt: skip
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        check_int("min_fresh_samples", min_fresh_samples)  # a rule accepted on no sample certifies nothing
+        check_int("parent_samples", parent_samples)
+        check_number("proxy_threshold", proxy_threshold, high=1.0, open_high=False)
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
         self.k_nearest, self.max_proposals, self.min_fresh_samples = k_nearest, max_proposals, min_fresh_samples
@@ -272,7 +276,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         n = len(run.instance.features)
         pool = self._coverage_pool(run)
         proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
-        proposer = await self._proxy_proposer(run, proxied)
+        keys = self.features.keys(run.instance)
+        proposer = await self._proxy_proposer(run, proxied, keys)
         search = GuidedSearch(
             n, pool, self.params, proposals=proposals, proposer=proposer, min_fresh=self.min_fresh_samples,
             root=self.hit_root_samples, parent_samples=self.parent_samples,
@@ -282,11 +287,10 @@ class MAnchorsExplainer(AnchorsExplainer):
             looked_up = replace(looked_up, source=similar[0].query, proposals=named)
         if self.proxy is None:
             return result, looked_up, None
-        keys = self.features.keys(run.instance)
         return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)
 
     async def _proxy_proposer(
-        self, run: Explaining, proxied: ProxyRun
+        self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]
     ) -> Callable[[np.ndarray, np.ndarray], list[Rule]] | None:
         """What `GuidedSearch` asks for the proxy's rules once the root is refused (None: no proxy).
         A proxy classifier searches now, before the model samples anything."""
@@ -297,7 +301,6 @@ class MAnchorsExplainer(AnchorsExplainer):
         n = len(run.instance.features)
         max_size = min(self.params.max_anchor_size or n, n)
         if proxy.classifier is None:
-            keys = self.features.keys(run.instance)
             return proxy.surrogate_proposer(proxied, self.sampler, run.instance, keys, run.target, rng, max_size)
         assert proxy.engine is not None
         proxy.engine.budget = self.engine.budget

@@ -38,6 +38,7 @@ from ..samplers.base import Instance, Sampler
 from ..search.beam import SampleRequest, Samples, SearchResult
 from ..search.proxy import ProxyProposal, proxy_search
 from ..search.rules import Rule
+from .anchors import drive
 from .explanation import Cost, ProxyUse
 
 __all__ = ["Proxy", "ProxyRun"]
@@ -108,23 +109,18 @@ class Proxy:
         self, run: ProxyRun, sampler: Sampler, instance: Instance, target: Any, rng: np.random.Generator, max_size: int
     ) -> list[Rule]:
         """The proxy classifier's proposals, found before the model samples anything."""
-        assert self.engine is not None
-        search = self.search(len(instance.features), max_size)
-        try:
-            requests = next(search)
-            while True:
-                drawn = [sampler.sample(instance, r.rule, r.n, rng) for r in requests]
-                texts = [t for batch, _ in drawn for t in batch]
-                labels = await self.engine.classify(texts, run.stats)
-                kept = np.array([label == target for label in labels], dtype=bool)
-                run.samples += len(texts)
-                answers, offset = [], 0
-                for batch, present in drawn:
-                    answers.append(Samples(present, kept[offset : offset + len(batch)]))
-                    offset += len(batch)
-                requests = search.send(answers)
-        except StopIteration as stop:
-            run.proposals = [p.rule for p in stop.value]
+        engine = self.engine
+        assert engine is not None
+
+        async def answer(requests: list[SampleRequest]) -> list[Samples]:
+            drawn = [sampler.sample(instance, r.rule, r.n, rng) for r in requests]
+            labels = await engine.classify([t for batch, _ in drawn for t in batch], run.stats)
+            kept = iter([label == target for label in labels])
+            run.samples += len(labels)
+            return [Samples(present, np.fromiter(kept, bool, len(batch))) for batch, present in drawn]
+
+        proposals = await drive(self.search(len(instance.features), max_size), answer)
+        run.proposals = [p.rule for p in proposals]
         return run.proposals
 
     def surrogate_proposer(

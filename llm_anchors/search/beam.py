@@ -222,6 +222,14 @@ class SearchResult:
         return self.stats
 
 
+def kl_bounds(n: int, kept: int, beta: float) -> tuple[float, float]:
+    """KL lower and upper bounds at confidence level ``beta`` of ``kept`` successes in ``n`` (0, 1 for none)."""
+    if n == 0:
+        return 0.0, 1.0
+    level = beta / n
+    return kl_lower_bound(kept / n, level), kl_upper_bound(kept / n, level)
+
+
 @dataclass
 class _Candidate:
     rule: Rule
@@ -546,10 +554,7 @@ class BeamSearch:
         return [cands[i] for i in sorted(ranked[:keep])]
 
     def _bounds(self, c: _Candidate) -> tuple[float, float]:
-        if c.n == 0:
-            return 0.0, 1.0
-        level = self._verify_beta / c.n
-        return kl_lower_bound(c.mean, level), kl_upper_bound(c.mean, level)
+        return kl_bounds(c.n, c.positives, self._verify_beta)
 
     def _undecided(self, c: _Candidate) -> bool:
         p = self.params
@@ -569,9 +574,7 @@ class BeamSearch:
     def _result(self, c: _Candidate, *, success: bool) -> SearchResult:
         lb, ub = self._bounds(c)
         if c.certified is not None:
-            n, positives = c.certified
-            level = math.log(CERTIFY_LOOKS / self.params.delta) / n
-            lb, ub = kl_lower_bound(positives / n, level), kl_upper_bound(positives / n, level)
+            lb, ub = kl_bounds(*c.certified, math.log(CERTIFY_LOOKS / self.params.delta))
         first = len(self.start) if self.start is not None else 0
         path = tuple(
             self._cands[frozenset(c.order[:k])].stats()

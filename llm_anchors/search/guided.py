@@ -37,8 +37,7 @@ import numpy as np
 
 from .._checks import check_int
 from .._exceptions import ConfigError
-from .bandit import kl_lower_bound, kl_upper_bound
-from .beam import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult, Step, _Candidate
+from .beam import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult, Step, _Candidate, kl_bounds
 from .rules import Rule
 
 __all__ = ["GuidedSearch"]
@@ -181,8 +180,7 @@ class GuidedSearch(BeamSearch):
         return len(c.fresh), sum(c.fresh)
 
     def _fresh_bounds(self, n: int, kept: int) -> tuple[float, float]:
-        level = self._verify_beta / n
-        return kl_lower_bound(kept / n, level), kl_upper_bound(kept / n, level)
+        return kl_bounds(n, kept, self._verify_beta)
 
     def _verify(self, cands: Sequence[_Candidate], stage: str) -> Step:
         """Sample each rule ``probe`` at a time until it is decided (`_undecided`)."""
