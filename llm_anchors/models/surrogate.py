@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._checks import check_int, check_number
+from .._logistic import ridge_logistic, sigmoid
 
 __all__ = ["Surrogate", "SurrogateFit"]
 
@@ -40,7 +41,7 @@ class SurrogateFit:
 
     def __call__(self, present: np.ndarray) -> np.ndarray:
         x = present.astype(float)
-        return _sigmoid(self.scale * (x @ self.shared + self.shared_bias) + x @ self.weights + self.bias)
+        return sigmoid(self.scale * (x @ self.shared + self.shared_bias) + x @ self.weights + self.bias)
 
 
 @dataclass
@@ -86,7 +87,7 @@ class Surrogate:
         prior[0] = 1.0
         reg = np.full(len(prior), self.l2)
         reg[-1] = self.l2 / 10  # inputs differ most in their base rate
-        theta = _ridge_logistic(design, kept.astype(float), prior, reg, self.iterations)
+        theta = ridge_logistic(design, kept.astype(float), prior, reg, self.iterations)
         return SurrogateFit(w0, b0, float(theta[0]), theta[1:-1], float(theta[-1]))
 
     def learn(self, keys: Sequence[str], present: np.ndarray, kept: np.ndarray, label: Hashable) -> None:
@@ -101,7 +102,7 @@ class Surrogate:
         squares = np.array([s.squares.get(k, 1e-8) for k in names])
         x, y = present.astype(float), kept.astype(float)
         for _ in range(self.passes):
-            error = _sigmoid(x @ weights[where] + s.bias) - y
+            error = sigmoid(x @ weights[where] + s.bias) - y
             grad = np.bincount(where, weights=x.T @ error / len(y), minlength=len(names))
             squares += grad**2
             weights -= self.rate * grad / np.sqrt(squares)
@@ -109,25 +110,6 @@ class Surrogate:
         for k, i in column.items():
             s.weights[k], s.squares[k] = float(weights[i]), float(squares[i])
         s.inputs += 1
-
-
-def _ridge_logistic(x: np.ndarray, y: np.ndarray, prior: np.ndarray, reg: np.ndarray, iterations: int) -> np.ndarray:
-    """Newton's method for logistic loss + ½ Σ reg (θ − prior)²."""
-    theta = prior.copy()
-    for _ in range(iterations):
-        p = _sigmoid(x @ theta)
-        grad = x.T @ (p - y) + reg * (theta - prior)
-        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(reg + 1e-6)
-        step = np.linalg.solve(hess, grad)
-        theta -= step
-        if np.abs(step).max() < 1e-6:
-            break
-    return theta
-
-
-def _sigmoid(scores: np.ndarray) -> np.ndarray:
-    out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(scores, -30.0, 30.0)))
-    return out
 
 
 def _hashable(label: Hashable) -> Hashable:

@@ -15,9 +15,9 @@ is best, round after round) only when it must:
    is refused without a sample, any other is probed on fresh samples;
 3. otherwise, and to look for a rule shorter than an accepted proposal,
    the rule grows greedily: the current rule is sampled up to
-   ``parent_samples``, the extension of highest precision on the samples it
-   reuses from them is chosen (no KL-LUCB proof that it is the best one)
-   and tested; a refused proposal is never chosen again.
+   ``parent_samples``, the word a logistic fit of every sample labelled so
+   far credits most is added (no KL-LUCB proof that it is the best one)
+   and the rule tested; a refused proposal is never chosen again.
 
 Choosing never certifies anything. Every rule is chosen before the samples
 that judge it are drawn, and only those judge it: it is an anchor when, on
@@ -37,6 +37,7 @@ import numpy as np
 
 from .._checks import check_int
 from .._exceptions import ConfigError
+from .._logistic import ridge_logistic
 from .beam import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult, Step, _Candidate, kl_bounds
 from .rules import Rule
 
@@ -161,13 +162,20 @@ class GuidedSearch(BeamSearch):
         return ordered
 
     def _grow(self, parent: _Candidate, best: _Candidate | None) -> _Candidate | None:
-        """The extension of ``parent`` not tried before of highest (Laplace-smoothed) precision on the
-        samples it reuses."""
+        """The extension of ``parent`` not tried before whose feature keeps the label most, by a
+        ridge-logistic fit of every sample of this input labelled so far (`credit`); ties by
+        precision on the samples it reuses.
+
+        Each extension reuses only about half of its parent's samples, and the most precise on
+        those, among dozens, is mostly the luckiest: growth then adds words the model does not need.
+        The fit pools every sample, each feature's weight measured with the others held.
+        """
         floor = best.coverage if best is not None else -1.0
         cands = [c for c in self._extend([parent]) if c.coverage > floor and c.rule not in self._tried]
         if not cands:
             return None
-        step = max(cands, key=_laplace)
+        weights = credit(*self.labelled())
+        step = max(cands, key=lambda c: (max(weights[f] for f in c.rule - parent.rule), _laplace(c)))
         self._tried.add(step.rule)
         return step
 
@@ -216,6 +224,15 @@ class GuidedSearch(BeamSearch):
             return result
         lower, upper = self._fresh_bounds(*fresh)
         return replace(result, lower=lower, upper=upper, certificate=fresh)
+
+
+def credit(present: np.ndarray, kept: np.ndarray, l2: float = 1.0) -> np.ndarray:
+    """Each feature's weight in a ridge-logistic fit (penalty ``l2``) of "label kept" on the
+    features kept, over the samples given."""
+    x = np.hstack([present.astype(float), np.ones((len(kept), 1))])
+    reg = np.full(x.shape[1], l2)
+    reg[-1] = 1e-3  # the base rate is not shrunk
+    return ridge_logistic(x, kept.astype(float), np.zeros(x.shape[1]), reg, iterations=15)[:-1]
 
 
 def _laplace(c: _Candidate) -> float:
