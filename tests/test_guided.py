@@ -78,6 +78,16 @@ def test_empty_rule_when_the_label_never_changes():
     assert all(r.stage == "root" for b in batches for r in b)
 
 
+def test_the_empty_rule_is_accepted_once_its_bound_clears_tau():
+    # From 25 samples, 25 at a time: 50 kept of 50 put the KL lower bound at δ = 0.1 above 0.95.
+    result, batches = run_search(guided(root=25), lambda present: np.ones(len(present), dtype=bool))
+    assert result.rule == frozenset() and result.success and samples(batches) == 50
+    # One miss in the first 50 and the root goes on, to Anchors' 100.
+    flips = iter([False] + [True] * 199)
+    result, batches = run_search(guided(root=25), lambda present: [next(flips) for _ in present])
+    assert result.rule == frozenset() and samples(batches) == 100
+
+
 def test_a_greedy_choice_is_accepted_on_enough_fresh_samples_only():
     result, _ = run_search(guided(min_fresh=300), conj(2))
     assert result.rule == {2} and result.certificate is not None and result.certificate[0] >= 300

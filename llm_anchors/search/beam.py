@@ -448,9 +448,13 @@ class BeamSearch:
 
     def _accept_root(self, root: _Candidate) -> Generator[list[SampleRequest], list[Samples], bool]:
         """Whether the empty rule is the anchor: its KL lower bound at δ clears τ (then, strict: certified)."""
-        if kl_lower_bound(root.mean, math.log(1.0 / self.params.delta) / root.n) <= self.params.threshold:
+        if not self._root_clears(root):
             return False
         return (yield from self._certified(root))
+
+    def _root_clears(self, root: _Candidate) -> bool:
+        """The empty rule's KL lower bound at δ is above τ."""
+        return kl_lower_bound(root.mean, math.log(1.0 / self.params.delta) / root.n) > self.params.threshold
 
     def _accept(self, c: _Candidate) -> Generator[list[SampleRequest], list[Samples], bool]:
         """Whether ``c`` is an anchor: valid (`_valid`) and, strict, certified on fresh samples."""

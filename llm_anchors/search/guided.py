@@ -7,8 +7,10 @@ the mapped rule and is kept faithful to them). It spends samples where
 Anchors' beam search spends most of them (KL-LUCB proving which extension
 is best, round after round) only when it must:
 
-1. the empty rule is checked first, as Anchors does (the root sample also
-   estimates every one-word rule, for free);
+1. the empty rule is checked first, as Anchors does, but ``probe`` samples
+   at a time: refused at its first misses, accepted once its KL lower bound
+   at δ clears τ (50 kept of 50), not only after Anchors' 100 (the root
+   sample also estimates every one-word rule, for free);
 2. the rules the memory proposes (earlier anchors mapped onto this input)
    and those a proxy proposes (`proposer`, which sees the root's samples)
    are tested shortest first; one whose reused samples already miss twice
@@ -115,10 +117,11 @@ class GuidedSearch(BeamSearch):
 
     def _sample_root(self, root: _Candidate) -> Step:
         """Anchors' root check, reached in steps: ``root`` samples first, then ``probe`` at a time
-        up to ``min_samples_start`` while the empty rule may still hold (mean ≥ τ), then Anchors' rule."""
+        up to ``min_samples_start`` while the empty rule may still hold (mean ≥ τ) and its bound
+        does not yet clear τ (50 kept of 50 do: it is accepted there), then Anchors' rule."""
         p = self.params
         yield from self._sample([(root, min(self.root, p.min_samples_start))], "root")
-        while root.mean >= p.threshold and root.n < p.min_samples_start:
+        while root.mean >= p.threshold and root.n < p.min_samples_start and not self._root_clears(root):
             yield from self._sample([(root, min(self.probe, p.min_samples_start - root.n))], "root")
         if root.mean >= p.threshold:
             yield from super()._continue_root(root)
