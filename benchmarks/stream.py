@@ -389,7 +389,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
     parser.add_argument("--proxy", choices=["surrogate", "none"], default="surrogate", help="MAnchors' proxy")
     parser.add_argument("--set", action="append", default=[], help="a MAnchors option for tuning, e.g. proxy_beam=5")
-    parser.add_argument("--anchors-from", default=None, help="tuning only: Anchors' rows from an earlier run's JSON")
+    parser.add_argument(
+        "--anchors-from", default=None, help="Anchors' rows from an earlier run of this stream (JSON), not run again"
+    )
     parser.add_argument("--memo-labels", default=None, help="with llm: a SQLite file of labels reused across runs")
     parser.add_argument("--tuning", action="store_true", help="the held-out tuning stream (settings are chosen there)")
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")

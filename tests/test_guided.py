@@ -78,14 +78,57 @@ def test_empty_rule_when_the_label_never_changes():
     assert all(r.stage == "root" for b in batches for r in b)
 
 
-def test_the_empty_rule_is_accepted_once_its_bound_clears_tau():
-    # From 25 samples, 25 at a time: 50 kept of 50 put the KL lower bound at δ = 0.1 above 0.95.
+def test_the_empty_rule_passes_as_every_rule_does_on_no_more_samples_than_it_needs():
+    # 40 kept of 40 put the KL lower bound at δ = 0.1 above τ − ε_stop: 25, then the 15 still needed.
     result, batches = run_search(guided(root=25), lambda present: np.ones(len(present), dtype=bool))
-    assert result.rule == frozenset() and result.success and samples(batches) == 50
-    # One miss in the first 50 and the root goes on, to Anchors' 100.
+    assert result.rule == frozenset() and result.success and [r.n for b in batches for r in b] == [25, 15]
+    assert result.certificate == (40, 40)  # every sample of the empty rule was drawn after it was chosen
+    # One miss: the root goes on (20 more, then the 2 still needed: 46 kept of 47 clear) and passes.
     flips = iter([False] + [True] * 199)
     result, batches = run_search(guided(root=25), lambda present: [next(flips) for _ in present])
-    assert result.rule == frozenset() and samples(batches) == 100
+    assert result.rule == frozenset() and result.success and [r.n for b in batches for r in b] == [25, 20, 2]
+    # Two misses in the first 25: refused at once.
+    flips = iter([False, False] + [True] * 199)
+    result, batches = run_search(guided(root=25), lambda present: [next(flips) for _ in present])
+    assert result.rule != frozenset() and batches[0][0].n == 25 and batches[1][0].stage != "root"
+
+
+def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
+    # The label holds only with words 1, 4 and 10: after the root, the fit predicts {1} and {1, 4}
+    # far below the lookahead, so {1, 4, 10} is the first rule tested; word by word, all three are.
+    jumped, batches = run_search(guided(), conj(1, 4, 10))
+    stepped, step_batches = run_search(guided(lookahead=None, skip=None), conj(1, 4, 10))
+    assert jumped.rule == stepped.rule == {1, 4, 10} and jumped.success
+    assert {r.stage for b in batches for r in b} == {"root", "greedy-3"}
+    assert {"greedy-1", "greedy-2"} <= {r.stage for b in step_batches for r in b}
+    assert samples(batches) < samples(step_batches)
+
+
+def test_a_rule_its_reused_samples_refuse_is_not_probed():
+    # Without the fit's lookahead, the skip alone passes over {1} and {1, 4}: their reused root
+    # samples already put the KL upper bound below τ.
+    result, batches = run_search(guided(lookahead=None), conj(1, 4, 10))
+    assert result.rule == {1, 4, 10}
+    assert {r.stage for b in batches for r in b} == {"root", "greedy-3"}
+
+
+def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
+    # A lookahead of 1 adds every positively credited word; word 3 alone keeps the label, so the long
+    # rule is accepted, then bisected down to {3}, each prefix judged on fresh samples.
+    search = guided(lookahead=1.0, skip=None)
+    result, batches = run_search(search, conj(3))
+    assert result.rule == {3} and result.success
+    assert max(int(r.stage.split("-")[1]) for b in batches for r in b if r.stage.startswith("greedy")) > 2
+    assert result.certificate is not None and result.certificate[0] >= 40
+
+
+def test_a_rule_is_sampled_per_feature_it_could_still_add_before_growth_chooses():
+    # 12 features, 6 samples each: the root is topped up from 25 to 72 (under the cap of 75) ...
+    _, batches = run_search(guided(root=25), conj(1, 4, 10))
+    assert [r.n for b in batches for r in b if r.stage == "greedy-0"] == [47]
+    # ... and with 2 per feature, 25 already exceed the 24 asked.
+    _, batches = run_search(guided(root=25, per_feature=2), conj(1, 4, 10))
+    assert not any(r.stage == "greedy-0" for b in batches for r in b)
 
 
 def test_a_greedy_choice_is_accepted_on_enough_fresh_samples_only():
@@ -161,3 +204,6 @@ def test_bad_arguments():
         guided([{F}])
     with pytest.raises(ConfigError):
         guided(min_fresh=0)
+    for bad in ({"lookahead": 0.0}, {"lookahead": 1.5}, {"skip": 1.0}, {"per_feature": 0}, {"probe": 0}):
+        with pytest.raises(ConfigError):
+            guided(**bad)

@@ -142,7 +142,10 @@ class MemorySettings:
     k_nearest: int
     max_proposals: int
     min_fresh_samples: int
+    probe_samples: int
     parent_samples: int
+    parent_samples_per_feature: int
+    lookahead: float | None
     hit_root_samples: int
     prune_samples: int
     embedder: str
@@ -275,7 +278,7 @@ class Explanation:
         if not d.anchor:
             words = "words" if self.meta.settings.sampler.get("kind", "text") == "text" else "features"
             claim += (
-                f"; an empty anchor: the model gives this label to ≥ {p.threshold} of perturbed inputs whatever "
+                f"; an empty anchor: the model gives this label to perturbed inputs at that precision whatever "
                 f"{words} remain (a prior, not these {words})"
             )
             if d.movers:

@@ -60,10 +60,11 @@ class MAnchorsExplainer(AnchorsExplainer):
     strategy: what a memory hit does.
         "guided" (default): the memory proposes rules (earlier anchors made of
         this input's words or predicates, and the anchors of the
-        ``k_nearest`` similar inputs mapped onto it by HT); they are certified
-        by Anchors' verification, shortest first; the rule otherwise grows
-        greedily by the samples' estimates (`GuidedSearch`). Every
-        explanation, hit or miss, is remembered.
+        ``k_nearest`` similar inputs mapped onto it by HT), and so does the
+        proxy; each is judged on samples drawn after it was chosen,
+        shortest first; the rule otherwise grows by a logistic fit of the
+        input's samples (`GuidedSearch`). Every explanation, hit or miss,
+        is remembered.
         "paper": Algorithms 1–3 of the MAnchors paper: the nearest input's
         intermediate rule is mapped by HT, pruned on a light sample and the
         beam search resumes from it (VT); only misses are remembered.
@@ -75,9 +76,16 @@ class MAnchorsExplainer(AnchorsExplainer):
     k_nearest: similar inputs whose anchors are proposed ("guided").
     max_proposals: most proposed rules tested per input ("guided").
     min_fresh_samples: the fewest samples, drawn after a rule was chosen,
-        it is accepted on ("guided"; `GuidedSearch`).
-    parent_samples: samples a rule gets before growth chooses its next
-        word from them ("guided").
+        it is accepted on ("guided"; `GuidedSearch`), drawn
+        ``probe_samples`` at a time (a wrong rule is refused at its first
+        misses).
+    parent_samples, parent_samples_per_feature: samples a rule gets before
+        growth chooses the next words from them: ``per_feature`` for each
+        word it could still add, at most ``parent_samples`` ("guided").
+    lookahead: growth adds at once the next most credited words while the
+        logistic fit of the input's samples predicts the rule's precision
+        below this (0.8), and bisects an accepted rule that grew so; None:
+        one word per step ("guided").
     hit_root_samples: samples of the empty rule drawn first on a hit
         ("guided"; more while the empty rule may hold, up to Anchors' root).
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
@@ -118,8 +126,11 @@ class MAnchorsExplainer(AnchorsExplainer):
         tau_mid: float = 0.8,
         k_nearest: int = 3,
         max_proposals: int = 5,
-        min_fresh_samples: int = 50,
+        min_fresh_samples: int = 40,
+        probe_samples: int = 20,
         parent_samples: int = 75,
+        parent_samples_per_feature: int = 6,
+        lookahead: float | None = 0.8,
         hit_root_samples: int = 25,
         prune_samples: int = 50,
         embedder: SentenceEmbedder | None = None,
@@ -142,19 +153,20 @@ class MAnchorsExplainer(AnchorsExplainer):
         if not -1.0 <= tau_sim <= 1.0 or not 0.0 < tau_mid <= 1.0:
             raise ConfigError(f"tau_sim must lie in [-1, 1] and tau_mid in (0, 1], got {tau_sim}, {tau_mid}")
         for name, value in (("k_nearest", k_nearest), ("max_proposals", max_proposals),
-                            ("min_fresh_samples", min_fresh_samples), ("parent_samples", parent_samples),
-                            ("hit_root_samples", hit_root_samples),
-                            ("prune_samples", prune_samples)):  # fmt: skip
+                            ("hit_root_samples", hit_root_samples), ("prune_samples", prune_samples)):  # fmt: skip
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
-        check_int("min_fresh_samples", min_fresh_samples)  # a rule accepted on no sample certifies nothing
-        check_int("parent_samples", parent_samples)
+        for name, value in (("min_fresh_samples", min_fresh_samples), ("probe_samples", probe_samples),
+                            ("parent_samples", parent_samples),
+                            ("parent_samples_per_feature", parent_samples_per_feature)):  # fmt: skip
+            check_int(name, value)  # a rule accepted on no sample certifies nothing
+        check_number("lookahead", lookahead, high=1.0, open_high=False, optional=True)
         check_number("proxy_threshold", proxy_threshold, high=1.0, open_high=False)
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
         self.k_nearest, self.max_proposals, self.min_fresh_samples = k_nearest, max_proposals, min_fresh_samples
-        self.hit_root_samples = hit_root_samples
-        self.parent_samples = parent_samples
+        self.probe_samples, self.hit_root_samples, self.lookahead = probe_samples, hit_root_samples, lookahead
+        self.parent_samples, self.parent_samples_per_feature = parent_samples, parent_samples_per_feature
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
         self._memory: Memory | None = memory
         self.proxy: Proxy | None = None
@@ -208,7 +220,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         memory = MemorySettings(
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
             max_proposals=self.max_proposals, min_fresh_samples=self.min_fresh_samples,
-            parent_samples=self.parent_samples,
+            probe_samples=self.probe_samples, parent_samples=self.parent_samples,
+            parent_samples_per_feature=self.parent_samples_per_feature, lookahead=self.lookahead,
             hit_root_samples=self.hit_root_samples, prune_samples=self.prune_samples, embedder=self.features.identity,
             proxy=self.proxy.kind if self.proxy else None,
             proxy_samples=self.proxy.samples if self.proxy else 0, proxy_beam=self.proxy.beam if self.proxy else 0,
@@ -280,7 +293,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         proposer = await self._proxy_proposer(run, proxied, keys)
         search = GuidedSearch(
             n, pool, self.params, proposals=proposals, proposer=proposer, min_fresh=self.min_fresh_samples,
-            root=self.hit_root_samples, parent_samples=self.parent_samples,
+            probe=self.probe_samples, parent_samples=self.parent_samples, per_feature=self.parent_samples_per_feature,
+            root=self.hit_root_samples, lookahead=self.lookahead,
         )  # fmt: skip
         result = await self._drive(run, search)
         if similar:
