@@ -164,6 +164,18 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
     assert m._sync._loop is None  # closed with the block
 
 
+async def test_growth_settings_reach_the_search_and_the_record(embedder):
+    m = manchors(embedder, lookahead=None, probe_samples=10, min_fresh_samples=30,
+                 parent_samples=40, parent_samples_per_feature=2)  # fmt: skip
+    exp = await m.explain(STREAM[0])
+    assert set(exp.data.anchor) == {"good", "great"} and exp.data.success
+    memory = exp.meta.settings.memory
+    assert (memory.lookahead, memory.probe_samples, memory.min_fresh_samples) == (None, 10, 30)
+    assert (memory.parent_samples, memory.parent_samples_per_feature) == (40, 2)
+    # Accepted on at least 30 fresh samples, drawn 10 at a time.
+    assert exp.data.certified_samples >= 30 and exp.data.certified_samples % 10 == 0
+
+
 def test_bad_settings(embedder):
     for bad in (
         {"tau_mid": 0},
@@ -171,6 +183,10 @@ def test_bad_settings(embedder):
         {"strategy": "fast"},
         {"k_nearest": -1},
         {"min_fresh_samples": 1.5},
+        {"probe_samples": 0},
+        {"parent_samples_per_feature": 0},
+        {"lookahead": 0.0},
+        {"lookahead": float("nan")},
         {"proxy": "llm"},
     ):
         with pytest.raises(ConfigError):
