@@ -218,7 +218,7 @@ class GuidedSearch(BeamSearch):
         cands = [c for c in self._extend([parent]) if c.coverage > floor and c.rule not in self._tried]
         if not cands:
             return None
-        weights, bias = _credit_fit(*self.labelled())
+        weights, bias = credit(*self.labelled())
         step = max(cands, key=lambda c: (max(weights[f] for f in c.rule - parent.rule), _laplace(c)))
         limit = len(best.rule) - 1 if best is not None else self._max_size
         step = self._ahead(step, weights, bias, floor, limit)
@@ -340,14 +340,9 @@ class GuidedSearch(BeamSearch):
         return replace(result, lower=lower, upper=upper, certificate=fresh)
 
 
-def credit(present: np.ndarray, kept: np.ndarray, l2: float = 1.0) -> np.ndarray:
+def credit(present: np.ndarray, kept: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
     """Each feature's weight in a ridge-logistic fit (penalty ``l2``) of "label kept" on the
-    features kept, over the samples given."""
-    return _credit_fit(present, kept, l2)[0]
-
-
-def _credit_fit(present: np.ndarray, kept: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
-    """`credit`'s weights and the fit's bias."""
+    features kept, over the samples given, and the fit's bias."""
     x = np.hstack([present.astype(float), np.ones((len(kept), 1))])
     reg = np.full(x.shape[1], l2)
     reg[-1] = 1e-3  # the base rate is not shrunk
