@@ -26,7 +26,33 @@ from adapters.token_counters import ServerTokenCounter, TiktokenCounter
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
 from llm_anchors.extend import Charge, Completion, CompletionParams, Completions, TokenCounter
 
-__all__ = ["OpenAICompatibleBackend", "billed_usage", "parse_response", "parse_retry_after", "redact"]
+__all__ = [
+    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_response", "parse_retry_after",
+    "reasoning_effort_for", "redact",
+]  # fmt: skip
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+"""The reasoning efforts OpenAI's chat API takes (each model takes some: gpt-5 has no "none")."""
+
+_NOT_REASONING = re.compile(r"^gpt-5(\.\d+)?-chat")
+_LOWEST_EFFORT = [  # OpenAI's reasoning models by name, and the lowest effort each takes
+    (re.compile(r"^gpt-5(\.\d+)?(-\w+)*-pro\b"), "high"),
+    (re.compile(r"^gpt-5(\.\d+)?(-\w+)*-codex\b"), "low"),
+    (re.compile(r"^gpt-5(-mini|-nano)?(-\d{4}-\d{2}-\d{2})?$"), "minimal"),
+    (re.compile(r"^gpt-5\.\d+"), "none"),
+    (re.compile(r"^o\d"), "low"),
+]
+
+
+def reasoning_effort_for(model: str) -> str | None:
+    """The lowest reasoning effort OpenAI's reasoning model ``model`` takes ("minimal" for gpt-5,
+    "none" from gpt-5.1, "low" for the o-series and codex); None for a model that does not reason
+    (gpt-4o, gpt-4.1, gpt-5-chat-latest) or that OpenAI does not name."""
+    name = model.rpartition("/")[2].lower()
+    if _NOT_REASONING.match(name):
+        return None
+    return next((effort for pattern, effort in _LOWEST_EFFORT if pattern.match(name)), None)
+
 
 _CREDENTIALS = [
     (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+"), r"\1<redacted>"),
@@ -75,7 +101,14 @@ class OpenAICompatibleBackend:
     max_request_size: prompts per /completions request.
     max_connections: HTTP requests in flight from this backend.
     service_tier: asked of the server with every request (OpenAI's ``"flex"``:
-        about half the price, slower) and priced at that tier.
+        about half the price, slower; ``"priority"``; ``"auto"``, the
+        project's default) and priced at the tier the server says it served.
+    reasoning_effort: for a model that reasons before it answers, how hard
+        (``"none"``, ``"minimal"``, ``"low"``, ...); by default the lowest
+        OpenAI's reasoning model of that name takes (`reasoning_effort_for`),
+        None for other models. A reasoning model's request bounds its output
+        with ``max_completion_tokens`` (reasoning included), and carries no
+        temperature or log-probabilities (OpenAI's refuse them).
     """
 
     def __init__(
@@ -92,6 +125,7 @@ class OpenAICompatibleBackend:
         max_connections: int = 32,
         extra_body: dict[str, Any] | None = None,
         service_tier: str | None = None,
+        reasoning_effort: str | None = "auto",
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and urlparse(u).scheme in ("http", "https") for u in urls):
@@ -121,6 +155,11 @@ class OpenAICompatibleBackend:
         self._service_tier = service_tier
         if service_tier is not None:
             self.extra_body["service_tier"] = service_tier
+        if reasoning_effort is not None and reasoning_effort not in (*REASONING_EFFORTS, "auto"):
+            raise ConfigError(
+                f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, got {reasoning_effort!r}"
+            )
+        self._effort = reasoning_effort_for(model) if reasoning_effort == "auto" else reasoning_effort
         self._api_key = _Secret(api_key if api_key is not None else os.environ.get(api_key_env))
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: _Transport | None = None
@@ -138,6 +177,11 @@ class OpenAICompatibleBackend:
     def service_tier(self) -> str | None:
         """The tier every request asks for (None: the server's standard)."""
         return self._service_tier
+
+    @property
+    def reasoning_effort(self) -> str | None:
+        """How hard the model is asked to reason (None: it is not a reasoning model)."""
+        return self._effort
 
     @property
     def api_url(self) -> str:
@@ -209,17 +253,22 @@ class OpenAICompatibleBackend:
         return parse_response(raw, len(prompts), self.identity)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "max_tokens": params.max_tokens, "temperature": params.temperature}
+        body: dict[str, Any] = {"model": self.model}
         if self.endpoint == "completions":
-            body["prompt"] = prompts if len(prompts) > 1 else prompts[0]
-            if params.top_logprobs:
-                body["logprobs"] = params.top_logprobs
+            body |= {"prompt": prompts if len(prompts) > 1 else prompts[0], "max_tokens": params.max_tokens}
         else:
             (prompt,) = prompts
-            body["messages"] = [{"role": "user", "content": prompt}]
-            if params.top_logprobs:
-                body["logprobs"] = True
-                body["top_logprobs"] = params.top_logprobs
+            bound = "max_completion_tokens" if self._effort is not None else "max_tokens"
+            body |= {"messages": [{"role": "user", "content": prompt}], bound: params.max_tokens}
+        if self._effort is not None:  # a reasoning model: its bound covers reasoning; its own temperature
+            if self.endpoint == "chat":
+                body["reasoning_effort"] = self._effort
+        else:
+            body["temperature"] = params.temperature
+        if params.top_logprobs and self.endpoint == "completions":
+            body["logprobs"] = params.top_logprobs
+        elif params.top_logprobs:
+            body |= {"logprobs": True, "top_logprobs": params.top_logprobs}
         body.update(self.extra_body)
         return body
 
@@ -379,18 +428,19 @@ def parse_response(raw: dict[str, Any], n_prompts: int, who: str) -> Completions
     if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
         choices = sorted(choices, key=lambda c: c["index"])
     try:
-        items = [Completion(_text(c), _top_logprobs(c.get("logprobs"))) for c in choices]
+        items = [Completion(_text(c), _top_logprobs(c.get("logprobs")), _cut(c)) for c in choices]
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadResponseError(f"unreadable choice: {type(exc).__name__}: {exc}", classifier=who) from exc
+    tier = raw.get("service_tier")
+    tier = tier if isinstance(tier, str) and tier else None
     usage_raw = raw.get("usage") or raw.get("usageMetadata") or {}
     try:
         usage = replace(billed_usage(usage_raw), queries=n_prompts)
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise BadResponseError(f"unreadable usage: {type(exc).__name__}: {exc}", classifier=who) from exc
+    except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:  # the answers stand; its bill does not
+        return Completions(items, Charge(), None, tier, usage_error=f"unreadable usage ({exc})")
     # llama-server reports the usage of the first prompt only for a list of prompts.
     covered = n_prompts if usage_raw and (n_prompts == 1 or usage.completion_tokens >= n_prompts) else None
-    tier = raw.get("service_tier")
-    return Completions(items, usage, covered, tier if isinstance(tier, str) and tier else None)
+    return Completions(items, usage, covered, tier)
 
 
 def billed_usage(raw: dict[str, Any]) -> Charge:
@@ -447,6 +497,11 @@ def _count(raw: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
         raise ValueError(f"{key} is not a token count: {value!r}")
     return int(value)
+
+
+def _cut(choice: dict[str, Any]) -> bool:
+    """Whether an answer ended at the output bound before any text (``finish_reason`` "length")."""
+    return choice.get("finish_reason") == "length" and not _text(choice).strip()
 
 
 def _text(choice: dict[str, Any]) -> str:

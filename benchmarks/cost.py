@@ -108,7 +108,9 @@ async def explain(
 def priced(run: dict[str, Any], name: str) -> dict[str, Any]:
     """``run``'s usage at ``name``'s rates: uncached, cached, flex, flex and cached (USD per explanation)."""
     usage: Charge = run["usage"]
-    standard, flex = price_for(name), price_for(name, service_tier="flex")
+    standard = price_for(name).at(None)
+    flex = price_for(name).at("flex") or standard
+    assert standard is not None
     per = Decimal(run["explanations"])
     tiered = _rates(flex) != _rates(standard)
     q = Decimal("0.000001")

@@ -30,6 +30,7 @@ __all__ = [
     "InvalidInputError",
     "LLMAnchorsError",
     "NondeterminismWarning",
+    "OutputCutWarning",
     "PromptCacheWarning",
     "RateLimitError",
 ]
@@ -136,6 +137,11 @@ class BudgetExceeded(LLMAnchorsError):
 class PromptCacheWarning(UserWarning):
     """A prompt laid out so that the provider's prompt cache cannot serve it (its static prefix is
     below the provider's minimum, or its static part comes after the text)."""
+
+
+class OutputCutWarning(UserWarning):
+    """Answers ended at the output bound before naming a label (a reasoning model spent it
+    reasoning): they count as `UNPARSED`."""
 
 
 class NondeterminismWarning(RuntimeWarning):

@@ -252,11 +252,32 @@ class _OverReporting:
         pass
 
 
-@pytest.mark.parametrize("on_budget", ["raise", "return"])
-async def test_a_server_over_reporting_usage_ends_the_explanation_and_says_by_how_much(on_budget):
+async def test_a_server_over_reporting_its_completions_is_not_believed_and_never_passes_the_cap():
     budget = Budget(max_usd="0.0002")
     clf = LLMClassifier(_OverReporting(), PROMPT, LABELS, price=PRICE)
-    explainer = AnchorsExplainer(clf, seed=0, budget=budget, on_budget=on_budget, max_concurrency=4, batch_size=50)
+    explainer = AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return", max_concurrency=4, batch_size=50)
+    exp = await explainer.explain(SENTENCES[0])
+    report, cost = budget.report(), exp.meta.cost
+    assert report.passed == "" and report.settled.usd <= budget.max_usd
+    assert cost.disputed == {"more completion tokens than the request allowed": report.calls} and report.calls > 1
+    assert cost.settled == replace(cost.reserved, disputed=report.calls)  # each at its worst case
+
+
+class _Overbilling:
+    """A classifier that bills $0.0001 a call but quotes nothing: it can pass a dollar cap."""
+
+    identity = "overbilling"
+
+    async def classify(self, texts):
+        from llm_anchors.extend import Batch, Charge
+
+        return Batch([sentiment(t) for t in texts], Charge(usd=Decimal("0.0001")))
+
+
+@pytest.mark.parametrize("on_budget", ["raise", "return"])
+async def test_a_classifier_billing_past_its_quote_ends_the_explanation_and_says_by_how_much(on_budget):
+    budget = Budget(max_usd="0.00025")
+    explainer = AnchorsExplainer(_Overbilling(), seed=0, budget=budget, on_budget=on_budget, max_concurrency=1)
     if on_budget == "raise":
         with pytest.raises(BudgetExceeded, match="passed the cap"):
             await explainer.explain(SENTENCES[0])
@@ -267,7 +288,7 @@ async def test_a_server_over_reporting_usage_ends_the_explanation_and_says_by_ho
     assert report.passed.startswith("settled spend passed the cap: $") and report.settled.usd > budget.max_usd
     spent = report.settled.usd
     with pytest.raises(BudgetExceeded):  # nothing more is sent
-        await AnchorsExplainer(clf, seed=1, budget=budget).explain(SENTENCES[1])
+        await AnchorsExplainer(_Overbilling(), seed=1, budget=budget).explain(SENTENCES[1])
     assert budget.report().settled.usd == spent
 
 

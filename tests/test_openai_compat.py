@@ -393,10 +393,12 @@ def test_each_provider_s_usage_is_read_as_it_bills_it(shape):
 
 
 @pytest.mark.parametrize("bad", [{"prompt_tokens": -1}, {"prompt_tokens": "12"}, {"prompt_tokens": 1.5},
+                                 {"prompt_tokens": float("nan")}, {"prompt_tokens": float("inf")},
                                  {"prompt_tokens_details": {"cached_tokens": True}}])  # fmt: skip
-def test_a_usage_that_is_not_token_counts_is_a_bad_response(bad):
-    with pytest.raises(BadResponseError, match="unreadable usage"):
-        parse_response({"choices": [{"index": 0, "text": " positive"}], "usage": bad}, 1, "who")
+def test_a_usage_that_is_not_token_counts_is_not_read_but_the_answers_are(bad):
+    read = parse_response({"choices": [{"index": 0, "text": " positive"}], "usage": bad}, 1, "who")
+    assert read.usage_error.startswith("unreadable usage") and read.items[0].text == " positive"
+    assert read.usage_prompts is None
 
 
 async def test_a_server_reporting_cached_tokens_is_billed_exactly_at_the_cached_rate(tmp_path):
@@ -443,21 +445,22 @@ async def test_a_server_reporting_cached_tokens_is_billed_exactly_at_the_cached_
 
 
 async def test_a_service_tier_is_asked_for_and_priced_at():
-    from llm_anchors import AnchorsExplainer, LLMClassifier
+    from llm_anchors import AnchorsExplainer, Budget, LLMClassifier
     from llm_anchors.money import Charge, price_for
 
-    async with FaultServer(answer=sentiment) as server:
-        backend = OpenAICompatibleBackend(server.base_url, "openai/gpt-5-mini", service_tier="flex")
+    async with FaultServer(answer=sentiment) as server:  # a server that does not say which tier it served
+        backend = OpenAICompatibleBackend(server.base_url, "openai/gpt-5-mini", service_tier="flex", endpoint="chat")
         clf = LLMClassifier(backend, "Review: {text}\nSentiment:", ["negative", "positive"])
-        async with AnchorsExplainer(clf, seed=0) as explainer:
+        async with AnchorsExplainer(clf, seed=0, budget=Budget(max_usd=1)) as explainer:
             with pytest.warns(PromptCacheWarning):  # a short prompt: said once
                 exp = await explainer.explain("a good and great film")
-    flex = price_for("gpt-5-mini", service_tier="flex")
-    assert server.tiers == {"flex"} and clf.price == flex and flex.input < price_for("gpt-5-mini").input
-    settled = exp.meta.cost.settled
-    assert settled.usd == flex.cost(
-        Charge(prompt_tokens=settled.prompt_tokens, completion_tokens=settled.completion_tokens)
-    )
+    price = price_for("gpt-5-mini")
+    flex, priority = price.at("flex"), price.at("priority")
+    assert server.tiers == {"flex"} and clf.price == price and flex.input < price.input < priority.input
+    settled, reserved = exp.meta.cost.settled, exp.meta.cost.reserved
+    billed = Charge(prompt_tokens=settled.prompt_tokens, completion_tokens=settled.completion_tokens)
+    assert settled.usd == flex.cost(billed)  # not said: billed at the tier asked
+    assert reserved.usd == priority.worst_case(reserved.prompt_tokens, reserved.completion_tokens)  # the dearest
 
 
 async def test_a_server_that_serves_another_tier_than_asked_is_billed_at_it_within_the_cap():
@@ -480,8 +483,8 @@ async def test_a_server_that_serves_another_tier_than_asked_is_billed_at_it_with
     assert settled.usd == standard.cost(
         Charge(prompt_tokens=settled.prompt_tokens, completion_tokens=settled.completion_tokens)
     )
-    assert settled.usd > price_for("gpt-5-mini", service_tier="flex").cost(settled)  # billed as served
-    assert budget.report().passed == "" and exp.meta.cost.reserved.usd >= settled.usd  # reserved at standard
+    assert settled.usd > standard.at("flex").cost(settled)  # billed as served
+    assert budget.report().passed == "" and exp.meta.cost.reserved.usd >= settled.usd and not settled.disputed
 
 
 def test_a_call_split_over_tiers_is_billed_at_the_dearest_tier_said():

@@ -1,5 +1,7 @@
 """Prices as providers bill them: genai-prices' rates, price files, cache reads and writes at their rates."""
 
+import json
+from dataclasses import asdict
 from decimal import Decimal
 
 import pytest
@@ -48,9 +50,28 @@ def test_a_provider_prefix_or_the_provider_s_address_finds_the_price():
     assert price_for("gpt-4o-mini", api_url="https://api.openai.com/v1").source.endswith("openai/gpt-4o-mini")
 
 
-def test_a_service_tier_has_its_own_price():
-    standard, flex = price_for("gpt-5-mini"), price_for("gpt-5-mini", service_tier="flex")
-    assert flex.input < standard.input and "(flex)" in flex.source
+def test_a_price_knows_the_model_s_service_tiers_and_its_worst_case_is_the_dearest():
+    price = price_for("gpt-5")
+    flex, priority = price.at("flex"), price.at("priority")
+    assert price.tier_names == ("default", "flex", "priority", "fast") and price.at("default") == price.at(None)
+    assert flex is not None and priority is not None and flex.input < price.input < priority.input
+    assert "(flex)" in flex.source and price.at("banana") is None and price.at("PRIORITY") is None
+    assert price.worst_case(100, 10) == priority.worst_case(100, 10) == (100 * Decimal("2.5") + 10 * 20) / 10**6
+    assert price_for("gpt-4o-mini").tier_names == ("default", "priority", "fast")  # no flex tier
+    assert price_for("openai/gpt-5", local=True).tier_names == price.tier_names  # a loopback gateway: tiers too
+
+
+@pytest.mark.parametrize("tier", ["banana", "PRIORITY", "scale"])
+def test_a_tier_the_price_does_not_know_is_refused_naming_the_tiers_it_has(tier):
+    from llm_anchors.money import check_service_tier
+
+    with pytest.raises(ConfigError, match="auto, default, flex, priority, fast") as caught:
+        check_service_tier(price_for("gpt-5"), tier, "gpt-5")
+    assert ("did you mean 'priority'" in str(caught.value)) == (tier == "PRIORITY")
+    with pytest.raises(ConfigError, match="not a tier of 'gpt-4o-mini'"):
+        check_service_tier(price_for("gpt-4o-mini"), "flex", "gpt-4o-mini")
+    for fine in (None, "auto", "default", "flex", "priority"):
+        check_service_tier(price_for("gpt-5"), fine, "gpt-5")
 
 
 def test_unknown_hosted_model_is_an_error_local_is_assumed_free_but_not_known():
@@ -68,8 +89,18 @@ def test_price_file_overrides(tmp_path):
     )
     prices = load_prices(path)
     assert price_for("gpt-4o-mini", prices=prices).input == Decimal("0.2")
+    assert price_for("gpt-4o-mini", prices=prices).tier_names == ("default",)  # a price given: its tiers only
     assert price_for("gpt-4o-mini-2024-07-18", prices=prices).cache_read == Decimal("0.02")  # a dated snapshot
     assert price_for("mine", prices=prices).output == Decimal("2")
+
+
+def test_a_price_file_may_give_a_model_s_tiers(tmp_path):
+    path = tmp_path / "prices.json"
+    path.write_text('{"mine": {"input": 1, "output": 2, "tiers": {"priority": {"input": 2, "output": 4}}}}')
+    price = price_for("mine", prices=load_prices(path))
+    assert price.tier_names == ("default", "priority") and price.at("priority").output == Decimal(4)
+    assert price.worst_case(10, 10) == Decimal(60) / 10**6
+    assert Price(**json.loads(json.dumps(asdict(price), default=str))) == price  # read back from an explanation
 
 
 @pytest.mark.parametrize(
@@ -78,6 +109,8 @@ def test_price_file_overrides(tmp_path):
         "not json", '{"m": {"input": "x", "output": 1}}', '{"m": {"output": 1}}', '{"m": {"input": -1, "output": 1}}',
         '{"m": {"input": "nan", "output": 1}}', '{"m": {"input": "Infinity", "output": 1}}', "[]", "{}", '{"m": 3}',
         '{"m": {"input": true, "output": 1}}', '{"m": {"input": 1, "output": 1, "cache_read": "-0.1"}}',
+        '{"m": {"input": 1, "output": 1, "tiers": []}}', '{"m": {"input": 1, "output": 1, "tiers": {"p": {}}}}',
+        '{"m": {"input": 1, "output": 1, "tiers": {"p": {"input": -1, "output": 1}}}}',
     ],
 )  # fmt: skip
 def test_bad_price_files(tmp_path, content):

@@ -425,7 +425,7 @@ class AnchorsExplainer:
 
     @staticmethod
     def _cost(stats: QueryStats) -> Cost:
-        return Cost(stats.settled, stats.reserved, stats.cache_hits, stats.retries, dict(stats.failures))
+        return Cost.of(stats)
 
     def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""

@@ -14,6 +14,7 @@ from .._version import __version__
 from ..models.classifier import Label
 from ..money.budget import Charge
 from ..money.pricing import Price
+from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
 from ..search.beam import RoundTrace, RuleStats, SearchParams
 
@@ -40,7 +41,10 @@ class Cost:
     ``reserved``: the worst cases held against the budget before the calls
     (empty without a budget); ``cache_hits``: texts answered without a
     call; ``retries``: failed calls sent again; ``failures``: failed calls
-    by reason ("HTTP 429", "timeout", or the error's type).
+    by reason ("HTTP 429", "timeout", or the error's type); ``disputed``:
+    calls whose reported usage could not be true (more prompt tokens than
+    were sent, cached beyond the prompt, unreadable, ...), by reason: each
+    is in ``settled`` at the worst case reserved for it.
     """
 
     settled: Charge = field(default_factory=Charge)
@@ -48,6 +52,13 @@ class Cost:
     cache_hits: int = 0
     retries: int = 0
     failures: dict[str, int] = field(default_factory=dict)
+    disputed: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, stats: QueryStats) -> Cost:
+        """The record of an explanation's (or its proxy's) calls."""
+        return cls(stats.settled, stats.reserved, stats.cache_hits, stats.retries, dict(stats.failures),
+                   dict(stats.disputed))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -292,9 +303,8 @@ class Explanation:
     @property
     def saved_by_caching(self) -> Decimal:
         """What the provider's prompt cache saved: the calls' cost with every prompt token at the
-        input rate, less what they were billed ($0 for a model not priced by the token)."""
-        price, settled = self.meta.settings.price, self.meta.cost.settled
-        return price.uncached(settled) - settled.usd if price is not None and price.known else Decimal(0)
+        input rate of the tier billed, less what they were billed ($0 for a model not priced by the token)."""
+        return self.meta.cost.settled.saved_by_caching
 
     def marked_html(self, wrap: Callable[[str], str]) -> str:
         """HTML of the input with its anchor's words passed through ``wrap`` (given

@@ -161,7 +161,7 @@ class Proxy:
         if self.classifier is None and keys:
             self.surrogate.learn(_keys(keys, len(instance.features)), *labelled, target)
         s = run.stats
-        cost = Cost(s.settled, s.reserved, s.cache_hits, s.retries, dict(s.failures)) if self.classifier else None
+        cost = Cost.of(s) if self.classifier else None
         return ProxyUse(
             kind=self.kind,
             samples=run.samples,

@@ -21,20 +21,34 @@ __all__ = ["Backend", "BaseBackend", "Completion", "CompletionParams", "Completi
 
 @dataclass(frozen=True)
 class CompletionParams:
-    """Decoding settings: a label needs one greedy token and its alternatives."""
+    """Decoding settings: a label needs one greedy token and its alternatives.
+
+    ``max_tokens`` bounds every output token of an answer, a reasoning
+    model's hidden reasoning included (sent to such a model as
+    ``max_completion_tokens``); the budget reserves it for every prompt.
+    """
 
     max_tokens: int = 1
     temperature: float = 0.0
     top_logprobs: int = 5
 
+    @classmethod
+    def for_reasoning(cls, max_tokens: int = 256) -> CompletionParams:
+        """A reasoning model's: room to reason before the label, and no log-probabilities (OpenAI's
+        reasoning models refuse them, and a temperature other than their own)."""
+        return cls(max_tokens=max_tokens, top_logprobs=0)
+
 
 @dataclass(frozen=True)
 class Completion:
     """One prompt's answer: the text, and the log-probabilities of the
-    alternatives for the first generated token when the server gave them."""
+    alternatives for the first generated token when the server gave them.
+    ``cut``: the answer ended at the output bound before any text (a reasoning
+    model that spent the bound reasoning: ``finish_reason`` "length", empty)."""
 
     text: str
     top_logprobs: dict[str, float] | None = None
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,9 @@ class Completions:
     usage: Charge = field(default_factory=Charge)
     usage_prompts: int | None = None
     service_tier: str | None = None
+    usage_error: str = ""
+    """Why the usage the server reported could not be read ("" when it could): the classifier
+    then counts the call at its own worst case."""
 
 
 @runtime_checkable
@@ -71,6 +88,9 @@ class Backend(Protocol):
       which tells its provider's prices apart (None: unknown);
     - ``service_tier``: the tier its requests ask for (``"flex"``), which
       prices them (None: the standard tier);
+    - ``reasoning_effort``: how hard a reasoning model is asked to think
+      (``"minimal"``), None for a model that does not reason: a reasoning
+      model's answers need room for their reasoning (`CompletionParams.for_reasoning`);
     - ``max_request_size``: prompts one HTTP request takes (None: any);
     - `token_counter`: an exact prompt-token counter (None: a marked estimate);
     - `aclose`: release connections (by default nothing).
@@ -92,6 +112,9 @@ class Backend(Protocol):
     def service_tier(self) -> str | None: ...
 
     @property
+    def reasoning_effort(self) -> str | None: ...
+
+    @property
     def max_request_size(self) -> int | None: ...
 
     def token_counter(self) -> TokenCounter | None: ...
@@ -102,7 +125,8 @@ class Backend(Protocol):
 
 
 _BACKEND_DEFAULTS: dict[str, Any] = {
-    "model": None, "is_local": False, "api_url": None, "service_tier": None, "max_request_size": None,
+    "model": None, "is_local": False, "api_url": None, "service_tier": None, "reasoning_effort": None,
+    "max_request_size": None,
 }  # fmt: skip
 
 
@@ -127,6 +151,10 @@ class BaseBackend:
         return None
 
     @property
+    def reasoning_effort(self) -> str | None:
+        return None
+
+    @property
     def max_request_size(self) -> int | None:
         return None
 
@@ -147,6 +175,7 @@ class _Defaults(BaseBackend):
         self._local = found["is_local"] is True
         self._url = found["api_url"] if isinstance(found["api_url"], str) else None
         self._tier = found["service_tier"] if isinstance(found["service_tier"], str) else None
+        self._effort = found["reasoning_effort"] if isinstance(found["reasoning_effort"], str) else None
         limit = found["max_request_size"]
         self._limit = limit if isinstance(limit, int) else None
 
@@ -169,6 +198,10 @@ class _Defaults(BaseBackend):
     @property
     def service_tier(self) -> str | None:
         return self._tier
+
+    @property
+    def reasoning_effort(self) -> str | None:
+        return self._effort
 
     @property
     def max_request_size(self) -> int | None:

@@ -43,6 +43,9 @@ class Batch:
 
     labels: list[Label]
     charge: Charge = field(default_factory=Charge)
+    disputed: str = ""
+    """Why the classifier did not believe the usage its server reported ("": it did); the engine
+    then counts the call at its worst case (`Charge.disputed`)."""
 
 
 @runtime_checkable

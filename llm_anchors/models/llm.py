@@ -9,16 +9,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._exceptions import BadResponseError, ConfigError, PromptCacheWarning
+from .._exceptions import BadResponseError, ConfigError, OutputCutWarning, PromptCacheWarning
 from ..money.budget import Charge
-from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, price_for
+from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, check_service_tier, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
 from .backend import Backend, Completion, CompletionParams, as_backend
 from .classifier import UNPARSED, BaseClassifier, Batch, Label
 
-__all__ = ["LLMClassifier"]
+__all__ = ["PROMPT_SLACK", "LLMClassifier"]
 
 _MIN_PREFIX = 3  # a token shorter than this names a label only if it is the whole label
+
+PROMPT_SLACK = 8
+"""Prompt tokens a prompt's worst case adds to an exact count: what a server's own tokenizer or
+chat template may add (a BOS token, a role marker). More than that is not believed."""
 
 
 class LLMClassifier(BaseClassifier):
@@ -34,11 +38,19 @@ class LLMClassifier(BaseClassifier):
     did not answer with it. Without log-probabilities the generated text's
     first word is parsed the same way.
 
-    Cost: ``price`` (default: the built-in price of the backend's model,
-    else an error for a hosted model, and for a model on this machine
-    `LOCAL`: $0 assumed, which a dollar cap refuses; ``price=FREE`` declares
-    it free);
-    ``token_counter`` (default: the backend's, else a marked estimate).
+    Cost: ``price`` (default: the built-in price of the backend's model, with
+    its service tiers, else an error for a hosted model, and for a model on
+    this machine `LOCAL`: $0 assumed, which a dollar cap refuses;
+    ``price=FREE`` declares it free); ``token_counter`` (default: the
+    backend's, else a marked estimate). A call is reserved at its worst
+    case (its prompt as counted, plus `PROMPT_SLACK` tokens a prompt for a
+    tokenizer's small differences; ``params.max_tokens`` output tokens a
+    prompt; the dearest tier) and billed at the tier the server says it
+    served, at the tier asked when it does not say. The tier asked
+    (``backend.service_tier``) must be one the price knows.
+
+    ``params`` (default: `CompletionParams()`, or for a backend whose model
+    reasons, `CompletionParams.for_reasoning()`): how answers are asked for.
 
     >>> clf = LLMClassifier(backend, "Review: {text}\\nSentiment:", ["negative", "positive"])
     """
@@ -65,14 +77,16 @@ class LLMClassifier(BaseClassifier):
         self.backend = complete
         self.prompt = prompt
         self.labels = clean
-        self.params = params or CompletionParams()
+        reasons = complete.reasoning_effort is not None
+        self.params = params or (CompletionParams.for_reasoning() if reasons else CompletionParams())
+        if not isinstance(self.params.max_tokens, int) or self.params.max_tokens < 1:
+            raise ConfigError(f"params.max_tokens must be an int >= 1, got {self.params.max_tokens!r}")
         self._price = price or self._default_price(prices)
-        self._prices = prices
-        self._by_tier: dict[str, Price] = {}
-        self._derived = price is None and self.backend.model is not None and self._price.known
+        check_service_tier(self._price, complete.service_tier, str(complete.model or complete.identity))
         self.token_counter = token_counter or self._default_counter()
         self._usage_partial = False
         self._layout_checked = False
+        self._cut_said = False
 
     def _default_price(self, prices: dict[str, Price] | None) -> Price:
         """The backend's model's price; free only for a backend that says it runs locally.
@@ -89,14 +103,12 @@ class LLMClassifier(BaseClassifier):
                 f"cannot price {self.backend.identity!r}: it names no model and does not say it runs locally "
                 "(is_local); pass LLMClassifier(..., price=Price(...))"
             )
-        backend = self.backend
-        return price_for(
-            str(model), local=local, prices=prices, api_url=backend.api_url, service_tier=backend.service_tier
-        )
+        return price_for(str(model), local=local, prices=prices, api_url=self.backend.api_url)
 
     @property
     def price(self) -> Price:
-        """What its tokens cost (per million; its source and date), recorded with each explanation."""
+        """What its tokens cost (per million, at each service tier; its source and date), recorded
+        with each explanation."""
         return self._price
 
     def _default_counter(self) -> TokenCounter:
@@ -107,9 +119,11 @@ class LLMClassifier(BaseClassifier):
     def identity(self) -> str:
         digest = hashlib.sha256(self.prompt.encode()).hexdigest()[:16]
         p = self.params
+        effort = self.backend.reasoning_effort
         return (
             f"llm:{self.backend.identity}|prompt:{digest}|labels:{','.join(self.labels)}"
             f"|max_tokens:{p.max_tokens}|temperature:{p.temperature}|top_logprobs:{p.top_logprobs}"
+            + (f"|reasoning_effort:{effort}" if effort is not None else "")
         )
 
     def __repr__(self) -> str:
@@ -130,28 +144,28 @@ class LLMClassifier(BaseClassifier):
     def render(self, text: str) -> str:
         return self.prompt.replace("{text}", text)
 
-    def price_at(self, tier: str | None) -> Price:
-        """The price of calls the server says it served at ``tier``: the priced model's rates at that
-        tier (genai-prices), so a server that ignores the tier asked, or a project whose default tier
-        is another, is billed as it bills. A price given (``price=``) or a tier not said: `price`."""
-        if tier is None or not self._derived or tier == self.backend.service_tier:
-            return self._price
-        if tier not in self._by_tier:
-            backend = self.backend
-            self._by_tier[tier] = price_for(
-                str(backend.model), prices=self._prices, api_url=backend.api_url, service_tier=tier
-            )
-        return self._by_tier[tier]
+    def billed_at(self, served: str | None) -> Price | None:
+        """The rates of a call the server says it served at ``served`` (None: it did not say, so the
+        tier asked; "auto" asked and not said: None). None: a tier the price does not know, which
+        the call cannot be billed at: it counts at its worst case."""
+        tier = served if served is not None else self.backend.service_tier
+        return None if tier == "auto" else self.price.at(tier)
 
     async def quote(self, texts: Sequence[str]) -> Charge:
-        """Worst-case cost of classifying ``texts`` (``estimated`` when its tokens are): at the tier
-        asked, or at the standard tier when that is dearer (a server may not grant the tier asked)."""
+        """Worst-case cost of classifying ``texts`` (``estimated`` when its tokens are): every prompt
+        as counted (`PROMPT_SLACK` more a prompt when counted exactly), ``params.max_tokens`` output
+        tokens each, at the dearest rates of the dearest tier (a server may serve another than asked)."""
         count = await self.token_counter.count([self.render(t) for t in texts])
+        prompt = count.total + (0 if count.estimated else PROMPT_SLACK * len(texts))
         completion = len(texts) * self.params.max_tokens
-        asked = self.backend.service_tier
-        prices = [self.price, self.price_at("default")] if asked not in (None, "default") else [self.price]
-        usd = max(p.worst_case(count.total, completion) for p in prices)
-        return Charge(len(texts), count.total, completion, usd, count.estimated, unpriced=not self.price.known)
+        usd = self.price.worst_case(prompt, completion)
+        return Charge(len(texts), prompt, completion, usd, count.estimated, unpriced=not self.price.known)
+
+    async def _counted(self, texts: Sequence[str]) -> Charge:
+        """The tokens of a call the server did not say (or not all of): the prompts as counted,
+        ``params.max_tokens`` output tokens each."""
+        count = await self.token_counter.count([self.render(t) for t in texts])
+        return Charge(len(texts), count.total, len(texts) * self.params.max_tokens, estimated=count.estimated)
 
     async def check_cache_layout(self) -> str:
         """Why the provider's prompt cache cannot serve this prompt well ("" when it can), said once as a
@@ -180,7 +194,7 @@ class LLMClassifier(BaseClassifier):
         prompts = [self.render(t) for t in texts]
         # Where the server's usage did not cover a list last time (llama-server),
         # count the tokens while the model answers, not after.
-        counting = asyncio.ensure_future(self.quote(texts)) if self._usage_partial else None
+        counting = asyncio.ensure_future(self._counted(texts)) if self._usage_partial else None
         try:
             result = await self.backend.complete(prompts, self.params)
         except BaseException:
@@ -191,17 +205,37 @@ class LLMClassifier(BaseClassifier):
             raise BadResponseError(
                 f"{len(result.items)} completions for {len(prompts)} prompts", classifier=self.identity
             )
-        usage = result.usage
-        self._usage_partial = result.usage_prompts != len(prompts)
-        if self._usage_partial:
-            usage = await (counting or self.quote(texts))
+        usage, disputed = result.usage, result.usage_error
+        self._usage_partial = result.usage_prompts != len(prompts) and not disputed
+        if self._usage_partial or disputed:
+            usage = await (counting or self._counted(texts))
         else:
             _discard(counting)
-        usd = self.price_at(result.service_tier).cost(usage)  # at the tier served; cache reads and writes at theirs
-        return Batch([self.read(c) for c in result.items], replace(usage, queries=len(texts), usd=usd))
+        self._say_cut(result.items)
+        price = self.billed_at(result.service_tier)
+        if price is None:
+            price, disputed = self.price.dearest(usage), disputed or "a service tier the price does not know"
+        usd = price.cost(usage)  # at the tier served; cache reads and writes at theirs
+        charge = replace(usage, queries=len(texts), usd=usd, saved_by_caching=price.uncached(usage) - usd)
+        return Batch([self.read(c) for c in result.items], charge, disputed=disputed)
+
+    def _say_cut(self, items: Sequence[Completion]) -> None:
+        """Warn once when answers end at the output bound before any text (they are `UNPARSED`)."""
+        cut = sum(c.cut for c in items)
+        if cut and not self._cut_said:
+            self._cut_said = True
+            warnings.warn(
+                f"{cut} of {len(items)} answers ended at the output bound (max_tokens={self.params.max_tokens}) "
+                "before naming a label, and are counted as unparsed: a reasoning model spent it reasoning. "
+                "Raise the bound (--max-output-tokens) or lower the reasoning effort (--reasoning-effort)",
+                OutputCutWarning,
+                stacklevel=2,
+            )
 
     def read(self, completion: Completion) -> Label:
         """The label a completion names, or `UNPARSED`."""
+        if completion.cut:
+            return UNPARSED
         if alternatives := completion.top_logprobs:
             named = self._named_by(max(alternatives, key=alternatives.__getitem__))
             if len(named) < 2:

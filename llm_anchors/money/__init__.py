@@ -1,7 +1,17 @@
 """Money: a `Charge`, caps (`SpendCap`, `Budget` and its journal), prices, token counts."""
 
-from .budget import Budget, BudgetReport, Charge, JournalState, Reservation, SpendCap, read_journal
-from .pricing import FREE, LOCAL, Price, load_prices, price_for
+from .budget import (
+    Budget,
+    BudgetReport,
+    Charge,
+    JournalState,
+    Reservation,
+    SpendCap,
+    disputed,
+    implausible,
+    read_journal,
+)
+from .pricing import FREE, LOCAL, Price, check_service_tier, load_prices, price_for
 from .tokens import EstimateCounter, TokenCount, TokenCounter
 
 __all__ = [
@@ -17,6 +27,9 @@ __all__ = [
     "SpendCap",
     "TokenCount",
     "TokenCounter",
+    "check_service_tier",
+    "disputed",
+    "implausible",
     "load_prices",
     "price_for",
     "read_journal",

@@ -14,14 +14,17 @@ import itertools
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import BudgetExceeded, ConfigError
 
-__all__ = ["Budget", "BudgetReport", "Charge", "JournalState", "Reservation", "SpendCap", "read_journal"]
+__all__ = [
+    "Budget", "BudgetReport", "Charge", "JournalState", "Reservation", "SpendCap", "disputed", "implausible",
+    "read_journal",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,17 @@ class Charge:
     """Of ``prompt_tokens``, those written to the provider's prompt cache (billed at its write rate)."""
     reasoning_tokens: int = 0
     """Of ``completion_tokens``, a reasoning model's hidden reasoning (billed as output)."""
+    disputed: int = 0
+    """Calls whose reported usage could not be true (see `implausible`): each is counted at the
+    client's own worst case for it, not at what the server said."""
+    saved_by_caching: Decimal = Decimal(0)
+    """What the provider's prompt cache saved on these calls: their price with every prompt token
+    at the input rate of the tier billed, less what they were billed."""
 
     def __post_init__(self) -> None:  # from JSON: exact decimals from strings
-        if not isinstance(self.usd, Decimal):
-            object.__setattr__(self, "usd", Decimal(str(self.usd)))
+        for name in ("usd", "saved_by_caching"):
+            if not isinstance(getattr(self, name), Decimal):
+                object.__setattr__(self, name, Decimal(str(getattr(self, name))))
 
     @property
     def tokens(self) -> int:
@@ -70,7 +80,36 @@ class Charge:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.disputed + other.disputed,
+            self.saved_by_caching + other.saved_by_caching,
         )
+
+
+def implausible(billed: Charge, worst: Charge | None = None) -> str:
+    """Why ``billed`` (one call's usage as its server reported it, priced) cannot be what the call
+    cost, "" when it can: a part below zero, cached or written tokens beyond the prompt, reasoning
+    beyond the completion; and against ``worst``, the call's worst case counted by the client
+    before it was sent (when it counted tokens), more prompt tokens than were sent or more
+    completion tokens than the request allowed. The reasons are short and fixed, to be counted."""
+    counts = (billed.queries, billed.prompt_tokens, billed.completion_tokens, billed.cache_read_tokens,
+              billed.cache_write_tokens, billed.reasoning_tokens)  # fmt: skip
+    if min(counts) < 0 or not billed.usd.is_finite() or billed.usd < 0:
+        return "a count or a price below zero"
+    if billed.cache_read_tokens + billed.cache_write_tokens > billed.prompt_tokens:
+        return "more cached tokens than prompt tokens"
+    if billed.reasoning_tokens > billed.completion_tokens:
+        return "more reasoning tokens than completion tokens"
+    if worst is not None and worst.tokens > 0:
+        if billed.prompt_tokens > worst.prompt_tokens:
+            return "more prompt tokens than were sent"
+        if billed.completion_tokens > worst.completion_tokens:
+            return "more completion tokens than the request allowed"
+    return ""
+
+
+def disputed(worst: Charge) -> Charge:
+    """What a call whose usage could not be true is counted at: the client's worst case for it."""
+    return replace(worst, disputed=1, saved_by_caching=Decimal(0))
 
 
 @dataclass(frozen=True)
@@ -93,8 +132,8 @@ class BudgetReport:
     over_reservation: int
     passed: str = ""
     """Which cap settled spend passed, and by how much ("" if none): it can
-    only happen when calls cost more than reserved, i.e. a server reported
-    more completion tokens than ``max_tokens`` allows."""
+    only happen when a classifier bills more dollars than it quoted within
+    the token counts it quoted (a bill beyond them counts at the quote)."""
     reservations: int = 0
     """Reservations made so far (with a journal: since the journal began)."""
 
@@ -113,8 +152,10 @@ class BudgetReport:
 
 def _plain(charge: Charge) -> dict[str, Any]:
     record = {"q": charge.queries, "p": charge.prompt_tokens, "c": charge.completion_tokens, "usd": str(charge.usd)}
-    parts = {"cr": charge.cache_read_tokens, "cw": charge.cache_write_tokens, "rt": charge.reasoning_tokens}
-    return {**record, **{k: v for k, v in parts.items() if v}}
+    parts = {"cr": charge.cache_read_tokens, "cw": charge.cache_write_tokens, "rt": charge.reasoning_tokens,
+             "d": charge.disputed}  # fmt: skip
+    saved = {"sv": str(charge.saved_by_caching)} if charge.saved_by_caching else {}
+    return {**record, **{k: v for k, v in parts.items() if v}, **saved}
 
 
 _KINDS = {"r": "reserve", "s": "settle", "x": "release"}
@@ -127,19 +168,26 @@ def _count(record: dict[str, Any], key: str) -> int:
     return value
 
 
-def _charge(record: dict[str, Any]) -> Charge:
-    """The charge of a journal record; `ValueError` for anything but counts >= 0 and exact dollars >= 0."""
-    usd = record.get("usd")
+def _dollars(record: dict[str, Any], key: str) -> Decimal:
+    value = record.get(key, "0")
     try:
-        dollars = Decimal(usd) if isinstance(usd, str) else None
+        dollars = Decimal(value) if isinstance(value, str) else None
     except ArithmeticError:
         dollars = None
     if dollars is None or not dollars.is_finite() or dollars < 0:
-        raise ValueError(f"usd must be a decimal string >= 0, got {usd!r}")
-    read, write, reasoning = (_count(record, key) if key in record else 0 for key in ("cr", "cw", "rt"))
+        raise ValueError(f"{key} must be a decimal string >= 0, got {value!r}")
+    return dollars
+
+
+def _charge(record: dict[str, Any]) -> Charge:
+    """The charge of a journal record; `ValueError` for anything but counts >= 0 and exact dollars >= 0."""
+    if "usd" not in record:
+        raise ValueError("no usd")
+    read, write, reasoning, disputes = (_count(record, key) if key in record else 0 for key in ("cr", "cw", "rt", "d"))
     return Charge(
-        _count(record, "q"), _count(record, "p"), _count(record, "c"), dollars,
-        cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=reasoning,
+        _count(record, "q"), _count(record, "p"), _count(record, "c"), _dollars(record, "usd"),
+        cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=reasoning, disputed=disputes,
+        saved_by_caching=_dollars(record, "sv"),
     )  # fmt: skip
 
 
@@ -271,11 +319,15 @@ class Budget:
 
     One budget may be given to one explainer or shared by many, across
     concurrent explanations (and threads). Each call reserves its worst
-    case first (its prompt tokens and ``max_tokens`` completion tokens), so
-    the cap holds as long as servers honour ``max_tokens``. A server that
-    reports more than that can make settled spend pass the cap: then
-    nothing more is sent, the explanations end as on any exhaustion, and
-    `passed` (and the report) say by how much.
+    case first (its prompt tokens and the completion tokens its request
+    allows, reasoning included, at the dearest rate and tier it may be
+    billed at) and is settled at what it was billed. A bill that could not
+    be true (`implausible`: more tokens than were sent or allowed, cached
+    beyond the prompt, below zero) counts at the reservation instead, so a
+    server cannot make settled spend pass the cap. A classifier that bills
+    more dollars than it quoted can: then nothing more is sent, the
+    explanations end as on any exhaustion, and `passed` (and the report)
+    say by how much.
 
     ``parent``: a cap this one draws on as well (a cap per explanation
     inside a run's cap): a call is sent only if both hold it.
@@ -382,7 +434,10 @@ class Budget:
         return reservation
 
     def settle(self, reservation: Reservation, actual: Charge) -> None:
-        """Replace a reservation by what the call really cost (also one written off: see `write_off`)."""
+        """Replace a reservation by what the call really cost (also one written off: see `write_off`).
+        A bill that could not be true (`implausible` against the reservation) counts at the reservation."""
+        if implausible(actual, reservation.charge):
+            actual = disputed(reservation.charge)
         with self._lock:
             held = self._open.pop(reservation.id, None)
             if held is not None:
@@ -484,4 +539,6 @@ def _minus(a: Charge, b: Charge) -> Charge:
         max(0, a.cache_read_tokens - b.cache_read_tokens),
         max(0, a.cache_write_tokens - b.cache_write_tokens),
         max(0, a.reasoning_tokens - b.reasoning_tokens),
+        max(0, a.disputed - b.disputed),
+        max(Decimal(0), a.saved_by_caching - b.saved_by_caching),
     )

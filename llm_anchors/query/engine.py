@@ -11,7 +11,7 @@ from .._checks import check_int
 from .._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
 from ..models.classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
 from ..models.retry import RetryPolicy
-from ..money.budget import Charge, Reservation, SpendCap
+from ..money.budget import Charge, Reservation, SpendCap, disputed, implausible
 from .cache import QueryCache
 
 __all__ = ["QueryEngine", "QueryStats"]
@@ -26,7 +26,8 @@ class QueryStats:
     by a request already in flight; ``retries``: failed calls sent again;
     ``reserved``: the worst cases held against the budget before each call
     (only with a budget); ``settled``: what the calls cost (a billed retry
-    included).
+    included; a call whose reported usage could not be true, at its worst
+    case: ``disputed``).
     """
 
     queries: int = 0
@@ -36,6 +37,8 @@ class QueryStats:
     settled: Charge = field(default_factory=Charge)
     failures: dict[str, int] = field(default_factory=dict)
     """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
+    disputed: dict[str, int] = field(default_factory=dict)
+    """Calls whose reported usage could not be true, by reason: each counted at its worst case."""
     budget: SpendCap | None = None
     """The cap this explanation's calls reserve against (a `Budget` with the
     engine's as its ``parent``, for a cap per explanation); None: the engine's."""
@@ -190,7 +193,7 @@ class QueryEngine:
         self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True))
         budget = stats.cap(self.budget)
         if budget is not None and budget.passed:  # labels kept; the explanation ends here
-            raise BudgetExceeded(f"{budget.passed}: does the server honour max_tokens?")
+            raise BudgetExceeded(f"{budget.passed}: the classifier billed more than it quoted")
 
     async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
         """One call, retried on 429, 5xx, timeouts and dropped connections."""
@@ -234,7 +237,11 @@ class QueryEngine:
             elif reservation is not None and budget is not None:
                 budget.release(reservation)
             raise
-        self._settle(reservation, replace(batch.charge, queries=len(chunk)), stats)
+        charge = replace(batch.charge, queries=len(chunk))
+        if why := batch.disputed or implausible(charge, worst):
+            stats.disputed[why] = stats.disputed.get(why, 0) + 1
+            charge = disputed(worst or await self._quote(chunk))
+        self._settle(reservation, charge, stats)
         return batch
 
     async def _quote(self, chunk: list[str]) -> Charge:
