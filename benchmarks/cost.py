@@ -108,9 +108,10 @@ async def explain(
 def priced(run: dict[str, Any], name: str) -> dict[str, Any]:
     """``run``'s usage at ``name``'s rates: uncached, cached, flex, flex and cached (USD per explanation)."""
     usage: Charge = run["usage"]
-    standard = price_for(name).at(None)
-    flex = price_for(name).at("flex") or standard
+    full = price_for(name)
+    standard, tier = full.at(None), full.at("flex")
     assert standard is not None
+    flex = tier or standard
     per = Decimal(run["explanations"])
     tiered = _rates(flex) != _rates(standard)
     q = Decimal("0.000001")
