@@ -74,6 +74,23 @@ def redact(text: str, *secrets: str | None) -> str:
     return text
 
 
+def _check_url(url: Any, key: str | None) -> None:
+    """`ConfigError` unless ``url`` is an http(s) URL with a host and a valid port; the message shows
+    it without the API key or a user:password."""
+    shown = redact(str(url), key)
+    try:
+        parts = urlparse(url) if isinstance(url, str) else None
+        port_ok = parts is not None and (parts.port is None or parts.port > 0)
+    except ValueError as exc:  # a port out of range, a broken IPv6 address
+        raise ConfigError(f"base_url {shown!r} is not a URL ({exc})") from None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ConfigError(f"base_url must be an http(s) URL with a host, like http://127.0.0.1:8000/v1, got {shown!r}")
+    if any(c.isspace() for c in url):
+        raise ConfigError(f"base_url {shown!r} holds a space")
+    if (parts.username or parts.password) and key:
+        raise ConfigError(f"base_url {shown!r} holds a user:password and an API key is set: give one of them")
+
+
 def _display(url: str) -> str:
     """A URL as shown in messages and repr: without user:password@."""
     parts = urlparse(url)
@@ -127,9 +144,12 @@ class OpenAICompatibleBackend:
         service_tier: str | None = None,
         reasoning_effort: str | None = "auto",
     ) -> None:
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
-        if not urls or not all(isinstance(u, str) and urlparse(u).scheme in ("http", "https") for u in urls):
-            raise ConfigError(f"base_url must be one or more http(s) URLs, got {base_url!r}")
+        if not urls:
+            raise ConfigError("base_url must be one or more http(s) URLs, got none")
+        for url in urls:
+            _check_url(url, key)
         if not model:
             raise ConfigError("model must be named")
         if endpoint not in ("auto", "completions", "chat"):
@@ -160,7 +180,7 @@ class OpenAICompatibleBackend:
                 f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, got {reasoning_effort!r}"
             )
         self._effort = reasoning_effort_for(model) if reasoning_effort == "auto" else reasoning_effort
-        self._api_key = _Secret(api_key if api_key is not None else os.environ.get(api_key_env))
+        self._api_key = _Secret(key)
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: _Transport | None = None
 
@@ -213,7 +233,8 @@ class OpenAICompatibleBackend:
         usage = sum((r.usage for r in results), Charge())
         covered = [r.usage_prompts for r in results]
         told = None if None in covered else sum(c for c in covered if c is not None)
-        return Completions(items, usage, told, _served_tier([r.service_tier for r in results]))
+        unread = next((r.usage_error for r in results if r.usage_error), "")
+        return Completions(items, usage, told, _served_tier([r.service_tier for r in results]), unread)
 
     async def aclose(self) -> None:
         if self._transport is not None:
@@ -246,9 +267,9 @@ class OpenAICompatibleBackend:
         try:
             raw = await transport.post(base, self.endpoint, body, self.identity)
         except BackendError as exc:
-            secrets = (self._api_key.value, base)
-            exc.message = redact(exc.message, *secrets)  # what a pickled copy (a Ray worker's error) carries
-            exc.args = (redact(str(exc.args[0]) if exc.args else "", *secrets),)
+            key = self._api_key.value
+            exc.message = redact(exc.message, key)  # what a pickled copy (a Ray worker's error) carries
+            exc.args = (redact(str(exc.args[0]) if exc.args else "", key),)
             raise
         return parse_response(raw, len(prompts), self.identity)
 

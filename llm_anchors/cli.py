@@ -11,7 +11,9 @@ import json
 import math
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,16 +24,24 @@ from .explain.anchors import AnchorsExplainer
 from .explain.explanation import Explanation
 from .explain.manchors import MAnchorsExplainer
 from .explain.progress import Progress, ProgressBar
+from .models.backend import CompletionParams
 from .models.llm import LLMClassifier
 from .models.retry import RetryPolicy
-from .money.budget import Budget, Charge
+from .money.budget import Budget, Charge, read_journal
 from .money.pricing import FREE, load_prices
 from .query.cache import QueryCache
-from .run.estimate import estimate
+from .run.estimate import Forecast, estimate
 from .run.inputs import read_inputs
 from .run.report import write_report
 from .run.results import ResultsFile
-from .run.resumable import RunReport, check_memory_dir, explain_resumable, invalid_reasons
+from .run.resumable import (
+    RunReport,
+    check_memory_dir,
+    explain_resumable,
+    invalid_reasons,
+    memory_saved,
+    run_config,
+)
 from .samplers.text import TextInstance, TextSampler
 
 __all__ = ["main"]
@@ -98,7 +108,25 @@ def _model_options() -> argparse.ArgumentParser:
     common.add_argument("--max-usd", type=_number("usd"), default=None, help="spend cap in USD")
     common.add_argument("--max-queries", type=_number("natural"), default=None, help="cap on model queries")
     common.add_argument(
-        "--service-tier", default=None, help="asked of the server and priced at it: flex (about half the price, slower)"
+        "--service-tier",
+        default=None,
+        help="asked of the server: flex (about half the price, slower), priority, auto (the account's default); "
+        "one of the model's tiers in the price data. Calls are reserved at the dearest tier and billed at the "
+        "one the server says",
+    )
+    common.add_argument(
+        "--reasoning-effort",
+        choices=["none", "minimal", "low", "medium", "high", "xhigh"],
+        default=None,
+        help="a reasoning model's effort (default: the lowest OpenAI's model of that name takes: minimal for "
+        "gpt-5, none from gpt-5.1, low for o-series; a model that does not reason: not sent)",
+    )
+    common.add_argument(
+        "--max-output-tokens",
+        type=_number("count"),
+        default=None,
+        help="most output tokens an answer may take, reasoning included (default 1; 256 for a reasoning model): "
+        "every call reserves it",
     )
     price = common.add_mutually_exclusive_group()
     price.add_argument("--price-file", default=None, help="JSON prices per model (USD per 1M tokens)")
@@ -166,8 +194,9 @@ def _parser() -> argparse.ArgumentParser:
         help="what explaining a file will cost, from a seeded pilot, before the run pays",
         description="Explain a seeded pilot of INPUT's inputs (20%% of them, at most 50, holding at most 20%% "
         "of the words) as `run` would, keeping its labels in OUT's label cache so the run does not pay for them "
-        "again, and print the queries and dollars the run will take for the rest, with a 95%% range. Caps "
-        "(--max-usd, --max-queries) bound the pilot.",
+        "again, and print the queries and dollars the run will take for the rest, with a 95%% range. The pilot "
+        "spends under the run's caps (--max-usd, --max-queries), journaled beside --out: a run on the same --out "
+        "counts what its pilot spent. A pilot its cap stops prints the forecast it can, marked partial (exit 3).",
     )
     estimate.add_argument("--json", action="store_true", help="print the forecast as one JSON object")
     estimate.add_argument("--pilot-seed", type=_number("natural"), default=0, help="seed of the pilot's sample")
@@ -189,24 +218,67 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_REFUSED = 2
+"""Refused before anything was spent (a usage error, a setting, a file), or `explain` failed."""
+EXIT_CAP = 3
+"""`run`, `estimate`: the cap stopped it; the same command with a higher cap goes on."""
+EXIT_FAULTS = 4
+"""`run`: every input ended, but the model's errors left some unexplained; the same command retries them."""
+EXIT_STOPPED = 5
+"""`run`, `estimate`: an error stopped it after it had spent (a full disk, a memory that cannot be saved):
+what it finished is kept; remove the cause and run the same command."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # each said once, as one line (`_show_warning`)
+        warnings.showwarning = _show_warning
+        try:
+            if args.command == "run":
+                return _run(args)
+            if args.command == "report":
+                return _report(args)
+            if args.command == "estimate":
+                return asyncio.run(_estimate(args))
+            return asyncio.run(_explain(args))
+        except LLMAnchorsError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        except asyncio.CancelledError:  # llm-anchors run, stopped by a signal after its handler ran
+            return 130
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning as one line on stderr, without Python's file, line and source."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _stopped_after_spending(journal: Path) -> Iterator[None]:
+    """An error after the journal grew ends the command with `EXIT_STOPPED`, saying so; one before
+    it grew is left to `main` (`EXIT_REFUSED`: nothing was spent)."""
+    before = _reservations(journal)
     try:
-        if args.command == "run":
-            return _run(args)
-        if args.command == "report":
-            return _report(args)
-        if args.command == "estimate":
-            return asyncio.run(_estimate(args))
-        return asyncio.run(_explain(args))
+        yield
     except LLMAnchorsError as exc:
+        if _reservations(journal) == before:
+            raise
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except asyncio.CancelledError:  # llm-anchors run, stopped by a signal after its handler ran
-        return 130
+        print(f"(stopped after spending: what was finished is kept beside {journal.name}; remove the cause and "
+              "run the same command)", file=sys.stderr)  # fmt: skip
+        raise _Stopped from None
+
+
+class _Stopped(Exception):
+    """An error after spending, already said (`EXIT_STOPPED`)."""
+
+
+def _reservations(journal: Path) -> int:
+    return read_journal(journal).reservations if journal.exists() else 0
 
 
 class _Model:
@@ -227,10 +299,16 @@ class _Model:
         labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
         backend = OpenAICompatibleBackend(
             base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout,
-            service_tier=args.service_tier,
+            service_tier=args.service_tier, reasoning_effort=args.reasoning_effort or "auto",
         )  # fmt: skip
         price = FREE if embedded or args.free else None
-        clf = LLMClassifier(backend, self.prompt or DEFAULT_PROMPT, labels, price=price, prices=self.prices)
+        params = None
+        if args.max_output_tokens is not None:
+            reasons = backend.reasoning_effort is not None
+            base = CompletionParams.for_reasoning() if reasons else CompletionParams()
+            params = replace(base, max_tokens=args.max_output_tokens)
+        prompt = self.prompt or DEFAULT_PROMPT
+        clf = LLMClassifier(backend, prompt, labels, params=params, price=price, prices=self.prices)
         if args.max_usd is not None and not clf.price.known:
             raise ConfigError(
                 f"--max-usd cannot cap model {model!r} at {', '.join(base_urls)}: it has no price (served on this "
@@ -268,9 +346,9 @@ async def _explain(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Explain a file of inputs; exit 0 when all are done (those that cannot be explained
-    recorded as failed), 3 when the run's cap stopped it, 130/143 on SIGINT/SIGTERM
-    (everything finished is kept); 2 for anything refused before money was spent."""
+    """Explain a file of inputs; exit 0 when all are done (those that cannot be explained recorded as
+    failed), `EXIT_CAP`, `EXIT_FAULTS`, `EXIT_STOPPED`, 130/143 on SIGINT/SIGTERM (everything finished
+    is kept); `EXIT_REFUSED` for anything refused before money was spent."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
     model = _Model(args)
     memory = None if args.no_memory else (args.memory or f"{args.out}.memory")
@@ -280,16 +358,19 @@ def _run(args: argparse.Namespace) -> int:
     stopped_by: list[int] = []
     with ResultsFile(out) as results:
         results.check_inputs(texts)
-        results.check_journal()
+        journal = results.check_journal()
         failed = sorted(results.failed)
         still = invalid_reasons(TextSampler(max_words=args.max_words), [texts[i] for i in failed])
-        if not results.todo(texts) and all(still):  # nothing to do: no server, no model loaded
+        if not results.todo(texts) and all(still) and memory_saved(results, memory):  # no server, no model
             done = len(texts) - len(failed)
             print(f"{out}: all {len(texts):,} inputs are done already ({done:,} explained, {len(failed):,} failed)",
                   file=sys.stderr)  # fmt: skip
             return 0
         try:
-            report = asyncio.run(_run_async(args, model, memory, texts, results, stopped_by))
+            with _stopped_after_spending(journal):
+                report = asyncio.run(_run_async(args, model, memory, texts, results, stopped_by))
+        except _Stopped:
+            return EXIT_STOPPED
         except asyncio.CancelledError:
             if not stopped_by:
                 raise
@@ -297,7 +378,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"stopped by signal {stopped_by[0]}: finished explanations are kept in {out}", file=sys.stderr)
         return 128 + stopped_by[0]
     print(report.summary(), file=sys.stderr)
-    return 3 if report.stopped == "budget" else 0
+    if report.stopped == "budget":
+        return EXIT_CAP
+    return EXIT_FAULTS if report.faulted else 0
 
 
 async def _run_async(
@@ -360,20 +443,37 @@ async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
 
 
 async def _estimate(args: argparse.Namespace) -> int:
-    """`llm-anchors estimate`: a seeded pilot, its labels in the run's cache, the rest forecast."""
+    """`llm-anchors estimate`: a seeded pilot under the run's cap (journaled beside ``--out``, refused
+    where `run` would refuse), its labels in the run's cache, the rest forecast."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
     model = _Model(args)
-    budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
+    if not args.no_memory:
+        check_memory_dir(args.memory or f"{args.out}.memory")
+    with ResultsFile(Path(args.out)) as results:
+        results.check_inputs(texts)
+        journal = results.check_journal()
+        try:
+            with _stopped_after_spending(journal):
+                forecast = await _pilot(args, model, texts, results)
+        except _Stopped:
+            return EXIT_STOPPED
+    print(json.dumps(forecast.to_dict()) if args.json else forecast.summary())
+    return EXIT_CAP if forecast.partial else 0
+
+
+async def _pilot(args: argparse.Namespace, model: _Model, texts: list[str], results: ResultsFile) -> Forecast:
     with (
+        results.open_budget(max_usd=args.max_usd, max_queries=args.max_queries) as budget,
         _backend(args) as (base_urls, name, embedded),
-        contextlib.closing(_label_cache(Path(args.out))) as cache,
+        contextlib.closing(_label_cache(results.path)) as cache,
     ):
         clf = model.classifier(base_urls, name, embedded=embedded)
+        identity = await _identity(clf, embedded)
         kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
-        async with kind(clf, **_settings(args), budget=budget, on_budget="return", cache=cache) as explainer:
-            forecast = await estimate(explainer, texts, seed=args.pilot_seed)
-    print(json.dumps(forecast.to_dict()) if args.json else forecast.summary())
-    return 0
+        options = {**_settings(args), "budget": budget, "on_budget": "return", "cache": cache}
+        async with kind(clf, **options) as explainer:
+            results.check_config(run_config(explainer, model=identity))  # the run's: it must take the same
+            return await estimate(explainer, texts, seed=args.pilot_seed)
 
 
 def _report(args: argparse.Namespace) -> int:

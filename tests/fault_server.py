@@ -7,6 +7,19 @@ connection, a 400, a 401 whose body echoes the Authorization header
 an HTML page ("html"). The rest are answered either by a Python function
 (``answer(prompt) -> label word``, replied in llama-server's shape) or by
 forwarding to a real upstream server (``upstream="http://127.0.0.1:P/v1"``).
+
+As a hosted provider (``usage``): each answer carries the usage that
+function reports, in OpenAI's documented shape (``usage.prompt_tokens``,
+``prompt_tokens_details.cached_tokens``, ``completion_tokens_details.
+reasoning_tokens``, ``service_tier``), true or not; with
+``reasoning_tokens`` the model reasons that many tokens before its one
+answer token, within the request's bound (``max_completion_tokens``, else
+``max_tokens``), or, when the bound is smaller, answers nothing with
+``finish_reason: "length"`` as OpenAI's reasoning models do (with
+``honour_bound=False`` it reasons and answers past the bound). What it
+really processed, one token a word, is kept per answer in ``answered``
+(prompt, completion and reasoning tokens, and the tier it says) whatever
+it reports, so a test can price what the provider would bill.
 """
 
 from __future__ import annotations
@@ -38,8 +51,16 @@ class FaultServer:
         served: Sequence[str] = ("fault-server-model",),
         port: int = 0,
         usage: Callable[[list[str]], dict[str, Any]] | None = None,
+        reasoning_tokens: int = 0,
+        honour_bound: bool = True,
+        tier: str | None = None,
     ) -> None:
         self.usage = usage
+        self.reasoning_tokens = reasoning_tokens
+        self.honour_bound = honour_bound
+        self.tier = tier  # the service tier every answer says it was served at
+        self.bodies: list[dict[str, Any]] = []  # every request's body, faults included
+        self.answered: list[dict[str, Any]] = []  # per answer: the tokens it really took, and the tier said
         self.tiers: set[str | None] = set()  # the service tiers requests asked for
         self.served = list(served)
         self.port = port
@@ -87,6 +108,7 @@ class FaultServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        self.bodies.append(body)
         self.tiers.add(body.get("service_tier"))
         lo, hi = self.latency
         if hi > 0:
@@ -118,6 +140,17 @@ class FaultServer:
             return await self._forward(request.path, body)
         return web.json_response(self._reply(request.path, body))
 
+    def true_usage(self, answers: int) -> dict[str, Any]:
+        """What the last ``answers`` answers took, in OpenAI's documented usage shape."""
+        last = self.answered[-answers:]
+        prompt, out = sum(a["prompt_tokens"] for a in last), sum(a["completion_tokens"] for a in last)
+        reasoning = sum(a["reasoning_tokens"] for a in last)
+        return {
+            "prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
+        }  # fmt: skip
+
     async def _models(self, request: web.Request) -> web.Response:
         """Never faulted: what the server serves (``served``), in OpenAI's shape."""
         return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.served]})
@@ -146,19 +179,32 @@ class FaultServer:
             prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
         self.prompts_served += len(prompts)
         self.prompts.extend(prompts)
+        bound = body.get("max_completion_tokens", body.get("max_tokens", 1))
         choices = []
         for i, prompt in enumerate(prompts):
             word = " " + self.answer(prompt)
+            cut = self.reasoning_tokens > 0 and self.honour_bound and bound < self.reasoning_tokens + 1
+            out = bound if cut else self.reasoning_tokens + 1
+            self.answered.append({"prompt_tokens": len(prompt.split()), "completion_tokens": out, "tier": self.tier,
+                                "reasoning_tokens": min(out, self.reasoning_tokens)})  # fmt: skip
+            word = "" if cut else word
+            finish = "length" if cut or self.reasoning_tokens == 0 else "stop"
             other = " negative" if word != " negative" else " positive"
             top = [{"token": word, "logprob": -0.1}, {"token": other, "logprob": -2.5}]
-            logprobs = {"content": [{"token": word, "logprob": -0.1, "top_logprobs": top}]}
+            logprobs = (
+                None if "logprobs" not in body else {"content": [{"token": word, "logprob": -0.1, "top_logprobs": top}]}
+            )
             if path.endswith("/chat/completions"):
-                choices.append({"index": i, "message": {"role": "assistant", "content": word}, "logprobs": logprobs})
+                message = {"role": "assistant", "content": word}
+                choices.append({"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish})
             else:
-                choices.append({"index": i, "text": word, "logprobs": logprobs})
+                choices.append({"index": i, "text": word, "logprobs": logprobs, "finish_reason": finish})
         choices.reverse()  # servers may answer out of order: clients must sort by index
+        said = {"service_tier": self.tier} if self.tier else {}
         if self.usage is not None:  # a provider's documented usage shape, for every prompt of the request
-            return {"choices": choices, **self.usage(prompts)}
+            return {"choices": choices, **said, **self.usage(prompts)}
+        if self.tier or self.reasoning_tokens:
+            return {"choices": choices, **said, "usage": self.true_usage(len(prompts))}
         # Like llama-server: for a list of prompts the usage covers the first one only.
         n_tokens = len(prompts[0].split()) + 1
         return {"choices": choices, "usage": {"prompt_tokens": n_tokens, "completion_tokens": 1}}

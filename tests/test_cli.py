@@ -367,7 +367,7 @@ async def test_a_full_disk_stops_the_run_cleanly_and_the_same_command_finishes_i
     async with FaultServer(answer=keyword_sentiment) as server:
         args = run_args(server.base_url, inputs(tmp_path, texts), out, "--max-queries", "100000")
         code, err = await cli(*args, fsize=40_000)  # room for SQLite's 32 KB index, not for every result
-        assert code == 2 and "cannot write" in err and "Traceback" not in err, err
+        assert code == 5 and "cannot write" in err and "stopped after spending" in err and "Traceback" not in err
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # its last line is likely cut short: the next run drops it
             done = len(lines(out))

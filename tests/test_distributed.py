@@ -232,6 +232,15 @@ async def test_a_worker_s_error_reaches_the_coordinator_as_itself(local_ray):
             with pytest.raises(BackendError) as raised:
                 await collect(pool.explain_stream(SENTENCES[:1]))
     assert raised.value.status == 401 and "401" in str(raised.value) and not raised.value.retryable
+    assert "Traceback" not in str(raised.value) and len(str(raised.value).splitlines()) == 1  # no remote stack
+
+
+async def test_a_failed_input_is_yielded_in_its_place_and_the_stream_goes_on(local_ray):
+    make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, batch_size=25)  # noqa: E731
+    async with RayPool(make, workers=2, max_queries=100_000) as pool:
+        got = await collect(pool.explain_stream([TEXTS[0], "boom goes the film", TEXTS[1]], errors="yield"))
+    assert [type(g).__name__ for g in got] == ["Explanation", "ClassifierError", "Explanation"]
+    assert "boom" in str(got[1]) and "Traceback" not in str(got[1])
 
 
 async def test_the_ledger_writes_off_a_dead_worker_s_calls_at_their_worst_case():

@@ -135,3 +135,32 @@ async def test_a_proxy_classifier_spends_under_the_explainers_cap(embedder):
     with pytest.raises(BudgetExceeded):
         await m.explain(text)
     assert budget.report().passed == ""
+
+
+async def test_a_proxy_classifier_under_a_spent_cap_ends_the_stream_without_losing_what_was_explained(embedder):
+    from llm_anchors import Budget
+
+    texts = [f"a good and fine movie number {i} with a plot" for i in range(24)]
+    model, proxy = FunctionClassifier(needs_good, name="m"), FunctionClassifier(needs_good, name="proxy-good")
+    m = MAnchorsExplainer(model, proxy=proxy, seed=0, embedder=embedder, budget=Budget(max_queries=3000),
+                          on_budget="return")  # fmt: skip
+    done = [exp async for exp in m.explain_stream(texts)]  # the cap runs out: the stream ends, it does not raise
+    assert 0 < len(done) < len(texts) and all(isinstance(e, Explanation) for e in done)
+    assert done[-1].meta.budget_exhausted or m.budget.report().refused > 0
+    m.budget = Budget(max_queries=3000)
+    assert 0 < len(await m.explain_many(texts)) < len(texts)  # the explanations paid for are returned
+
+
+async def test_a_proxy_classifier_s_connections_close_with_the_explainer(embedder):
+    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors import LLMClassifier
+    from tests.fault_server import FaultServer
+
+    async with FaultServer(answer=lambda p: "positive" if "good" in p.split() else "negative") as server:
+        backend = OpenAICompatibleBackend(server.base_url, "proxy-model")
+        proxy = LLMClassifier(backend, "Review: {text}\nSentiment:", ["negative", "positive"])
+        async with MAnchorsExplainer(FunctionClassifier(needs_good, name="m"), proxy=proxy, seed=0,
+                                     embedder=embedder) as m:  # fmt: skip
+            exp = await m.explain("a good and fine movie with a plot")
+            assert exp.meta.proxy.queries > 0 and backend._transport is not None
+        assert backend._transport is None  # closed with the explainer

@@ -1,5 +1,6 @@
 """``llm-anchors report``: the page's content, and the page in a real headless Chromium."""
 
+import json
 import re
 import shutil
 import struct
@@ -104,15 +105,24 @@ def test_the_command_writes_the_page_and_leaves_a_cut_short_results_file_as_it_i
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(manchors.read_bytes()[:-40])  # a run killed while writing its last line
     before = cut.read_bytes()
-    with pytest.warns(UserWarning, match="cut short"):
-        assert main(["report", str(cut), "-o", str(tmp_path / "r.html")]) == 0
+    assert main(["report", str(cut), "-o", str(tmp_path / "r.html")]) == 0
     assert cut.read_bytes() == before
     assert len(parse((tmp_path / "r.html").read_text()).rows) == len(TEXTS) - 1
-    assert "wrote" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "wrote" in err and f"warning: {cut}: leaving out a last line cut short" in err  # one line, no source
+    assert "warnings.warn" not in err
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert main(["report", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "m.html")]) == 2
     assert "cannot read the results file" in capsys.readouterr().err
+    edited = tmp_path / "edited.jsonl"  # a hand-edited precision
+    raw = [json.loads(line) for line in manchors.read_text().splitlines()]
+    raw[3]["explanation"]["data"]["precision"] = "x"
+    edited.write_text("".join(json.dumps(line) + "\n" for line in raw))
+    assert main(["report", str(edited), "-o", str(tmp_path / "e.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "the line of input" in err and "precision is 'x'" in err
+    assert "Traceback" not in err
     (tmp_path / "bad.jsonl").write_text('{"index": 0}\nnot json\n{"index": 2}\n')
     with pytest.raises(ConfigError, match="bad.jsonl:2 is not a results line"):
         write_report(tmp_path / "bad.jsonl", tmp_path / "b.html")

@@ -195,8 +195,26 @@ async def test_a_journal_missing_or_cut_beside_results_is_refused(tmp_path):
 def test_a_damaged_journal_line_is_an_error_naming_the_file_and_line(tmp_path, line, why):
     journal = tmp_path / "b.jsonl"
     journal.write_bytes(b'{"r": 1, "q": 3, "p": 0, "c": 0, "usd": "0"}\n' + line + b"\n")
-    with pytest.raises(ConfigError, match=f"b.jsonl:2 is not a budget journal record .*{why}"):
+    with pytest.raises(ConfigError, match=f"b.jsonl:2 is not a budget journal record .*{why}") as caught:
         Budget(max_queries=100, journal=journal)
+    assert "put back the line" in str(caught.value) and "a new --out" in str(caught.value)  # how to go on
+
+
+@pytest.mark.parametrize(
+    "bill",
+    [Charge(queries=1, prompt_tokens=10, completion_tokens=1, usd=Decimal("-0.02"), cache_read_tokens=100),
+     Charge(queries=1, prompt_tokens=10**9, completion_tokens=1, usd=Decimal("1250")),
+     Charge(queries=-3, prompt_tokens=-1, usd=Decimal("NaN"))],
+)  # fmt: skip
+async def test_a_bill_that_cannot_be_true_is_journaled_at_the_reservation_and_read_back(tmp_path, bill):
+    journal = tmp_path / "b.jsonl"
+    worst = Charge(queries=1, prompt_tokens=20, completion_tokens=1, usd=Decimal("0.0001"))
+    with Budget(max_usd="0.001", journal=journal) as budget:
+        budget.settle(await budget.reserve(worst), bill)
+    state = read_journal(journal)  # its own reader takes every record it wrote
+    assert state.settled == replace(worst, disputed=1) and state.open == Charge()
+    with Budget(max_usd="0.001", journal=journal) as again:  # and the run goes on under the same cap
+        assert again.settled.usd == worst.usd
 
 
 # -- the budget: a journal across restarts, a cap per explanation --------------------

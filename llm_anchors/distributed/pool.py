@@ -24,14 +24,14 @@ import asyncio
 import os
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from types import ModuleType
 from typing import Any, Literal, overload
 
-from .._exceptions import ConfigError, InvalidInputError
-from ..explain.anchors import AnchorsExplainer
+from .._exceptions import ConfigError
+from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..memory.store import MemoryEntry, RuleMemory
 from ..money.budget import Budget, BudgetReport
@@ -260,31 +260,32 @@ class RayPool:
 
     @overload
     def explain_stream(
-        self, texts: Iterable[Any], *, seed: int | None = ..., invalid: Literal["raise"] = ...
-    ) -> AsyncIterator[Explanation]: ...
+        self, texts: Iterable[Any], *, seed: int | None = ..., errors: Literal["raise"] = ...
+    ) -> AsyncGenerator[Explanation, None]: ...
 
     @overload
     def explain_stream(
-        self, texts: Iterable[Any], *, seed: int | None = ..., invalid: Literal["yield"]
-    ) -> AsyncIterator[Explanation | InvalidInputError]: ...
+        self, texts: Iterable[Any], *, seed: int | None = ..., errors: Literal["yield"]
+    ) -> AsyncGenerator[Explanation | InputError, None]: ...
 
     async def explain_stream(
-        self, texts: Iterable[Any], *, seed: int | None = None, invalid: Literal["raise", "yield"] = "raise"
-    ) -> AsyncIterator[Explanation | InvalidInputError]:
+        self, texts: Iterable[Any], *, seed: int | None = None, errors: Literal["raise", "yield"] = "raise"
+    ) -> AsyncGenerator[Explanation | InputError, None]:
         """Explain ``texts`` over the workers, yielding explanations in input order.
 
         A worker that dies (its process killed, its machine lost) is replaced
         and its input given to the next free worker; an input is never
-        yielded twice. ``invalid``: as `AnchorsExplainer.explain_stream`.
-        Ending early (an input's error, or ``aclose()`` after a ``break``, as
-        ``contextlib.aclosing`` does) waits for the inputs in flight to end
-        on their workers and drops them, so their spend is in the ledger when
-        it returns; cancelling (Ctrl-C) does not wait: closing the run stops
-        the workers.
+        yielded twice. ``errors``: as `AnchorsExplainer.explain_stream`; an
+        error a worker ends with arrives as itself, without Ray's remote
+        traceback. Ending early (an input's error, or ``aclose()`` after a
+        ``break``, as ``contextlib.aclosing`` does) waits for the inputs in
+        flight to end on their workers and drops them, so their spend is in
+        the ledger when it returns; cancelling (Ctrl-C) does not wait:
+        closing the run stops the workers.
         """
         items = list(texts)
         todo: deque[int] = deque(range(len(items)))
-        done: dict[int, tuple[Explanation | InvalidInputError, list[MemoryEntry]]] = {}
+        done: dict[int, tuple[Explanation | InputError, list[MemoryEntry]]] = {}
         running: dict[asyncio.Future[Any], tuple[Any, int]] = {}
         idle = list(self._pool)
         following = 0
@@ -301,17 +302,15 @@ class RayPool:
                 for future in finished:
                     worker, index = running.pop(future)
                     try:
-                        raw, entries, failure = future.result()
+                        raw, entries, error = future.result()
                     except self.ray.exceptions.RayActorError:
                         idle.extend(await self._replace(worker, index, todo))
                         continue
                     idle.append(worker)
-                    if failure and invalid == "raise":
-                        raise InvalidInputError(failure)
-                    done[index] = (
-                        (InvalidInputError(failure) if failure else await self._accept(raw, entries)),
-                        [entry for entry, _ in entries],
-                    )
+                    if error is not None and not (errors == "yield" and isinstance(error, InputError)):
+                        raise error
+                    item = error if error is not None else await self._accept(raw, entries)
+                    done[index] = (item, [entry for entry, _ in entries])
                 while following in done:
                     item, self.last_stored = done.pop(following)
                     yield item
@@ -420,7 +419,7 @@ async def explain_resumable_on_ray(
     await pool.remember(results)
 
     def stream(todo: list[int]) -> Stream:
-        return pool.explain_stream((texts[i] for i in todo), invalid="yield")
+        return pool.explain_stream((texts[i] for i in todo), errors="yield")
 
     return await resume(
         results, texts, config, pool.invalid, stream, run_budget=pool.budget, new_entries=lambda: pool.last_stored,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from .._exceptions import InvalidInputError
+from .._exceptions import LLMAnchorsError
 from ..explain.anchors import AnchorsExplainer
 from ..explain.manchors import MAnchorsExplainer
 from ..memory.store import MemoryEntry
@@ -66,10 +66,12 @@ class Worker:
         """CPU seconds this worker's process used so far (all its threads)."""
         return time.process_time()
 
-    def explain(self, text: Any, seed: int | None, accepted: Entries) -> tuple[str, Entries, str]:
+    def explain(self, text: Any, seed: int | None, accepted: Entries) -> tuple[str, Entries, LLMAnchorsError | None]:
         """The explanation (JSON) and the memory entries it would store, once the entries the
-        run ``accepted`` since this worker's last input are in its replica; or, for an input
-        that cannot be explained, ("", [], why)."""
+        run ``accepted`` since this worker's last input are in its replica; or ("", [], the
+        error) when it ended with one of llm-anchors' errors (an input that cannot be explained,
+        calls that failed past their retries, a cap): returned, not raised, so that it arrives
+        without Ray's remote traceback."""
         if self.view is not None:
             self.view.apply(accepted)
         per_input = None
@@ -77,9 +79,11 @@ class Worker:
             per_input = Budget(max_usd=self.max_usd_per_input, parent=self.cap)
         try:
             exp = self.explainer.explain_sync(text, seed=seed, budget=per_input)
-        except InvalidInputError as exc:
-            return "", [], str(exc)
+        except LLMAnchorsError as exc:
+            if self.view is not None:
+                self.view.take_added()  # stored by an explanation that did not end: not the run's
+            return "", [], exc
         finally:  # its settlements (sent without waiting) are in the ledger before the answer is
             if self.cap is not None:
                 self.cap.flush()
-        return exp.to_json(), self.view.take_added() if self.view is not None else [], ""
+        return exp.to_json(), self.view.take_added() if self.view is not None else [], None

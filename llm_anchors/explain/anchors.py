@@ -6,14 +6,14 @@ import asyncio
 import time
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self, TypeVar, overload
 
 import numpy as np
 
 from .._checks import check_int
-from .._exceptions import BudgetExceeded, ConfigError, InvalidInputError, NondeterminismWarning
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError, NondeterminismWarning
 from .._sync import SyncRunner, close_when_dropped, sync_twin
 from .._version import __version__
 from ..models.classifier import UNPARSED, Classifier, Label, as_classifier
@@ -28,9 +28,12 @@ from ..search.rules import Rule, make_rule
 from .explanation import AnchorData, Cost, Explanation, Meta, Recheck, Settings, Stage
 from .progress import Progress, StreamProgress, stream_reporter
 
-__all__ = ["AnchorsExplainer", "Explaining"]
+__all__ = ["AnchorsExplainer", "Explaining", "InputError"]
 
 _END = object()  # the end of an input stream
+
+InputError = InvalidInputError | ClassifierError
+"""Why one input of a stream has no explanation: it cannot be explained, or its model calls failed."""
 R = TypeVar("R")
 
 
@@ -242,8 +245,8 @@ class AnchorsExplainer:
         *,
         concurrent_inputs: int = ...,
         budget_per_input: Callable[[], SpendCap | None] | None = ...,
-        invalid: Literal["raise"] = ...,
-    ) -> AsyncIterator[Explanation]: ...
+        errors: Literal["raise"] = ...,
+    ) -> AsyncGenerator[Explanation, None]: ...
 
     @overload
     def explain_stream(
@@ -252,8 +255,8 @@ class AnchorsExplainer:
         *,
         concurrent_inputs: int = ...,
         budget_per_input: Callable[[], SpendCap | None] | None = ...,
-        invalid: Literal["yield"],
-    ) -> AsyncIterator[Explanation | InvalidInputError]: ...
+        errors: Literal["yield"],
+    ) -> AsyncGenerator[Explanation | InputError, None]: ...
 
     async def explain_stream(
         self,
@@ -261,8 +264,8 @@ class AnchorsExplainer:
         *,
         concurrent_inputs: int = 1,
         budget_per_input: Callable[[], SpendCap | None] | None = None,
-        invalid: Literal["raise", "yield"] = "raise",
-    ) -> AsyncIterator[Explanation | InvalidInputError]:
+        errors: Literal["raise", "yield"] = "raise",
+    ) -> AsyncGenerator[Explanation | InputError, None]:
         """Explain a stream, yielding each explanation in input order as soon as
         it and those before it are done.
 
@@ -274,15 +277,21 @@ class AnchorsExplainer:
         time buys wall time with some memory hits, and the memory then
         depends on timing (1, the default, is deterministic).
         ``budget_per_input``: makes each input's own cap (see `explain`).
-        ``invalid="yield"``: an input that cannot be explained (empty, too
-        long: `InvalidInputError`, raised before any query) yields its error
-        in its place and the stream goes on; by default it ends the stream.
+        ``errors="yield"``: an input that cannot be explained (empty, too
+        long: `InvalidInputError`, raised before any query) or whose model
+        calls failed past their retries (`ClassifierError`: a 429 storm, a
+        server down) yields its error in its place and the stream goes on;
+        by default either ends the stream. A setting refused (`ConfigError`)
+        always ends it, and so does a cap that refuses an input's first query
+        (its label: without it there is no rule to return): `BudgetExceeded`,
+        or with ``on_budget="return"`` the stream just ends there, the inputs
+        from that one on unexplained.
         Leaving the loop early (``break``, an error, cancellation) cancels
         the inputs still being explained.
         """
         check_int("concurrent_inputs", concurrent_inputs)
-        if invalid not in ("raise", "yield"):
-            raise ConfigError(f"invalid must be 'raise' or 'yield', got {invalid!r}")
+        if errors not in ("raise", "yield"):
+            raise ConfigError(f"errors must be 'raise' or 'yield', got {errors!r}")
         pending: deque[asyncio.Future[Explanation]] = deque()
         source = iter(texts)
         try:
@@ -297,7 +306,9 @@ class AnchorsExplainer:
                 if pending[0].done():
                     done = pending.popleft()
                     error = done.exception()
-                    yield error if invalid == "yield" and isinstance(error, InvalidInputError) else done.result()
+                    if isinstance(error, BudgetExceeded) and self.on_budget == "return":
+                        return  # the cap refused an input's first query: the cap is spent
+                    yield error if errors == "yield" and isinstance(error, InputError) else done.result()
                 else:  # start the next input as soon as any finishes; yield in order
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -313,7 +324,9 @@ class AnchorsExplainer:
         concurrent_inputs: int = 1,
         progress: bool | Callable[[StreamProgress], None] = False,
     ) -> list[Explanation]:
-        """Explain a stream; results in input order (`explain_stream`, collected).
+        """Explain a stream; results in input order (`explain_stream`, collected). With
+        ``on_budget="return"`` a cap that runs out ends the list early: the inputs it could not
+        pay for have no explanation.
 
         ``progress``: a callback given a `StreamProgress` after each input (in
         input order), or True for a bar on stderr.

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
+import math
+import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
@@ -248,8 +251,10 @@ class Explanation:
         """The explanation `to_json` wrote; anything else is a `ConfigError`."""
         try:
             raw = json.loads(text)
-            return cls(_meta(raw["meta"]), _data(raw["data"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            explanation = cls(_meta(raw["meta"]), _data(raw["data"]))
+            _check_types(explanation)
+            return explanation
+        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
             raise ConfigError(f"not an explanation of llm-anchors {__version__}: {type(exc).__name__}: {exc}") from None
 
     def __str__(self) -> str:
@@ -378,6 +383,25 @@ def _data(raw: dict[str, Any]) -> AnchorData:
 
 def _rule_stats(raw: dict[str, Any]) -> RuleStats:
     return RuleStats(tuple(raw["rule"]), tuple(raw["order"]), raw["n_samples"], raw["positives"], raw["coverage"])
+
+
+_SIMPLE = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+
+
+def _check_types(value: Any, where: str = "") -> None:
+    """`TypeError` naming the field when a number, flag or name read from JSON is of another type
+    (a hand-edited ``"precision": "x"``), in ``value`` and the dataclasses it holds."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return
+    hints = typing.get_type_hints(type(value))
+    for f in dataclasses.fields(value):
+        got, name = getattr(value, f.name), f"{where}{f.name}"
+        allowed = _SIMPLE.get(getattr(hints[f.name], "__name__", ""))
+        if allowed and (not isinstance(got, allowed) or (bool not in allowed and isinstance(got, bool))):
+            raise TypeError(f"{name} is {got!r}, not a {hints[f.name].__name__}")
+        if hints[f.name] is float and not math.isfinite(got):
+            raise ValueError(f"{name} is {got!r}")
+        _check_types(got, f"{name}.")
 
 
 def _plain(value: Any) -> Any:

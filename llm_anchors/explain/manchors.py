@@ -176,6 +176,14 @@ class MAnchorsExplainer(AnchorsExplainer):
                 max_proposals=proxy_proposals, max_concurrency=self.engine.max_concurrency,
             )  # fmt: skip
 
+    async def aclose(self) -> None:
+        """Close the model's connections and a proxy classifier's."""
+        try:
+            await super().aclose()
+        finally:
+            if self.proxy is not None and self.proxy.classifier is not None:
+                await self.proxy.classifier.aclose()
+
     def _default_features(self, embedder: SentenceEmbedder | None) -> MemoryFeatures:
         """The sampler's `memory_features()` (rows, images), or text's."""
         make = getattr(self.sampler, "memory_features", None)

@@ -34,7 +34,7 @@ import numpy as np
 from .._exceptions import ConfigError
 from ..models.classifier import Label
 
-__all__ = ["Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused"]
+__all__ = ["Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused", "saved_entries"]
 
 FORMAT_VERSION = 2
 _GENERATION = re.compile(r"gen-\d{6}")
@@ -242,6 +242,15 @@ class RuleMemory:
                               f"the entries say {count} of {self.dim}")  # fmt: skip
         index.set_ef(self._ef)
         return index
+
+
+def saved_entries(directory: str | os.PathLike[str]) -> int:
+    """How many entries the memory saved in ``directory`` holds (0: none saved, or unreadable)."""
+    try:
+        gen = _current(Path(directory))
+        return len(_read_meta(gen / "entries.json")["entries"]) if gen is not None else 0
+    except (ConfigError, OSError):
+        return 0
 
 
 def _read_meta(path: Path) -> dict[str, Any]:

@@ -235,7 +235,11 @@ def read_journal(path: str | os.PathLike[str]) -> JournalState:
             else:
                 del open_[rid]
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}:{number} is not a budget journal record ({exc}): {line[:60]!r}") from None
+            raise ConfigError(
+                f"{path}:{number} is not a budget journal record ({exc}): {line[:60]!r}. The journal is what the run "
+                "spent; put back the line as it was (a copy, a backup), or move the results aside and start a new "
+                "--out"
+            ) from None
     return JournalState(settled, sum(open_.values(), Charge()), last)
 
 

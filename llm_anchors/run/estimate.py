@@ -18,24 +18,31 @@ the range holds.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from .._exceptions import BudgetExceeded
 from ..explain.anchors import AnchorsExplainer
 from ..explain.explanation import Explanation
-from ..money.budget import Charge
+from ..money.budget import BudgetReport, Charge
 
 __all__ = ["Forecast", "estimate", "forecast_rest", "pilot_indices"]
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
 class Forecast:
-    """What the run of a file will spend after its pilot, with a 95% range, and what the pilot spent."""
+    """What the run of a file will spend after its pilot, with a 95% range, and what the pilot spent.
+
+    ``pilot``: the inputs the pilot explained; ``partial``: the cap stopped it before the
+    ``planned`` inputs were explained, so the forecast rests on fewer (none: no forecast)."""
 
     inputs: int
     pilot: int
@@ -47,13 +54,20 @@ class Forecast:
     usd_high: Decimal
     pilot_queries: int
     pilot_usd: Decimal
+    planned: int = 0
+    partial: bool = False
 
     def summary(self) -> str:
+        spent = f"spent {self.pilot_queries:,} queries and ${self.pilot_usd}, and its labels are the run's"
+        if self.partial and not self.pilot:
+            planned = f"{self.planned:,} inputs"
+            return f"the cap stopped the pilot before it explained any of its {planned}: no forecast; it {spent}"
+        stopped = f" (partial: the cap stopped it after {self.pilot:,} of {self.planned:,})" if self.partial else ""
         return (
             f"explaining the {self.inputs - self.pilot:,} inputs left of {self.inputs:,} will take about "
             f"{self.queries_expected:,} queries ({self.queries_low:,}–{self.queries_high:,}) and "
-            f"${self.usd_expected} (${self.usd_low}–${self.usd_high}); the pilot of {self.pilot:,} inputs "
-            f"spent {self.pilot_queries:,} queries and ${self.pilot_usd}, and its labels are the run's"
+            f"${self.usd_expected} (${self.usd_low}–${self.usd_high}); the pilot of {self.pilot:,} inputs"
+            f"{stopped} {spent}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,23 +94,38 @@ def pilot_indices(words: Sequence[int], seed: int) -> list[int]:
 
 
 async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: int = 0) -> Forecast:
-    """Explain a pilot of ``texts`` (`pilot_indices`) with ``explainer`` and forecast the rest."""
+    """Explain a pilot of ``texts`` (`pilot_indices`) with ``explainer`` and forecast the rest. When the
+    explainer's cap stops the pilot, the forecast rests on the inputs it explained whole (``partial``).
+    The pilot's spend is what the explainer's budget settled while it ran (or, without one, its
+    explanations')."""
     words_of = [_words(explainer, text) for text in texts]
     chosen = pilot_indices(words_of, seed)
-    explained: list[Explanation] = []
-    async for exp in explainer.explain_stream([texts[i] for i in chosen], invalid="yield"):
-        if isinstance(exp, Explanation):
-            explained.append(exp)
-    sizes = [len(e.data.features) for e in explained]
-    spent = sum((e.meta.cost.settled for e in explained), Charge())
-    piloted = set(chosen)
-    rest = [words_of[i] for i in range(len(texts)) if i not in piloted]
-    queries = forecast_rest(sizes, [e.meta.queries for e in explained], rest, seed=seed)
-    usd = forecast_rest(sizes, [float(e.meta.cost.settled.usd) for e in explained], rest, seed=seed)
+    before = explainer.budget.report() if explainer.budget is not None else None
+    explained: dict[int, Explanation] = {}
+    stopped = False
+    try:
+        async with contextlib.aclosing(explainer.explain_stream([texts[i] for i in chosen], errors="yield")) as stream:
+            async for index, exp in _indexed(chosen, stream):
+                if isinstance(exp, Explanation) and _refused(explainer, before, exp):
+                    stopped = True
+                    break
+                if isinstance(exp, Explanation):
+                    explained[index] = exp
+    except BudgetExceeded:  # refused before an input had a label
+        if before is None:
+            raise
+        stopped = True
+    sizes = [len(e.data.features) for e in explained.values()]
+    spent = sum((e.meta.cost.settled for e in explained.values()), Charge())
+    if before is not None and explainer.budget is not None:
+        spent = _minus(explainer.budget.report().settled, before.settled)
+    rest = [words_of[i] for i in range(len(texts)) if i not in explained]
+    queries = forecast_rest(sizes, [e.meta.queries for e in explained.values()], rest, seed=seed)
+    usd = forecast_rest(sizes, [float(e.meta.cost.settled.usd) for e in explained.values()], rest, seed=seed)
     cents = Decimal("0.000001")
     return Forecast(
         inputs=len(texts),
-        pilot=len(chosen),
+        pilot=len(explained),
         queries_expected=round(queries[0]),
         queries_low=math.floor(queries[1]),
         queries_high=math.ceil(queries[2]),
@@ -105,7 +134,28 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
         usd_high=Decimal(usd[2]).quantize(cents),
         pilot_queries=spent.queries,
         pilot_usd=spent.usd,
+        planned=len(chosen),
+        partial=stopped,
     )
+
+
+async def _indexed(indices: Sequence[int], stream: AsyncIterator[R]) -> AsyncIterator[tuple[int, R]]:
+    position = 0
+    async for item in stream:
+        yield indices[position], item
+        position += 1
+
+
+def _refused(explainer: AnchorsExplainer, before: BudgetReport | None, exp: Explanation) -> bool:
+    """Whether ``exp`` was cut short by the pilot's cap (not by a cap of its own)."""
+    if not exp.meta.budget_exhausted:
+        return False
+    return before is None or explainer.budget is None or explainer.budget.report().refused > before.refused
+
+
+def _minus(a: Charge, b: Charge) -> Charge:
+    return Charge(a.queries - b.queries, a.prompt_tokens - b.prompt_tokens, a.completion_tokens - b.completion_tokens,
+                  a.usd - b.usd)  # fmt: skip
 
 
 def _words(explainer: AnchorsExplainer, text: Any) -> int:

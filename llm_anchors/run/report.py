@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._exceptions import ConfigError
 from .._version import __version__
 from ..explain.explanation import Explanation
 from .results import read_results
@@ -56,11 +57,15 @@ def load_rows(path: str | Path) -> list[ReportRow]:
 def load_run(path: str | Path) -> tuple[list[ReportRow], dict[int, str]]:
     """A results file's explanations, in the order they finished, and its failed inputs with the reason."""
     records = read_results(path)
-    rows = [
-        ReportRow(index, str(r.get("input_sha256", "")), Explanation.from_json(json.dumps(r["explanation"])))
-        for index, r in records.items()
-        if "explanation" in r
-    ]
+    rows = []
+    for index, r in records.items():
+        if "explanation" not in r:
+            continue
+        try:
+            explanation = Explanation.from_json(json.dumps(r["explanation"]))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: the line of input {index} is {exc}") from None
+        rows.append(ReportRow(index, str(r.get("input_sha256", "")), explanation))
     return rows, {index: str(r["failed"]) for index, r in records.items() if "failed" in r}
 
 

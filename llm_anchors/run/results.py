@@ -50,8 +50,9 @@ class ResultsFile:
     `ConfigError`, before it spends anything). A last line cut short (a
     killed process) is dropped, so that input is explained again; a damaged
     line before it is a `ConfigError` (the file is not ours, or was edited).
-    A line is an explanation or, for an input that cannot be explained, the
-    reason (``failed``).
+    A line is an explanation or, for an input that has none, the reason
+    (``failed``): it cannot be explained, or (``"fault": true``) its model
+    calls failed past their retries, which the next run retries.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -189,7 +190,7 @@ class ResultsFile:
         return {i: str(r["failed"]) for i, r in self.records.items() if "failed" in r}
 
     def retry(self, indices: Sequence[int]) -> None:
-        """Forget the failed lines of ``indices`` (explainable now, with a higher ``max_words``):
+        """Forget the failed lines of ``indices`` (explainable now: a fault, or a higher ``max_words``):
         the run explains them, and their explanations are the lines that count."""
         for i in indices:
             if "failed" in self.records.get(i, {}):

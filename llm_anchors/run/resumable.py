@@ -5,7 +5,8 @@ A killed run loses at most the inputs in flight; started again it skips what
 explains the rest with the same seeds, so it ends with the results an
 uninterrupted run gives. It refuses to go on with another configuration, or
 beside a journal that is missing or was cut (its spend would be unknown),
-and an input that cannot be explained is a failed line, not a stop. One
+and an input that cannot be explained, or whose model calls failed past
+their retries (retried by the next run), is a failed line, not a stop. One
 process (`explain_resumable`) and a Ray run (`explain_resumable_on_ray`)
 share `resume` and `record_stream`.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,18 +24,19 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import BudgetExceeded, ConfigError, InvalidInputError
-from ..explain.anchors import AnchorsExplainer
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError
+from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
-from ..memory.store import MemoryEntry, RuleMemory, entry_from_dict
+from ..memory.store import MemoryEntry, RuleMemory, entry_from_dict, saved_entries
 from ..models.classifier import require_stable_identity
 from ..money.budget import Budget, Charge, SpendCap
 from ..samplers.base import Sampler
 from .results import ResultsFile, input_hash
 
 __all__ = [
-    "RunReport", "explain_resumable", "invalid_reasons", "missing_entries", "record_stream", "resume", "run_config",
+    "RunReport", "check_memory_dir", "explain_resumable", "invalid_reasons", "memory_saved", "missing_entries",
+    "record_stream", "resume", "run_config",
 ]  # fmt: skip
 
 MAY_CHANGE = ("budget", "on_budget", "max_concurrency", "request_size", "price")
@@ -76,10 +79,15 @@ class RunReport:
     done_now: int = 0
     failed: int = 0
     """Inputs recorded as impossible to explain (before and now)."""
+    faulted: int = 0
+    """Inputs whose model calls failed past their retries now (recorded, and retried by the next run)."""
     memory_hits: int = 0
     saved_by_caching: Decimal = Decimal(0)
     """What the provider's prompt cache saved on the explanations recorded now."""
     spent: Charge = field(default_factory=Charge)
+    """What the run spent in all, every session (``spent.disputed``: calls counted at their worst case)."""
+    passed: str = ""
+    """Which cap settled spend passed, by how much ("": none)."""
     stopped: str = ""
     """"" (every input done), "budget" (the run's cap), or "interrupted"."""
     elapsed_s: float = 0.0
@@ -94,15 +102,24 @@ class RunReport:
             share = self.spent.cache_read_tokens / max(1, self.spent.prompt_tokens)
             saved = self.saved_by_caching.quantize(Decimal("0.000001"))
             spent += f" ({share:.0%} of the prompt tokens cached, which saved ${saved} now)"
-        why = {"": "", "budget": " — stopped: the run's cap is reached", "interrupted": " — interrupted"}[self.stopped]
+        if self.spent.disputed:
+            spent += (f"; {self.spent.disputed:,} calls reported usage that could not be true and count at their "
+                      "worst case")  # fmt: skip
+        reached = f"settled spend passed the cap ({self.passed})" if self.passed else "the run's cap is reached"
+        why = {"": "", "budget": f" — stopped: {reached}", "interrupted": " — interrupted"}[self.stopped]
         failed = f"; {self.failed:,} could not be explained (their lines say why)" if self.failed else ""
+        if self.faulted:
+            failed += (
+                f"; {self.faulted:,} failed on the model's errors (their lines say why; the same command retries them)"
+            )
+        explained = self.done - self.failed - self.faulted
         return (
-            f"{self.done - self.failed:,}/{self.total:,} inputs explained ({self.done_now:,} now, "
+            f"{explained:,}/{self.total:,} inputs explained ({self.done_now - self.faulted:,} now, "
             f"{self.done_before:,} before){failed}; spent {spent} in all{why}"
         )
 
 
-Stream = AsyncIterator[Explanation | InvalidInputError]
+Stream = AsyncIterator[Explanation | InputError]
 
 
 async def resume(
@@ -209,7 +226,7 @@ async def _explain_resumable(
     def stream(todo: list[int]) -> Stream:
         chosen = (texts[i] for i in todo)
         return explainer.explain_stream(
-            chosen, concurrent_inputs=concurrent_inputs, budget_per_input=budget_per_input, invalid="yield"
+            chosen, concurrent_inputs=concurrent_inputs, budget_per_input=budget_per_input, errors="yield"
         )
 
     try:
@@ -232,13 +249,25 @@ def _check_run_budget(explainer: AnchorsExplainer, run_budget: SpendCap | None, 
 
 
 def check_memory_dir(directory: str | os.PathLike[str]) -> None:
-    """`ConfigError` unless ``directory`` can hold a memory (a directory, or nothing yet, where one can be made)."""
+    """`ConfigError` unless ``directory`` can hold a memory: it is made if need be, and a file is
+    written there and removed (permissions alone do not say: root may write anywhere but /proc)."""
     path = Path(directory)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"the memory {path} is a file, not a directory: give --memory a directory")
-    parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
-    if not os.access(parent, os.W_OK):
-        raise ConfigError(f"the memory {path} cannot be written ({parent} is not writable)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"the memory {path} cannot be written ({exc.strerror or exc})") from None
+
+
+def memory_saved(results: ResultsFile, directory: str | os.PathLike[str] | None) -> bool:
+    """Whether the memory saved in ``directory`` holds every entry ``results`` records (None: no memory)."""
+    if directory is None:
+        return True
+    recorded = sum(len(record.get("memory_entries", ())) for record in results.records.values())
+    return recorded == 0 or saved_entries(directory) >= recorded
 
 
 def _save_memory(explainer: MAnchorsExplainer, directory: str) -> None:
@@ -277,10 +306,13 @@ async def record_stream(
         async for item in stream:
             index = todo[position]
             position += 1
-            if isinstance(item, InvalidInputError):
-                results.append({"index": index, "input_sha256": input_hash(texts[index]), "failed": str(item)})
+            if isinstance(item, InvalidInputError | ClassifierError):
+                fault = isinstance(item, ClassifierError)
+                line = {"index": index, "input_sha256": input_hash(texts[index]), "failed": str(item)}
+                results.append(line | ({"fault": True} if fault else {}))
                 report.done_now += 1
-                report.failed += 1
+                report.faulted += fault
+                report.failed += not fault
                 continue
             state = await ledger() if ledger is not None else None
             if item.meta.budget_exhausted and state is not None and state.refused > refused_before:
@@ -296,6 +328,8 @@ async def record_stream(
                 on_result(index, item, report)
             if save is not None and report.done_now % save_every == 0:
                 await save()
+        if position < len(todo):  # the stream ended early: the cap refused an input's first query
+            report.stopped = "budget"
     except BudgetExceeded:  # refused before the input had a label (its first query): no rule to return
         if ledger is None or (await ledger()).refused == refused_before:
             raise
@@ -308,7 +342,8 @@ async def record_stream(
             await aclose()  # the inputs it still explains end first, so their spend is counted
         report.elapsed_s = time.perf_counter() - started
         if ledger is not None:
-            report.spent = (await ledger()).settled
+            state = await ledger()
+            report.spent, report.passed = state.settled, state.passed
 
 
 def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry], reservations: int) -> dict[str, Any]:

@@ -1,0 +1,201 @@
+"""The cap against what a hosted provider can answer, each case reproduced by a loopback server that
+returns OpenAI's documented ``usage`` and ``service_tier`` fields: the provider's bill for what it
+answered (priced by the server's own record of what it processed) stays within the cap, and the same
+command with enough cap finishes the run."""
+
+import asyncio
+import json
+import math
+import os
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from llm_anchors.money import Charge, price_for, read_journal
+from tests.fault_server import FaultServer
+from tests.test_cli import ROOT, SENTENCES, inputs, keyword_sentiment, lines, run_args
+
+pytestmark = pytest.mark.slow
+
+
+async def cli(*args: str) -> tuple[int, str, str]:
+    """``llm-anchors ARGS`` in a subprocess: its exit code, standard output and standard error."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "llm_anchors.cli", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def bill(server: FaultServer, model: str) -> Decimal:
+    """What the provider bills for what it answered: the tokens it really processed, at the tier it said."""
+    price = price_for(model)
+    total = Decimal(0)
+    for answer in server.answered:
+        rates = price.at(answer["tier"])
+        assert rates is not None
+        total += rates.cost(
+            Charge(prompt_tokens=answer["prompt_tokens"], completion_tokens=answer["completion_tokens"])
+        )
+    return total
+
+
+def spent(out: Path) -> Charge:
+    return read_journal(f"{out}.budget.jsonl").spent
+
+
+def gateway(url: str, tmp_path: Path, model: str, *more: str) -> list[str]:
+    """``run`` through a loopback gateway (LiteLLM and the like) serving a hosted model by its name."""
+    return [*run_args(url, inputs(tmp_path), tmp_path / "out.jsonl", "--model", model, "--endpoint", "chat"), *more]
+
+
+@pytest.mark.parametrize("asked", [[], ["--service-tier", "flex"]])
+async def test_a_server_that_serves_priority_is_billed_at_priority_and_stopped_within_the_cap(tmp_path, asked):
+    cap = Decimal("0.003")
+    async with FaultServer(answer=keyword_sentiment, tier="priority") as server:
+        args = gateway(server.base_url, tmp_path, "gpt-5-chat-latest", *asked)
+        code, _, err = await cli(*args, "--max-usd", str(cap))
+        stopped_at = bill(server, "gpt-5")
+        assert code == 3 and "the run's cap is reached" in err and "passed" not in err, err
+        assert 0 < stopped_at <= spent(tmp_path / "out.jsonl").usd <= cap  # a call cut short counts at its worst
+        standard = sum(price_for("gpt-5").cost(Charge(prompt_tokens=a["prompt_tokens"], completion_tokens=1))
+                       for a in server.answered)  # fmt: skip
+        assert stopped_at == 2 * standard  # billed at priority
+        code, _, err = await cli(*args, "--max-usd", "1")
+        assert code == 0, err
+    assert bill(server, "gpt-5") <= 1 and len(lines(tmp_path / "out.jsonl")) == len(SENTENCES)
+
+
+async def test_a_reasoning_model_s_answers_are_bounded_reserved_in_full_and_billed_within_the_cap(tmp_path):
+    cap = Decimal("0.01")
+    async with FaultServer(answer=keyword_sentiment, reasoning_tokens=50) as server:
+        args = gateway(server.base_url, tmp_path, "gpt-5", "--max-output-tokens", "64")
+        code, _, err = await cli(*args, "--max-usd", str(cap))
+        body = server.bodies[0]
+        assert body["max_completion_tokens"] == 64 and body["reasoning_effort"] == "minimal"
+        assert not {"max_tokens", "temperature", "logprobs"} & set(body)  # refused by OpenAI's reasoning models
+        first, journal = bill(server, "gpt-5"), spent(tmp_path / "out.jsonl")
+        assert code == 3 and 0 < first <= journal.usd <= cap, err
+        answered = len(server.answered)
+        assert journal.reasoning_tokens >= 50 * (answered - 8) and journal.completion_tokens >= 51 * answered
+        code, _, err = await cli(*args, "--max-usd", "1")
+        assert code == 0, err
+    assert bill(server, "gpt-5") <= 1 and len(lines(tmp_path / "out.jsonl")) == len(SENTENCES)
+
+
+async def test_answers_cut_by_the_bound_are_unparsed_and_said_once(tmp_path):
+    async with FaultServer(answer=keyword_sentiment, reasoning_tokens=50) as server:
+        code, _, err = await cli(*gateway(server.base_url, tmp_path, "gpt-5", "--max-output-tokens", "16"),
+                                 "--max-usd", "0.02")  # fmt: skip
+    assert code == 3 and bill(server, "gpt-5") <= Decimal("0.02")
+    assert err.count("ended at the output bound (max_tokens=16)") == 1 and "--max-output-tokens" in err
+    assert all(answer["completion_tokens"] == 16 for answer in server.answered)  # each cut, billed its bound
+
+
+def _lying(server: FaultServer, lie: str):
+    def usage(prompts: list[str]) -> dict:
+        true = server.true_usage(len(prompts))
+        if lie == "cached":  # ten times the prompt, from the cache
+            return {"usage": {**true, "prompt_tokens_details": {"cached_tokens": 10 * true["prompt_tokens"]}}}
+        if lie == "huge":
+            return {"usage": {**true, "prompt_tokens": 10**9}}
+        value = {"string": "74", "fraction": 74.5, "negative": -74, "nan": math.nan}[lie]
+        return {"usage": {**true, "prompt_tokens": value}}
+
+    return usage
+
+
+@pytest.mark.parametrize("lie", ["cached", "huge", "string", "fraction", "negative", "nan"])
+async def test_usage_that_cannot_be_true_counts_at_the_worst_case_and_the_run_goes_on(tmp_path, lie):
+    cap = Decimal("0.002")
+    server = FaultServer(answer=keyword_sentiment)
+    server.usage = _lying(server, lie)
+    async with server:
+        args = gateway(server.base_url, tmp_path, "gpt-4o-mini")
+        code, _, err = await cli(*args, "--max-usd", str(cap))
+        journal = spent(tmp_path / "out.jsonl")  # readable: no record its reader refuses
+        assert code == 3 and bill(server, "gpt-4o-mini") <= journal.usd <= cap, err  # never below the truth
+        assert journal.disputed == journal.queries > 0 and "could not be true" in err
+        code, _, err = await cli(*args, "--max-usd", "0.5")  # the same command, more cap: it goes on
+        assert code == 0, err
+    record = lines(tmp_path / "out.jsonl")[0]["explanation"]["meta"]["cost"]
+    assert sum(record["disputed"].values()) == record["settled"]["disputed"] > 0
+    assert bill(server, "gpt-4o-mini") <= spent(tmp_path / "out.jsonl").usd <= Decimal("0.5")
+
+
+async def test_the_pilot_spends_under_the_run_s_cap_and_refuses_what_the_run_refuses(tmp_path):
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = [inputs(tmp_path), "--out", str(out), "--base-url", server.base_url, "--no-memory"]
+        code, forecast, err = await cli("estimate", *args, "--max-queries", "400", "--json")
+        assert code == 0 and json.loads(forecast)["pilot_queries"] > 0, err
+        code, _, err = await cli("run", *args, "--max-queries", "400")
+        assert code == 3 and server.prompts_served <= 400 and spent(out).queries <= 400, err
+        code, _, err = await cli("estimate", *args, "--seed", "1", "--max-queries", "100000")
+        assert code == 2 and "another configuration" in err and "seed" in err
+        served = server.prompts_served
+        code, _, err = await cli("estimate", *args[:2], str(tmp_path), *args[3:])
+        assert code == 2 and "is a directory" in err and server.prompts_served == served
+
+
+async def test_a_pilot_its_cap_stops_prints_the_forecast_it_can_marked_partial(tmp_path):
+    texts = [f"{s} and {w} {k}" for s in SENTENCES for w in ("more", "again", "once") for k in range(3)]  # pilot: 21
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = [inputs(tmp_path, texts), "--out", str(tmp_path / "out.jsonl"), "--base-url", server.base_url]
+        code, forecast, err = await cli("estimate", *args, "--no-memory", "--max-queries", "1500", "--json")
+    read = json.loads(forecast)
+    assert code == 3 and read["partial"] and 0 < read["pilot"] < read["planned"] == 21, err
+    assert int(read["queries_expected"]) > 0 and int(read["pilot_queries"]) <= 1500
+
+
+async def test_a_429_storm_ends_inputs_not_the_run_and_the_same_command_retries_them(tmp_path):
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment, fail_rate=0.5, kinds=["429"], retry_after="0") as server:
+        args = run_args(server.base_url, inputs(tmp_path), out, "--max-attempts", "2", "--max-queries", "100000")
+        code, _, err = await cli(*args)
+        written = lines(out)
+        faulted = [r for r in written if r.get("fault")]
+        assert code == 4 and len(written) == len(SENTENCES) and faulted, err  # every input ended
+        assert all("HTTP 429" in r["failed"] for r in faulted) and "the same command retries them" in err
+        server.fail_rate = 0.0  # the storm is over
+        code, _, err = await cli(*args)
+        assert code == 0, err
+    explained = [r for r in lines(out) if "explanation" in r]
+    assert sorted(r["index"] for r in explained) == list(range(len(SENTENCES)))
+
+
+@pytest.mark.parametrize("tier", ["banana", "PRIORITY", "scale"])
+async def test_a_tier_the_model_lacks_is_refused_before_the_first_query(tmp_path, tier):
+    async with FaultServer(answer=keyword_sentiment) as server:
+        code, _, err = await cli(*gateway(server.base_url, tmp_path, "gpt-5", "--service-tier", tier))
+        assert code == 2 and "auto, default, flex, priority" in err and server.prompts_served == 0, err
+        code, _, err = await cli(*gateway(server.base_url, tmp_path, "gpt-4o-mini", "--service-tier", "flex"))
+        assert code == 2 and "not a tier of 'gpt-4o-mini'" in err and server.prompts_served == 0
+
+
+async def test_a_gateway_serving_a_tiered_model_takes_its_tiers_and_a_server_saying_default_is_standard(tmp_path):
+    async with FaultServer(answer=keyword_sentiment, tier="default") as server:
+        args = gateway(server.base_url, tmp_path, "gpt-5-chat-latest", "--max-usd", "1")
+        code, _, err = await cli(*args)  # none asked, "default" said
+        assert code == 0 and spent(tmp_path / "out.jsonl").usd == bill(server, "gpt-5") > 0, err
+    async with FaultServer(answer=keyword_sentiment, tier="flex") as server:
+        (tmp_path / "flex").mkdir()
+        args = gateway(server.base_url, tmp_path / "flex", "gpt-5-chat-latest", "--service-tier", "flex")
+        code, _, err = await cli(*args, "--max-usd", "1")
+        assert (
+            code == 0
+            and server.tiers == {"flex"}
+            and spent(tmp_path / "flex" / "out.jsonl").usd == bill(server, "gpt-5")
+        )
+
+
+async def test_a_memory_that_cannot_be_written_is_refused_before_anything_is_spent(tmp_path):
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = [a for a in run_args(server.base_url, inputs(tmp_path), tmp_path / "out.jsonl") if a != "--no-memory"]
+        code, _, err = await cli(*args, "--memory", "/proc/llm-anchors-memory")
+        assert code == 2 and "cannot be written" in err and server.prompts_served == 0, err
