@@ -14,9 +14,14 @@ the cached rows are the best case). Each explanation is run once through the
 live money path (quote, reserve, settle at the first model's price, checked
 against the total); the total usage is then priced at each model's rates:
 uncached, as billed with the cache, and at the flex tier (genai-prices; —
-for a model with no flex tier). One completion token per
-query: the GPT-5 family at minimal reasoning effort, its reasoning tokens not
-modelled.
+for a model with no flex tier). One answer token per query; a reasoning
+model (the GPT-5 family, asked at its lowest effort, "minimal") also
+reasons before it answers, billed as output: its rows assume R reasoning
+tokens an answer for each R of ``--reasoning-tokens`` (0: minimal effort's
+floor; 50: the figure the issue that asked for these rows used), an
+assumption, not a measurement: no hosted API is reachable here. What the
+cap reserves per call for such a model (its output bound, 256 tokens by
+default, at the dearest tier) is not what it is billed.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.llamacpp import DEFAULT_LABELS
+from adapters.openai_compat import reasoning_effort_for
 from adapters.token_counters import TiktokenCounter
 from llm_anchors import AnchorsExplainer, Budget, LLMClassifier, MAnchorsExplainer
 from llm_anchors.datasets import shuffled
@@ -105,9 +111,11 @@ async def explain(
     }
 
 
-def priced(run: dict[str, Any], name: str) -> dict[str, Any]:
-    """``run``'s usage at ``name``'s rates: uncached, cached, flex, flex and cached (USD per explanation)."""
+def priced(run: dict[str, Any], name: str, reasoning: int = 0) -> dict[str, Any]:
+    """``run``'s usage at ``name``'s rates, each answer ``reasoning`` tokens longer (billed as output):
+    uncached, cached, flex, flex and cached (USD per explanation)."""
     usage: Charge = run["usage"]
+    usage = usage + Charge(completion_tokens=reasoning * usage.queries, reasoning_tokens=reasoning * usage.queries)
     full = price_for(name)
     standard, tier = full.at(None), full.at("flex")
     assert standard is not None
@@ -117,6 +125,8 @@ def priced(run: dict[str, Any], name: str) -> dict[str, Any]:
     q = Decimal("0.000001")
     return {
         "model": name,
+        "reasoning_effort": reasoning_effort_for(name),
+        "reasoning_tokens": reasoning,
         "explainer": run["explainer"],
         "standard": str((standard.uncached(usage) / per).quantize(q)),
         "cached": str((standard.cost(usage) / per).quantize(q)),
@@ -124,6 +134,16 @@ def priced(run: dict[str, Any], name: str) -> dict[str, Any]:
         "flex_cached": str((flex.cost(usage) / per).quantize(q)) if tiered else None,
         "rates": {"standard": standard.describe(), "flex": flex.describe()},
     }
+
+
+def model_rows(runs: list[dict[str, Any]], models: Sequence[str], reasoning: Sequence[int]) -> list[dict[str, Any]]:
+    """Every model's rows: a reasoning model's once per assumed count of reasoning tokens an answer."""
+    return [
+        priced(run, name, r)
+        for name in models
+        for r in (reasoning if reasoning_effort_for(name) is not None else [0])
+        for run in runs
+    ]
 
 
 def _rates(price: Price) -> tuple[Decimal | None, ...]:
@@ -149,8 +169,11 @@ def markdown(runs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     for r in rows:
         full, best = Decimal(r["standard"]), Decimal(r["flex_cached"] or r["cached"])
         flex = [f"{Decimal(r[k]):.4f}" if r[k] else "—" for k in ("flex", "flex_cached")]
+        model = r["model"]
+        if r["reasoning_effort"] is not None:
+            model += f" ({r['reasoning_effort']}, {r['reasoning_tokens']} reasoning tokens an answer)"
         lines.append(
-            f"| {r['model']} | {r['explainer']} | {full:.4f} | {Decimal(r['cached']):.4f} | "
+            f"| {model} | {r['explainer']} | {full:.4f} | {Decimal(r['cached']):.4f} | "
             f"{flex[0]} | {flex[1]} | {1 - best / full:.0%} |"
         )
     return "\n".join(lines)
@@ -164,10 +187,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", nargs="+", default=list(MODELS), help="models genai-prices knows")
     parser.add_argument("--data", default=None)
+    parser.add_argument(
+        "--reasoning-tokens", type=int, nargs="+", default=[0, 50],
+        help="reasoning tokens an answer assumed for reasoning models, billed as output (default 0 50)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     model, texts, _ = train_text_rf(data=args.data)
     runs = [asyncio.run(explain(kind, args, model, texts)) for kind in (AnchorsExplainer, MAnchorsExplainer)]
-    rows = [priced(run, name) for name in args.models for run in runs]
+    rows = model_rows(runs, args.models, args.reasoning_tokens)
     print(markdown(runs, rows))
     for run in runs:
         run["usage"] = {k: str(v) if isinstance(v, Decimal) else v for k, v in asdict(run["usage"]).items()}

@@ -593,6 +593,9 @@ def render(exp: Explanation, *, color: bool = False) -> str:
     ]
     if m.unparsed:
         lines.append(f"unparsed    {m.unparsed} answers named no label")
+    if c.disputed:
+        said = ", ".join(f"{why} ({n})" for why, n in c.disputed.items())
+        lines.append(f"disputed    {c.settled.disputed} calls counted at their worst case: {said}")
     return "\n".join(lines)
 
 

@@ -31,23 +31,30 @@ def sentiment(prompt: str) -> str:
     return "positive" if "good" in words and "great" in words else "negative"
 
 
-async def test_reserve_refuses_what_would_pass_a_cap():
+async def test_reserve_refuses_what_would_pass_a_cap_and_waits_for_what_calls_in_flight_hold():
     budget = Budget(max_usd="1.00", max_queries=10, max_tokens=1000)
     first = await budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
     second = await budget.reserve(Charge(4, 100, 4, Decimal("0.40")))
-    with pytest.raises(BudgetExceeded, match="max_usd"):
+    with pytest.raises(BudgetExceeded, match="max_usd"):  # not waiting: refused while the others hold
         await budget.reserve(Charge(1, 10, 1, Decimal("0.30")))
-    budget.settle(first, Charge(4, 90, 4, Decimal("0.35")))
+    third = asyncio.ensure_future(budget.reserve(Charge(1, 10, 1, Decimal("0.30")), wait=True))
+    await asyncio.sleep(0.1)
+    assert not third.done()  # it fits once the calls in flight settle: it waits for them
+    budget.settle(first, Charge(4, 90, 4, Decimal("0.15")))  # billed far below its worst case
+    assert not third.done() and (await third).charge.usd == Decimal("0.30")
+    with pytest.raises(BudgetExceeded, match="max_usd"):  # cannot fit however the others settle
+        await budget.reserve(Charge(1, 10, 1, Decimal("0.90")), wait=True)
     budget.release(second)
-    assert budget.settled == Charge(4, 90, 4, Decimal("0.35"))
+    budget.release(await third)
+    assert budget.settled == Charge(4, 90, 4, Decimal("0.15"))
     assert budget.reserved == Charge()
     with pytest.raises(BudgetExceeded, match="max_queries"):
         await budget.reserve(Charge(7, 0, 0, Decimal(0)))
     with pytest.raises(ConfigError):
         budget.settle(first, Charge())
     report = budget.report()
-    assert report.refused == 2 and report.calls == 1 and report.reservations == 2
-    assert "0.350000" in report.table() and '"queries": 4' in report.to_json()
+    assert report.refused == 3 and report.calls == 1 and report.reservations == 3
+    assert "0.150000" in report.table() and '"queries": 4' in report.to_json()
 
 
 @pytest.mark.parametrize(
@@ -261,6 +268,9 @@ async def test_a_server_over_reporting_its_completions_is_not_believed_and_never
     assert report.passed == "" and report.settled.usd <= budget.max_usd
     assert cost.disputed == {"more completion tokens than the request allowed": report.calls} and report.calls > 1
     assert cost.settled == replace(cost.reserved, disputed=report.calls)  # each at its worst case
+    from llm_anchors.cli import render
+
+    assert f"disputed    {report.calls} calls counted at their worst case: more completion tokens" in render(exp)
 
 
 class _Overbilling:

@@ -110,6 +110,26 @@ def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
     assert json.loads((tmp_path / "out.jsonl").read_text().splitlines()[1])["index"] == 0  # kept
 
 
+@pytest.mark.slow
+async def test_a_memory_the_last_run_could_not_save_is_saved_by_the_same_command(tmp_path):
+    import shutil
+
+    from llm_anchors.memory.store import saved_entries
+    from tests.fault_server import FaultServer
+
+    out, memory = tmp_path / "out.jsonl", tmp_path / "out.jsonl.memory"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        args = [a for a in run_args(server.base_url, inputs(tmp_path, SENTENCES[:4]), out) if a != "--no-memory"]
+        assert (await cli(*args, "--max-queries", "100000"))[0] == 0
+        entries = saved_entries(memory)
+        assert entries > 0
+        shutil.rmtree(memory)  # as if its last save had failed
+        served = server.prompts_served
+        code, err = await cli(*args, "--max-queries", "100000")
+        assert code == 0 and "done already" not in err and saved_entries(memory) == entries, err
+        assert server.prompts_served == served  # nothing explained again
+
+
 def test_run_on_ray_workers_explains_every_input_once_against_the_real_llm(llama_url, tmp_path):
     import json
     import os

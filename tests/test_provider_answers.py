@@ -125,6 +125,9 @@ async def test_usage_that_cannot_be_true_counts_at_the_worst_case_and_the_run_go
         assert code == 0, err
     record = lines(tmp_path / "out.jsonl")[0]["explanation"]["meta"]["cost"]
     assert sum(record["disputed"].values()) == record["settled"]["disputed"] > 0
+    page = tmp_path / "report.html"
+    assert (await cli("report", str(tmp_path / "out.jsonl"), "-o", str(page)))[0] == 0
+    assert "reported usage that could not be true: counted at their worst case" in page.read_text()
     assert bill(server, "gpt-4o-mini") <= spent(tmp_path / "out.jsonl").usd <= Decimal("0.5")
 
 

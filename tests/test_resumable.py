@@ -336,3 +336,17 @@ def test_the_run_summary_says_how_much_the_provider_s_cache_served_and_saved():
     line = RunReport(10, 0, done_now=10, saved_by_caching=Decimal("0.00009"), spent=spent).summary()
     assert "80% of the prompt tokens cached, which saved $0.000090 now" in line
     assert "cached" not in RunReport(10, 0, done_now=10, spent=replace(spent, cache_read_tokens=0)).summary()
+
+
+def test_the_summary_says_passed_when_the_cap_was_passed_and_reached_when_it_was_reached():
+    from llm_anchors.run import RunReport
+
+    reached = RunReport(10, 2, done_now=3, stopped="budget", spent=Charge(queries=5, usd=Decimal("1")))
+    passed = RunReport(10, 2, done_now=3, stopped="budget", passed="settled spend passed the cap: $1.2 > max_usd $1")
+    assert "the run's cap is reached" in reached.summary() and "passed" not in reached.summary()
+    assert "passed the cap (settled spend passed the cap: $1.2" in passed.summary()
+    faults = RunReport(10, 0, done_now=10, failed=1, failed_now=1, faulted=2, spent=Charge(queries=9, disputed=3))
+    said = faults.summary()
+    assert said.startswith("7/10 inputs explained (7 now, 0 before); 1 could not be explained")
+    assert "2 failed on the model's errors" in said
+    assert "3 calls reported usage that could not be true" in said

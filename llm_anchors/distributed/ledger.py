@@ -31,13 +31,16 @@ class Ledger:
         self.tokens: dict[str, int] = {}
         self.dead: set[str] = set()
 
-    async def reserve(self, charge: Charge, owner: str, token: str) -> tuple[int, LLMAnchorsError | None, str]:
+    async def reserve(
+        self, charge: Charge, owner: str, token: str, wait: bool = False
+    ) -> tuple[int, LLMAnchorsError | None, str]:
         """(reservation id, None) or (0, why it was refused); with the cap passed so far.
-        ``token`` names the request, so that a caller cancelled before the answer can release it."""
+        ``token`` names the request, so that a caller cancelled before the answer can release it;
+        ``wait``: as `Budget.reserve`."""
         if owner in self.dead:
             return 0, BudgetExceeded(f"{owner} was declared dead: it sends nothing more"), self.budget.passed
         try:
-            reservation = await self.budget.reserve(charge)
+            reservation = await self.budget.reserve(charge, wait=wait)
         except LLMAnchorsError as exc:  # a cap, or a dollar cap over an unpriced model
             return 0, exc, self.budget.passed
         self.owners[reservation.id] = (owner, reservation)
@@ -87,10 +90,10 @@ class LedgerView:
     def __repr__(self) -> str:
         return f"LedgerView(owner={self.owner!r})"
 
-    async def reserve(self, charge: Charge) -> Reservation:
+    async def reserve(self, charge: Charge, *, wait: bool = False) -> Reservation:
         token = f"{self.owner}/{id(self)}/{next(self._requests)}"
         try:
-            rid, refused, self._passed = await self.ledger.reserve.remote(charge, self.owner, token)
+            rid, refused, self._passed = await self.ledger.reserve.remote(charge, self.owner, token, wait)
         except asyncio.CancelledError:  # the ledger may grant it all the same: let it release it then
             self._sent.append(self.ledger.release_token.remote(token))
             raise

@@ -213,8 +213,9 @@ class LLMClassifier(BaseClassifier):
             _discard(counting)
         self._say_cut(result.items)
         price = self.billed_at(result.service_tier)
-        if price is None:
-            price, disputed = self.price.dearest(usage), disputed or "a service tier the price does not know"
+        if price is None:  # a tier the price lacks, or "auto" asked and no tier said: it cannot be priced
+            unknown = "a service tier the price does not know" if result.service_tier else "no service tier said"
+            price, disputed = self.price.dearest(usage), disputed or unknown
         usd = price.cost(usage)  # at the tier served; cache reads and writes at theirs
         charge = replace(usage, queries=len(texts), usd=usd, saved_by_caching=price.uncached(usage) - usd)
         return Batch([self.read(c) for c in result.items], charge, disputed=disputed)

@@ -10,6 +10,7 @@ so concurrent explanations sharing a `Budget` cannot race past the cap
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import BudgetExceeded, ConfigError
+
+_HELD_WAIT_S = 0.02  # how often a reservation waiting for calls in flight to settle asks again
 
 __all__ = [
     "Budget", "BudgetReport", "Charge", "JournalState", "Reservation", "SpendCap", "disputed", "implausible",
@@ -299,14 +302,15 @@ class SpendCap(Protocol):
     """What the query engine asks of a spend cap, and all it asks: the money path's one contract.
 
     Before a call is sent its worst case is reserved (`BudgetExceeded`: not
-    sent); when it ends the reservation is settled with what the call cost,
+    sent; with ``wait``, a charge that fits once the calls in flight settle
+    waits for them); when it ends the reservation is settled with what the call cost,
     or released when it was refused unbilled. ``passed`` says whether settled
     spend passed a cap (calls that cost more than reserved); `report` what
     has been spent. `Budget` is the cap of one process; a Ray run's workers
     share one through a view of its ledger.
     """
 
-    async def reserve(self, charge: Charge) -> Reservation: ...
+    async def reserve(self, charge: Charge, *, wait: bool = False) -> Reservation: ...
 
     def settle(self, reservation: Reservation, actual: Charge) -> None: ...
 
@@ -397,34 +401,46 @@ class Budget:
         with self._lock:
             return sum((r.charge for r in self._open.values()), Charge())
 
-    async def reserve(self, charge: Charge) -> Reservation:
-        """Hold ``charge`` against the caps (and the parent's), or raise `BudgetExceeded` and hold nothing."""
-        if self.parent is None:
-            with self._lock:
-                self._check(charge)
-                return self._hold(charge, None)
-        with self._lock:
-            self._check(charge)  # refused here: the parent is not asked
-        held = await self.parent.reserve(charge)
-        with self._lock:
-            try:
-                self._check(charge)  # again: other calls may have reserved meanwhile
-                return self._hold(charge, held)
-            except BaseException:
-                self.parent.release(held)
-                raise
+    async def reserve(self, charge: Charge, *, wait: bool = False) -> Reservation:
+        """Hold ``charge`` against the caps (and the parent's), or raise `BudgetExceeded` and hold nothing.
 
-    def _check(self, charge: Charge) -> None:
+        With ``wait`` (the engine's: every reservation it holds is a call in flight), a charge that fits
+        what is settled but not what calls in flight still hold at their worst case waits for them to
+        settle (most bills are far below their worst case) and is asked again; it is refused only when
+        it cannot fit however they settle."""
+        while True:
+            with self._lock:
+                room = self._room(charge, wait)
+                if room and self.parent is None:
+                    return self._hold(charge, None)
+            if not room:
+                await asyncio.sleep(_HELD_WAIT_S)
+                continue
+            assert self.parent is not None
+            held = await self.parent.reserve(charge, wait=wait)
+            with self._lock:
+                try:
+                    if self._room(charge, wait):  # again: other calls may have reserved meanwhile
+                        return self._hold(charge, held)
+                except BaseException:
+                    self.parent.release(held)
+                    raise
+            self.parent.release(held)
+
+    def _room(self, charge: Charge, wait: bool) -> bool:
+        """Whether ``charge`` fits beside what is settled and held now (False: it fits once calls in
+        flight settle, and ``wait``); `BudgetExceeded` when it cannot fit."""
         if charge.unpriced and self.max_usd is not None:
             raise ConfigError(
                 "a dollar cap cannot hold: the model's price is unknown (served on this machine under a name "
                 "with no price); give its price (--price-file, LLMClassifier(price=)) or declare it free "
                 "(--free, price=FREE)"
             )
-        committed = self._settled + self._held + charge
-        if over := self._over_cap(committed):
+        over = self._over_cap(self._settled + self._held + charge)
+        if over and (not wait or self._over_cap(self._settled + charge)):
             self._refused += 1
             raise BudgetExceeded(f"sending {charge.queries} more queries could pass the cap: {over}")
+        return not over
 
     def _hold(self, charge: Charge, held_in_parent: Reservation | None) -> Reservation:
         reservation = Reservation(next(self._ids), charge)

@@ -214,7 +214,7 @@ class QueryEngine:
         budget = stats.cap(self.budget)
         if budget is not None:
             worst = await self._quote(chunk)
-            reservation = await budget.reserve(worst)
+            reservation = await budget.reserve(worst, wait=True)  # what calls in flight hold: wait for it
             stats.reserved += worst
         if retry:
             stats.retries += 1

@@ -132,6 +132,7 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
     estimated = " (estimated)" if any(m.cost.settled.estimated or m.cost.reserved.estimated for m in metas) else ""
     cached = sum(m.cost.settled.cache_read_tokens for m in metas)
     saved = sum((r.explanation.saved_by_caching for r in rows), Decimal(0))
+    disputed = sum(m.cost.settled.disputed for m in metas)
     found = sum(r.explanation.data.success for r in rows)
     cards = [
         (
@@ -155,7 +156,17 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
             f"{prompt + completion:,}",
             f"{prompt:,} prompt ({cached:,} cached, {prompt - cached:,} not) + {completion:,} completion{estimated}",
         ),
-        ("dollars", f"${_usd(usd)}", _usd_note(usd, rows) + (f"; caching saved ${_usd(saved)}" if saved else "")),
+        (
+            "dollars",
+            f"${_usd(usd)}",
+            _usd_note(usd, rows)
+            + (f"; caching saved ${_usd(saved)}" if saved else "")
+            + (
+                f"; {disputed:,} calls reported usage that could not be true: counted at their worst case"
+                if disputed
+                else ""
+            ),  # fmt: skip
+        ),
         ("time", _duration(sum(m.wall_time_s for m in metas)), "Σ per input (inputs explained at once overlap)"),
     ]
     html_cards = "".join(

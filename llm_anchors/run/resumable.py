@@ -79,6 +79,8 @@ class RunReport:
     done_now: int = 0
     failed: int = 0
     """Inputs recorded as impossible to explain (before and now)."""
+    failed_now: int = 0
+    """Of ``failed``, those recorded now."""
     faulted: int = 0
     """Inputs whose model calls failed past their retries now (recorded, and retried by the next run)."""
     memory_hits: int = 0
@@ -112,10 +114,11 @@ class RunReport:
             failed += (
                 f"; {self.faulted:,} failed on the model's errors (their lines say why; the same command retries them)"
             )
+        now = self.done_now - self.faulted - self.failed_now
         explained = self.done - self.failed - self.faulted
         return (
-            f"{explained:,}/{self.total:,} inputs explained ({self.done_now - self.faulted:,} now, "
-            f"{self.done_before:,} before){failed}; spent {spent} in all{why}"
+            f"{explained:,}/{self.total:,} inputs explained ({now:,} now, {explained - now:,} before){failed}; "
+            f"spent {spent} in all{why}"
         )
 
 
@@ -313,6 +316,7 @@ async def record_stream(
                 report.done_now += 1
                 report.faulted += fault
                 report.failed += not fault
+                report.failed_now += not fault
                 continue
             state = await ledger() if ledger is not None else None
             if item.meta.budget_exhausted and state is not None and state.refused > refused_before:
