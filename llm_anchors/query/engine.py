@@ -240,7 +240,11 @@ class QueryEngine:
         charge = replace(batch.charge, queries=len(chunk))
         if why := batch.disputed or implausible(charge, worst):
             stats.disputed[why] = stats.disputed.get(why, 0) + 1
-            charge = disputed(worst or await self._quote(chunk))
+            if worst is None:  # no budget: nothing reserved, so a quote now (or the queries alone)
+                worst = Charge(queries=len(chunk))
+                with contextlib.suppress(Exception):
+                    worst = await self._quote(chunk)
+            charge = disputed(worst)
         self._settle(reservation, charge, stats)
         return batch
 
