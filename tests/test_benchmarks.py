@@ -1,6 +1,7 @@
 """The benchmarks' own arithmetic and outputs, on small synthetic rows."""
 
 import argparse
+import json
 import random
 
 import pytest
@@ -135,3 +136,15 @@ def test_server_memory_prompts_are_distinct_perturbations():
     assert len(prompts) == len(set(prompts)) == 60 and sum("UNK" in p for p in prompts) > 50
     row = {"prompts_per_s": 20.0, "rss_start_mb": 400.0, "rss_end_mb": 900.0, "rss_peak_mb": 950.0}
     assert "| 256 MiB | 20.0 | 400 | 900 | 950 |" in server_memory.markdown({"256 MiB": row})
+
+
+def test_the_claims_benchmark_counts_the_false_claims_of_a_flat_null_through_the_explainers_search(capsys):
+    from benchmarks import claims
+
+    out = claims.run("anchors", "strict", None, seeds=3, first_seed=0, n_features=6)
+    assert out["p0"] == pytest.approx(0.949) and out["bound"] == 0.95 and out["delta"] == 0.1
+    assert 0 <= out["false_rate"] <= 1 and out["samples"] > 0 and out["rules_sampled"] >= 1
+    assert claims.run("anchors", "default", 0.5, seeds=3, first_seed=0, n_features=6)["false_rate"] == 0.0
+    claims.main(["--explainer", "manchors", "--seeds", "2", "--features", "5", "--json"])
+    line = json.loads(capsys.readouterr().out)
+    assert {"false_rate", "se", "delta"} <= set(line) and line["explainer"] == "manchors"

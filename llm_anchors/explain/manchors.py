@@ -299,17 +299,28 @@ class MAnchorsExplainer(AnchorsExplainer):
         proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
         keys = self.features.keys(run.instance)
         proposer = await self._proxy_proposer(run, proxied, keys)
-        search = GuidedSearch(
-            n, pool, self.params, proposals=proposals, proposer=proposer, min_fresh=self.min_fresh_samples,
-            probe=self.probe_samples, parent_samples=self.parent_samples, per_feature=self.parent_samples_per_feature,
-            root=self.hit_root_samples, lookahead=self.lookahead,
-        )  # fmt: skip
+        search = self.guided_search(n, pool, proposals, proposer)
         result = await self._drive(run, search)
         if similar:
             looked_up = replace(looked_up, source=similar[0].query, proposals=named)
         if self.proxy is None:
             return result, looked_up, None
         return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)
+
+    def guided_search(
+        self,
+        n_features: int,
+        pool: np.ndarray,
+        proposals: Sequence[Rule] = (),
+        proposer: Callable[[np.ndarray, np.ndarray], list[Rule]] | None = None,
+    ) -> GuidedSearch:
+        """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``):
+        the memory's ``proposals``, the proxy's ``proposer``."""
+        return GuidedSearch(
+            n_features, pool, self.params, proposals=proposals, proposer=proposer, min_fresh=self.min_fresh_samples,
+            probe=self.probe_samples, parent_samples=self.parent_samples, per_feature=self.parent_samples_per_feature,
+            root=self.hit_root_samples, lookahead=self.lookahead,
+        )  # fmt: skip
 
     async def _proxy_proposer(
         self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]
