@@ -13,8 +13,8 @@ returned. Each seed runs the search the explainer runs on a miss (Anchors'
 `BeamSearch`, or MAnchors' `GuidedSearch` with its surrogate proposing),
 built by the explainer itself, its samples drawn by the text sampler as an
 explanation draws them. Prints one JSON line (``--json``) or a sentence:
-``false_rate``, its standard error ``se``, ``delta``, the mean samples
-and rules tested per search.
+``false_rate``, its standard error ``se``, ``delta``, the mean samples,
+rules sampled and rules tested (given a share of δ) per search.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, TextSampler
 from llm_anchors.explain.proxy import ProxyRun
-from llm_anchors.search import BeamSearch, Samples, SearchResult
+from llm_anchors.search import BeamSearch, Samples, Search, SearchResult
 
 Certify = Literal["default", "strict"]
 
@@ -55,7 +55,7 @@ def one(e: AnchorsExplainer, seed: int, p0: float, n_features: int) -> tuple[Sea
     sampler = TextSampler()
     instance = sampler.features(" ".join(f"w{i}" for i in range(n_features)))
     pool = sampler.sample_present(instance, frozenset(), e.params.coverage_samples, rng)
-    search: BeamSearch
+    search: Search
     if isinstance(e, MAnchorsExplainer) and e.proxy is not None:
         keys = list(instance.features)  # the words themselves: what the surrogate learns by
         proposer = e.proxy.surrogate_proposer(
@@ -83,17 +83,19 @@ def run(kind: str, certify: Certify, p0: float | None, seeds: int, first_seed: i
     e = explainer(kind, certify)
     p0 = edge(e) if p0 is None else p0
     bound = round(edge(e) + EDGE, 10)
-    false = samples = tested = 0
+    false = samples = sampled = tested = 0
     for seed in range(first_seed, first_seed + seeds):
         result, rules = one(e, seed, p0, n_features)
         false += int(result.success and p0 < bound)
         samples += result.samples_used
-        tested += rules
+        sampled += rules
+        tested += result.tested
     rate = false / seeds
     return {
         "explainer": kind, "certify": certify, "p0": p0, "bound": bound, "seeds": seeds, "first_seed": first_seed,
         "features": n_features, "false_rate": rate, "se": math.sqrt(rate * (1 - rate) / seeds),
-        "delta": e.params.delta, "samples": samples / seeds, "rules_sampled": tested / seeds,
+        "delta": e.params.delta, "samples": samples / seeds, "rules_sampled": sampled / seeds,
+        "rules_tested": tested / seeds,
     }  # fmt: skip
 
 
@@ -114,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{out['explainer']} ({out['certify']}), every rule at precision {out['p0']:.3f} < {out['bound']:.3f}: "
             f"a false claim in {out['false_rate']:.1%} ± {out['se']:.1%} of {out['seeds']} explanations "
-            f"(δ = {out['delta']}); {out['samples']:.0f} samples and {out['rules_sampled']:.1f} rules sampled each"
+            f"(δ = {out['delta']}); {out['samples']:.0f} samples, {out['rules_sampled']:.1f} rules sampled and "
+            f"{out['rules_tested']:.1f} tested each"
         )
 
 

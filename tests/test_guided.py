@@ -57,7 +57,7 @@ def test_a_right_proposal_is_certified_at_a_fraction_of_the_cost():
     result, batches = run_search(guided([{3, 7}]), conj(3, 7))
     assert result.rule == plain.rule == {3, 7} and result.success
     assert samples(batches) < samples(plain_batches) / 2
-    assert {r.stage for b in batches for r in b} <= {"root", "memory-probe", "memory", "greedy-1"}
+    assert {r.stage for b in batches for r in b} <= {"root", "memory", "greedy-0", "greedy-1"}
 
 
 def test_wrong_proposals_cost_a_probe_at_most_and_the_search_goes_on():
@@ -78,19 +78,20 @@ def test_empty_rule_when_the_label_never_changes():
     assert all(r.stage == "root" for b in batches for r in b)
 
 
-def test_the_empty_rule_passes_as_every_rule_does_on_no_more_samples_than_it_needs():
-    # 40 kept of 40 put the KL lower bound at δ = 0.1 above τ − ε_stop: 25, then the 15 still needed.
-    result, batches = run_search(guided(root=25), lambda present: np.ones(len(present), dtype=bool))
-    assert result.rule == frozenset() and result.success and [r.n for b in batches for r in b] == [25, 15]
-    assert result.certificate == (40, 40)  # every sample of the empty rule was drawn after it was chosen
-    # One miss: the root goes on (20 more, then the 2 still needed: 46 kept of 47 clear) and passes.
+def test_the_empty_rule_is_tested_as_every_rule_is():
+    # The first rule chosen (the largest share of δ): 50 kept of 50 (its first look) certify it.
+    result, batches = run_search(guided(), lambda present: np.ones(len(present), dtype=bool))
+    assert result.rule == frozenset() and result.success and [r.n for b in batches for r in b] == [20, 20, 10]
+    assert (result.certificate.n, result.certificate.kept, result.certificate.rank) == (50, 50, 1)
+    assert result.tested == 1  # every sample of the empty rule was drawn after it was chosen
+    # One miss: 49 of 50 do not clear τ − ε_stop at its look's share; 99 of 100 do, at the next look.
     flips = iter([False] + [True] * 199)
-    result, batches = run_search(guided(root=25), lambda present: [next(flips) for _ in present])
-    assert result.rule == frozenset() and result.success and [r.n for b in batches for r in b] == [25, 20, 2]
-    # Two misses in the first 25: refused at once.
-    flips = iter([False, False] + [True] * 199)
-    result, batches = run_search(guided(root=25), lambda present: [next(flips) for _ in present])
-    assert result.rule != frozenset() and batches[0][0].n == 25 and batches[1][0].stage != "root"
+    result, batches = run_search(guided(), lambda present: [next(flips) for _ in present])
+    assert result.rule == frozenset() and result.success and result.certificate.n == 100
+    # Ten misses in the first 20: refuted there (its KL upper bound at refute = 0.05 is below τ).
+    flips = iter([False] * 10 + [True] * 199)
+    result, batches = run_search(guided(), lambda present: [next(flips) for _ in present])
+    assert result.rule != frozenset() and batches[0][0].n == 20 and batches[1][0].stage != "root"
 
 
 def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
@@ -99,7 +100,7 @@ def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
     jumped, batches = run_search(guided(), conj(1, 4, 10))
     stepped, step_batches = run_search(guided(lookahead=None, skip=None), conj(1, 4, 10))
     assert jumped.rule == stepped.rule == {1, 4, 10} and jumped.success
-    assert {r.stage for b in batches for r in b} == {"root", "greedy-3"}
+    assert {r.stage for b in batches for r in b} == {"root", "greedy-0", "greedy-3"}  # greedy-0: the root topped up
     assert {"greedy-1", "greedy-2"} <= {r.stage for b in step_batches for r in b}
     assert samples(batches) < samples(step_batches)
 
@@ -109,7 +110,7 @@ def test_a_rule_its_reused_samples_refuse_is_not_probed():
     # samples already put the KL upper bound below τ.
     result, batches = run_search(guided(lookahead=None), conj(1, 4, 10))
     assert result.rule == {1, 4, 10}
-    assert {r.stage for b in batches for r in b} == {"root", "greedy-3"}
+    assert {r.stage for b in batches for r in b} == {"root", "greedy-0", "greedy-3"}
 
 
 def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
@@ -119,23 +120,25 @@ def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
     result, batches = run_search(search, conj(3))
     assert result.rule == {3} and result.success
     assert max(int(r.stage.split("-")[1]) for b in batches for r in b if r.stage.startswith("greedy")) > 2
-    assert result.certificate is not None and result.certificate[0] >= 40
+    assert result.certificate is not None and result.certificate.n >= 50 and result.tested > 2
 
 
 def test_a_rule_is_sampled_per_feature_it_could_still_add_before_growth_chooses():
-    # 12 features, 6 samples each: the root is topped up from 25 to 72 (under the cap of 75) ...
-    _, batches = run_search(guided(root=25), conj(1, 4, 10))
-    assert [r.n for b in batches for r in b if r.stage == "greedy-0"] == [47]
-    # ... and with 2 per feature, 25 already exceed the 24 asked.
-    _, batches = run_search(guided(root=25, per_feature=2), conj(1, 4, 10))
+    # 12 features, 6 samples each: the root (refuted on its first 20) is topped up to 72 (under the cap of 75) ...
+    _, batches = run_search(guided(), conj(1, 4, 10))
+    root = sum(r.n for b in batches for r in b if r.stage == "root")
+    assert root == 20 and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [72 - root]
+    # ... and with 1 per feature, its 20 already exceed the 12 asked.
+    _, batches = run_search(guided(per_feature=1), conj(1, 4, 10))
     assert not any(r.stage == "greedy-0" for b in batches for r in b)
 
 
-def test_a_greedy_choice_is_accepted_on_enough_fresh_samples_only():
-    result, _ = run_search(guided(min_fresh=300), conj(2))
-    assert result.rule == {2} and result.certificate is not None and result.certificate[0] >= 300
+def test_a_rule_is_certified_on_samples_drawn_after_it_was_chosen_only():
+    search = GuidedSearch(F, pool(F), SearchParams(first_look=300))
+    result, _ = run_search(search, conj(2))
+    assert result.rule == {2} and result.certificate is not None and result.certificate.n >= 300
     # The bounds reported are those of the samples drawn after the rule was chosen.
-    assert result.stats.n_samples > result.certificate[0] and result.lower > 0.9
+    assert result.stats.n_samples > result.certificate.n and result.lower > 0.9
 
 
 def test_a_proposal_is_judged_only_on_samples_drawn_after_it_was_chosen():
@@ -171,8 +174,8 @@ def test_a_proxy_proposes_from_the_samples_labelled_so_far():
 
     result, batches = run_search(guided(proposer=proposer), conj(3, 7))
     assert result.rule == {3, 7} and result.success
-    assert seen == [100]  # called once, after the root's 100 samples
-    assert {r.stage for b in batches for r in b} <= {"root", "proxy-probe", "proxy", "greedy-1"}
+    assert seen == [20]  # called once, after the root's samples (refuted on its first 20)
+    assert {r.stage for b in batches for r in b} <= {"root", "proxy", "greedy-0", "greedy-1"}
 
 
 def test_a_refused_proposal_is_not_chosen_again_by_growth():
@@ -202,8 +205,6 @@ def test_no_valid_rule_gives_the_best_one_flagged():
 def test_bad_arguments():
     with pytest.raises(ConfigError):
         guided([{F}])
-    with pytest.raises(ConfigError):
-        guided(min_fresh=0)
     for bad in ({"lookahead": 0.0}, {"lookahead": 1.5}, {"skip": 1.0}, {"per_feature": 0}, {"probe": 0}):
         with pytest.raises(ConfigError):
             guided(**bad)

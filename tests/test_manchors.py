@@ -165,15 +165,15 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
 
 
 async def test_growth_settings_reach_the_search_and_the_record(embedder):
-    m = manchors(embedder, lookahead=None, probe_samples=10, min_fresh_samples=30,
+    m = manchors(embedder, lookahead=None, probe_samples=10, first_look=30,
                  parent_samples=40, parent_samples_per_feature=2)  # fmt: skip
     exp = await m.explain(STREAM[0])
     assert set(exp.data.anchor) == {"good", "great"} and exp.data.success
-    memory = exp.meta.settings.memory
-    assert (memory.lookahead, memory.probe_samples, memory.min_fresh_samples) == (None, 10, 30)
+    memory, search = exp.meta.settings.memory, exp.meta.settings.search
+    assert (memory.lookahead, memory.probe_samples, search.first_look) == (None, 10, 30)
     assert (memory.parent_samples, memory.parent_samples_per_feature) == (40, 2)
-    # Accepted on at least 30 fresh samples, drawn 10 at a time.
-    assert exp.data.certified_samples >= 30 and exp.data.certified_samples % 10 == 0
+    # Certified at a look of 30 × 2^k fresh samples, drawn 10 at a time.
+    assert exp.data.certified_samples in (30, 60, 120, 240)
 
 
 def test_bad_settings(embedder):
@@ -182,7 +182,7 @@ def test_bad_settings(embedder):
         {"tau_sim": 2},
         {"strategy": "fast"},
         {"k_nearest": -1},
-        {"min_fresh_samples": 1.5},
+        {"first_look": 1.5},
         {"probe_samples": 0},
         {"parent_samples_per_feature": 0},
         {"lookahead": 0.0},

@@ -93,8 +93,8 @@ async def test_a_classifier_proxy_searches_on_its_own_queries_and_the_model_cert
     # The model paid only for the root, the probe and the certification: never for the proxy's search.
     assert set(exp.meta.stages) <= {"root", "proxy-probe", "proxy"}
     assert exp.meta.samples < exp.meta.proxy.samples
-    assert exp.data.certified_samples >= m.min_fresh_samples
-    assert "drawn after the rule was chosen" in exp.claim
+    assert exp.data.certified_samples >= m.params.first_look
+    assert "drawn after it was chosen" in exp.claim
     again = Explanation.from_json(exp.to_json())
     assert again.meta.proxy == exp.meta.proxy and json.loads(again.to_json()) == json.loads(exp.to_json())
 

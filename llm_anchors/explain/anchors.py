@@ -23,7 +23,9 @@ from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Sampler
 from ..samplers.text import TextSampler
-from ..search.beam import BeamSearch, SampleRequest, Samples, SearchParams, SearchResult
+from ..search.base import SampleRequest, Samples, Search, SearchResult
+from ..search.beam import BeamSearch
+from ..search.params import SearchParams
 from ..search.rules import Rule, make_rule
 from .explanation import AnchorData, Cost, Explanation, Meta, Recheck, Settings, Stage
 from .progress import Progress, StreamProgress, stream_reporter
@@ -67,7 +69,8 @@ class AnchorsExplainer:
 
     threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
     beam_size, min_samples_start, max_arms, arms, max_anchor_size,
-    coverage_samples, certify: the search's parameters, see `SearchParams`. ``seed`` fixes every random
+    coverage_samples, certify, first_look, looks, refute: the search's and
+    its certifier's parameters, see `SearchParams`. ``seed`` fixes every random
     draw (None: fresh entropy, recorded in the explanation's meta).
     ``max_concurrency`` bounds model requests in flight; ``request_size`` is
     the most texts per request (default: ``batch_size``). ``cache`` may be shared
@@ -87,11 +90,11 @@ class AnchorsExplainer:
     that changed label is in ``meta.determinism``, and any change warns
     (`NondeterminismWarning`).
 
-    What an anchor guarantees (``exp.claim`` says it for each): by default,
-    Anchors' criterion — its KL lower bound at δ, on the samples that also
-    chose it, clears τ − epsilon_stop; with ``certify="strict"``, its KL
-    lower bound at δ on samples drawn after it was chosen clears τ itself
-    (more queries: see the README's table).
+    What an anchor guarantees (``exp.claim`` says it for each): with
+    probability ≥ 1 − δ, the anchor returned has precision ≥ τ − epsilon_stop
+    (``certify="default"``) or ≥ τ (``"strict"``), however many rules the
+    search tested: each rule it chooses to test gets a share of δ and is
+    judged only on samples drawn after it was chosen (`Certifier`).
 
     >>> explainer = AnchorsExplainer(clf, seed=0)
     >>> exp = await explainer.explain("a good and great movie")
@@ -115,6 +118,9 @@ class AnchorsExplainer:
         max_anchor_size: int | None = None,
         coverage_samples: int = 10_000,
         certify: Literal["default", "strict"] = "default",
+        first_look: int = 50,
+        looks: int = 4,
+        refute: float = 0.05,
         seed: int | None = None,
         sampler: Sampler | None = None,
         max_words: int = 256,
@@ -145,6 +151,9 @@ class AnchorsExplainer:
             max_anchor_size=max_anchor_size,
             coverage_samples=coverage_samples,
             certify=certify,
+            first_look=first_look,
+            looks=looks,
+            refute=refute,
         )
         self.seed = seed
         if sampler is not None and not isinstance(sampler, Sampler):
@@ -376,7 +385,7 @@ class AnchorsExplainer:
     def _coverage_pool(self, run: Explaining) -> np.ndarray:
         return self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
 
-    async def _drive(self, run: Explaining, search: BeamSearch) -> SearchResult:
+    async def _drive(self, run: Explaining, search: Search) -> SearchResult:
         """Run a search to its end, or to the best rule so far when the budget runs out (``on_budget``)."""
         try:
             return await drive(search.run(), lambda requests: self._answer(run, requests))
@@ -462,7 +471,8 @@ class AnchorsExplainer:
             examples_covered_false=tuple(failed[: self.n_examples]),
             path=result.path,
             rounds=result.rounds,
-            certified_samples=result.certificate[0] if result.certificate else 0,
+            certified_samples=result.certificate.n if result.certificate else 0,
+            tested=result.tested,
             movers=_movers(instance.features, result.effects),
         )
         meta = Meta(

@@ -19,7 +19,8 @@ from ..money.budget import Charge
 from ..money.pricing import Price
 from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
-from ..search.beam import RoundTrace, RuleStats, SearchParams
+from ..search.base import RoundTrace, RuleStats
+from ..search.params import SearchParams
 
 __all__ = [
     "AnchorData",
@@ -155,12 +156,10 @@ class MemorySettings:
     tau_mid: float
     k_nearest: int
     max_proposals: int
-    min_fresh_samples: int
     probe_samples: int
     parent_samples: int
     parent_samples_per_feature: int
     lookahead: float | None
-    hit_root_samples: int
     prune_samples: int
     embedder: str
     proxy: str | None = None
@@ -231,6 +230,9 @@ class AnchorData:
     path: tuple[RuleStats, ...] = ()
     rounds: tuple[RoundTrace, ...] = ()
     certified_samples: int = 0
+    """The samples drawn after the anchor was chosen on which it was certified (0: not certified)."""
+    tested: int = 0
+    """The rules the search chose to test, among which δ was shared (the anchor was one of them)."""
     movers: tuple[tuple[str, float], ...] = ()
     """For an empty anchor whose samples disagreed at least 3 times: the (at most 3) words whose
     presence holds the label most, with by how much (share of the samples that kept the label with
@@ -270,27 +272,21 @@ class Explanation:
 
     @property
     def claim(self) -> str:
-        """What the explanation guarantees, in one line: the certified lower bound, at which δ, on
-        which samples, and what it had to clear."""
+        """What the explanation guarantees, in one line: the bound, at which δ, for the anchor returned
+        among how many rules tested, on which samples."""
         d, p = self.data, self.meta.settings.search
         low = d.precision_bounds[0]
+        bound, name = (p.threshold, "τ") if p.certify == "strict" else (p.threshold - p.epsilon_stop, "τ − ε_stop")
         if not d.success:
-            return f"no rule reached τ = {p.threshold}: the best rule found, precision ≥ {low:.3f} at δ = {p.delta}"
-        if d.certified_samples and p.certify == "default":
-            claim = (
-                f"precision ≥ {low:.3f} ≥ τ − ε_stop = {p.threshold - p.epsilon_stop:g} with probability "
-                f"≥ 1 − δ = {1 - p.delta:g}, on {d.certified_samples:,} samples drawn after the rule was chosen"
+            return (
+                f"no rule was certified (precision ≥ {name} = {bound:g}) among the {d.tested:,} tested: the rule "
+                f"shown is the most promising tested, its bounds on the samples drawn after it was chosen"
             )
-        elif d.certified_samples:
-            claim = (
-                f"precision ≥ {low:.3f} ≥ τ = {p.threshold} with probability ≥ 1 − δ = {1 - p.delta:g}, "
-                f"on {d.certified_samples:,} samples drawn after the rule was chosen (strict)"
-            )
-        else:
-            claim = (
-                f"precision ≥ {low:.3f} ≥ τ − ε_stop = {p.threshold - p.epsilon_stop:g} with probability "
-                f"≥ 1 − δ = {1 - p.delta:g}, on the {d.n_samples:,} samples that also chose the rule (default)"
-            )
+        claim = (
+            f"precision ≥ {name} = {bound:g} with probability ≥ 1 − δ = {1 - p.delta:g} for the anchor returned, "
+            f"δ shared among the {d.tested:,} rules tested; certified on {d.certified_samples:,} samples drawn "
+            f"after it was chosen (their lower bound {low:.3f}; {p.certify})"
+        )
         if not d.anchor:
             words = "words" if self.meta.settings.sampler.get("kind", "text") == "text" else "features"
             claim += (

@@ -40,7 +40,7 @@ from ..money.budget import SpendCap
 from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
 from ..samplers.text_memory import SentenceEmbedder, TextMemoryFeatures
-from ..search.beam import SearchResult
+from ..search.base import SearchResult
 from ..search.guided import GuidedSearch
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer, Explaining
@@ -75,10 +75,8 @@ class MAnchorsExplainer(AnchorsExplainer):
     tau_mid: precision of the intermediate rule remembered (0.8).
     k_nearest: similar inputs whose anchors are proposed ("guided").
     max_proposals: most proposed rules tested per input ("guided").
-    min_fresh_samples: the fewest samples, drawn after a rule was chosen,
-        it is accepted on ("guided"; `GuidedSearch`), drawn
-        ``probe_samples`` at a time (a wrong rule is refused at its first
-        misses).
+    probe_samples: samples drawn at a time for a rule being judged
+        ("guided"; the certifier may refuse it after each).
     parent_samples, parent_samples_per_feature: samples a rule gets before
         growth chooses the next words from them: ``per_feature`` for each
         word it could still add, at most ``parent_samples`` ("guided").
@@ -86,8 +84,6 @@ class MAnchorsExplainer(AnchorsExplainer):
         logistic fit of the input's samples predicts the rule's precision
         below this (0.8), and bisects an accepted rule that grew so; None:
         one word per step ("guided").
-    hit_root_samples: samples of the empty rule drawn first on a hit
-        ("guided"; more while the empty rule may hold, up to Anchors' root).
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
     proxy: who searches for free before the model certifies ("guided"):
         "surrogate" (default: a logistic model learned from the model's own
@@ -126,12 +122,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         tau_mid: float = 0.8,
         k_nearest: int = 3,
         max_proposals: int = 5,
-        min_fresh_samples: int = 40,
         probe_samples: int = 20,
         parent_samples: int = 75,
         parent_samples_per_feature: int = 6,
         lookahead: float | None = 0.8,
-        hit_root_samples: int = 25,
         prune_samples: int = 50,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
@@ -153,10 +147,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         if not -1.0 <= tau_sim <= 1.0 or not 0.0 < tau_mid <= 1.0:
             raise ConfigError(f"tau_sim must lie in [-1, 1] and tau_mid in (0, 1], got {tau_sim}, {tau_mid}")
         for name, value in (("k_nearest", k_nearest), ("max_proposals", max_proposals),
-                            ("hit_root_samples", hit_root_samples), ("prune_samples", prune_samples)):  # fmt: skip
+                            ("prune_samples", prune_samples)):  # fmt: skip
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
-        for name, value in (("min_fresh_samples", min_fresh_samples), ("probe_samples", probe_samples),
+        for name, value in (("probe_samples", probe_samples),
                             ("parent_samples", parent_samples),
                             ("parent_samples_per_feature", parent_samples_per_feature)):  # fmt: skip
             check_int(name, value)  # a rule accepted on no sample certifies nothing
@@ -164,8 +158,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         check_number("proxy_threshold", proxy_threshold, high=1.0, open_high=False)
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
-        self.k_nearest, self.max_proposals, self.min_fresh_samples = k_nearest, max_proposals, min_fresh_samples
-        self.probe_samples, self.hit_root_samples, self.lookahead = probe_samples, hit_root_samples, lookahead
+        self.k_nearest, self.max_proposals = k_nearest, max_proposals
+        self.probe_samples, self.lookahead = probe_samples, lookahead
         self.parent_samples, self.parent_samples_per_feature = parent_samples, parent_samples_per_feature
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
         self._memory: Memory | None = memory
@@ -227,10 +221,10 @@ class MAnchorsExplainer(AnchorsExplainer):
     def settings(self) -> Settings:
         memory = MemorySettings(
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
-            max_proposals=self.max_proposals, min_fresh_samples=self.min_fresh_samples,
+            max_proposals=self.max_proposals,
             probe_samples=self.probe_samples, parent_samples=self.parent_samples,
             parent_samples_per_feature=self.parent_samples_per_feature, lookahead=self.lookahead,
-            hit_root_samples=self.hit_root_samples, prune_samples=self.prune_samples, embedder=self.features.identity,
+            prune_samples=self.prune_samples, embedder=self.features.identity,
             proxy=self.proxy.kind if self.proxy else None,
             proxy_samples=self.proxy.samples if self.proxy else 0, proxy_beam=self.proxy.beam if self.proxy else 0,
             proxy_proposals=self.proxy.max_proposals if self.proxy else 0,
@@ -317,9 +311,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``):
         the memory's ``proposals``, the proxy's ``proposer``."""
         return GuidedSearch(
-            n_features, pool, self.params, proposals=proposals, proposer=proposer, min_fresh=self.min_fresh_samples,
-            probe=self.probe_samples, parent_samples=self.parent_samples, per_feature=self.parent_samples_per_feature,
-            root=self.hit_root_samples, lookahead=self.lookahead,
+            n_features, pool, self.params, proposals=proposals, proposer=proposer, probe=self.probe_samples,
+            parent_samples=self.parent_samples, per_feature=self.parent_samples_per_feature, lookahead=self.lookahead,
         )  # fmt: skip
 
     async def _proxy_proposer(

@@ -35,7 +35,7 @@ from ..models.classifier import Classifier, as_classifier
 from ..models.surrogate import Surrogate
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Sampler
-from ..search.beam import SampleRequest, Samples, SearchResult
+from ..search.base import SampleRequest, Samples, SearchResult
 from ..search.proxy import ProxyProposal, proxy_search
 from ..search.rules import Rule
 from .anchors import drive

@@ -1,16 +1,24 @@
-"""The search, pure: rules, KL bounds and LUCB, Anchors' beam search, MAnchors' guided search, the proxy's.
+"""The search, pure: rules, KL bounds and LUCB, the certifier, Anchors' beam search, MAnchors' guided
+search, the proxy's.
 
-Generators that yield sample requests and receive labels; no I/O, no event loop.
+Generators that yield sample requests and receive labels; no I/O, no event loop. The searches choose
+rules; the `Certifier` (one per search, one δ per explanation) says which are anchors.
 """
 
 from .bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
-from .beam import BeamSearch, RoundTrace, RuleStats, SampleRequest, Samples, SearchParams, SearchResult
-from .guided import GuidedSearch
+from .base import STAGES, RoundTrace, RuleStats, SampleRequest, Samples, Search, SearchResult, kl_bounds
+from .beam import BeamSearch
+from .certify import Certificate, Certifier, share_of
+from .guided import GuidedSearch, credit
+from .params import SearchParams
 from .proxy import ProxyProposal, proxy_search
 from .rules import Rule, covers, make_rule
 
 __all__ = [
+    "STAGES",
     "BeamSearch",
+    "Certificate",
+    "Certifier",
     "GuidedSearch",
     "ProxyProposal",
     "RoundTrace",
@@ -18,14 +26,18 @@ __all__ = [
     "RuleStats",
     "SampleRequest",
     "Samples",
+    "Search",
     "SearchParams",
     "SearchResult",
     "compute_beta",
     "covers",
+    "credit",
     "kl_bernoulli",
+    "kl_bounds",
     "kl_lower_bound",
     "kl_upper_bound",
     "lucb",
     "make_rule",
     "proxy_search",
+    "share_of",
 ]

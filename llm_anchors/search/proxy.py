@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from .beam import SampleRequest, Samples
+from .base import SampleRequest, Samples
 from .rules import Rule
 
 __all__ = ["ProxyProposal", "proxy_search"]

@@ -1,0 +1,86 @@
+"""`SearchParams`: what every search of an explanation is run with, recorded whole in its meta."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .._checks import check_int, check_number
+from .._exceptions import ConfigError
+
+__all__ = ["ARMS", "CERTIFY", "SearchParams"]
+
+CERTIFY = ("default", "strict")
+ARMS = ("top", "plausible")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Parameters of the search, and of the certifier every search asks (`Certifier`).
+
+    threshold (τ): the precision an anchor must reach.
+    delta (δ): the explanation's error budget: the anchor returned has
+        precision at least the claimed bound (τ − epsilon_stop with
+        certify="default", τ with "strict") with probability ≥ 1 − δ, the
+        search's choices and stopping included. Every rule the search
+        chooses to test is given a share of δ (the m-th: δ·6/(π²m²), the
+        shares summing to δ) before any sample that judges it is drawn.
+    certify: the bound claimed: "default", τ − epsilon_stop (and a point
+        estimate ≥ τ, Anchors' criterion); "strict", τ itself.
+    first_look, looks: a rule's share is split among ``looks`` looks at the
+        samples drawn after it was chosen, after ``first_look`` × 1, 2,
+        4, … of them: at each, it is certified when its KL lower bound at
+        that look's share clears the bound; after the last, it is refused.
+    refute: a rule is refused as soon as its KL upper bound at this level,
+        on its samples since it was chosen, falls below τ (refusing costs
+        no share: it can only cost a good rule, with probability ≤ refute
+        at each look).
+    epsilon (ε): KL-LUCB stops when the best arms are known to within ε.
+    epsilon_stop: the margin of the default claim (τ − epsilon_stop).
+    batch_size: perturbations per pull of an arm (and per certification
+        step of Anchors' beam).
+    beam_size: candidates kept per rule length.
+    min_samples_start: perturbations of the empty rule drawn first; every
+        one-feature candidate reuses those that keep its feature.
+    max_arms: KL-LUCB in each round runs over the ``max_arms`` candidates
+        (at least ``beam_size``) of highest precision on the samples they
+        reuse; None runs it over every candidate, as the reference does.
+    arms: "top" (the ``max_arms`` of highest precision) or "plausible"
+        (every candidate whose KL upper bound reaches the ``beam_size``-th
+        highest KL lower bound).
+    max_anchor_size: longest rule tried; None = number of features.
+    coverage_samples: unlabelled perturbations used to measure coverage.
+    """
+
+    threshold: float = 0.95
+    delta: float = 0.1
+    certify: Literal["default", "strict"] = "default"
+    first_look: int = 50
+    looks: int = 4
+    refute: float = 0.05
+    epsilon: float = 0.15
+    epsilon_stop: float = 0.05
+    batch_size: int = 100
+    beam_size: int = 1
+    min_samples_start: int = 100
+    max_arms: int | None = 3
+    arms: Literal["top", "plausible"] = "top"
+    max_anchor_size: int | None = None
+    coverage_samples: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.arms not in ARMS:
+            raise ConfigError(f"arms must be one of {', '.join(ARMS)}, got {self.arms!r}")
+        if self.certify not in CERTIFY:
+            raise ConfigError(f"certify must be one of {', '.join(CERTIFY)}, got {self.certify!r}")
+        for name in ("threshold", "delta", "epsilon", "epsilon_stop", "refute"):
+            check_number(name, getattr(self, name), high=1.0)
+        for name in ("batch_size", "beam_size", "min_samples_start", "coverage_samples", "first_look", "looks"):
+            check_int(name, getattr(self, name))
+        for name in ("max_arms", "max_anchor_size"):
+            check_int(name, getattr(self, name), optional=True)
+
+    @property
+    def bound(self) -> float:
+        """The precision an anchor's claim states: τ − epsilon_stop (default) or τ (strict)."""
+        return self.threshold if self.certify == "strict" else self.threshold - self.epsilon_stop
