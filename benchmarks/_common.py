@@ -169,6 +169,7 @@ async def explain_rows(
             "stages": {name: asdict(stage) for name, stage in exp.meta.stages.items()},
             "proxy": asdict(exp.meta.proxy) if exp.meta.proxy else None,
             "certification_samples": exp.data.certified_samples or exp.data.n_samples,
+            "tested": exp.data.tested,
         }
         rows.append(row)
         if checkpoint is not None:

@@ -258,13 +258,13 @@ async def test_a_journal_deleted_or_cut_beside_the_results_is_refused_not_read_a
     journal = tmp_path / "out.jsonl.budget.jsonl"
     async with FaultServer(answer=keyword_sentiment) as server:
         args = run_args(server.base_url, inputs(tmp_path), out)
-        assert (await cli(*args, "--max-queries", "120"))[0] == 3
+        assert (await cli(*args, "--max-queries", "400"))[0] == 3
         served, whole = server.prompts_served, journal.read_bytes()
         journal.unlink()
-        code, err = await cli(*args, "--max-queries", "120")
+        code, err = await cli(*args, "--max-queries", "400")
         assert code == 2 and "missing" in err and "Traceback" not in err
         journal.write_bytes(b"".join(whole.splitlines(keepends=True)[:3]))  # cut at a line's end
-        code, err = await cli(*args, "--max-queries", "120")
+        code, err = await cli(*args, "--max-queries", "400")
         assert code == 2 and "was cut" in err
         assert server.prompts_served == served  # refused before any query
         journal.write_bytes(whole)

@@ -79,15 +79,16 @@ def test_empty_rule_when_the_label_never_changes():
 
 
 def test_the_empty_rule_is_tested_as_every_rule_is():
-    # The first rule chosen (the largest share of δ): 50 kept of 50 (its first look) certify it.
+    # The first rule chosen (a share of first_share · δ = 0.02, a third of it per look): 48 kept of 48
+    # (its first look: the fewest that can clear τ − ε_stop at that level) certify it.
     result, batches = run_search(guided(), lambda present: np.ones(len(present), dtype=bool))
-    assert result.rule == frozenset() and result.success and [r.n for b in batches for r in b] == [20, 20, 10]
-    assert (result.certificate.n, result.certificate.kept, result.certificate.rank) == (50, 50, 1)
+    assert result.rule == frozenset() and result.success and [r.n for b in batches for r in b] == [20, 20, 8]
+    assert (result.certificate.n, result.certificate.kept, result.certificate.rank) == (48, 48, 1)
     assert result.tested == 1  # every sample of the empty rule was drawn after it was chosen
-    # One miss: 49 of 50 do not clear τ − ε_stop at its look's share; 99 of 100 do, at the next look.
+    # One miss: 47 of 48 do not clear τ − ε_stop at its look's level; 95 of 96 do, at the next look.
     flips = iter([False] + [True] * 199)
     result, batches = run_search(guided(), lambda present: [next(flips) for _ in present])
-    assert result.rule == frozenset() and result.success and result.certificate.n == 100
+    assert result.rule == frozenset() and result.success and result.certificate.n == 96
     # Ten misses in the first 20: refuted there (its KL upper bound at refute = 0.05 is below τ).
     flips = iter([False] * 10 + [True] * 199)
     result, batches = run_search(guided(), lambda present: [next(flips) for _ in present])

@@ -172,8 +172,8 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
     memory, search = exp.meta.settings.memory, exp.meta.settings.search
     assert (memory.lookahead, memory.probe_samples, search.first_look) == (None, 10, 30)
     assert (memory.parent_samples, memory.parent_samples_per_feature) == (40, 2)
-    # Certified at a look of 30 × 2^k fresh samples, drawn 10 at a time.
-    assert exp.data.certified_samples in (30, 60, 120, 240)
+    # Certified on at least 30 fresh samples (its first look: at least first_look).
+    assert exp.data.certified_samples >= 30
 
 
 def test_bad_settings(embedder):

@@ -35,6 +35,9 @@ __all__ = ["AnchorsExplainer", "Explaining", "InputError"]
 _END = object()  # the end of an input stream
 
 InputError = InvalidInputError | ClassifierError
+STRICT_RECHECK = 5
+"""Texts a strict explanation asks the model about again (of those its anchor was judged on): a model
+that answers one text two ways is reported, and its certificate is said not to hold."""
 """Why one input of a stream has no explanation: it cannot be explained, or its model calls failed."""
 R = TypeVar("R")
 
@@ -69,7 +72,7 @@ class AnchorsExplainer:
 
     threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
     beam_size, min_samples_start, max_arms, arms, max_anchor_size,
-    coverage_samples, certify, first_look, looks, refute: the search's and
+    coverage_samples, certify, first_look, looks, refute, first_share: the search's and
     its certifier's parameters, see `SearchParams`. ``seed`` fixes every random
     draw (None: fresh entropy, recorded in the explanation's meta).
     ``max_concurrency`` bounds model requests in flight; ``request_size`` is
@@ -85,7 +88,8 @@ class AnchorsExplainer:
     assume the model gives it every time. A model that does not (a hosted
     LLM at temperature > 0; llama-server, whose log-probabilities move with
     the batch a prompt shares) makes the bounds overstate their confidence.
-    ``verify_determinism=k`` asks the model again, bypassing the cache,
+    ``verify_determinism=k`` (default: `STRICT_RECHECK` with
+    ``certify="strict"``, else 0) asks the model again, bypassing the cache,
     about k of the explanation's texts (paid queries, counted): the count
     that changed label is in ``meta.determinism``, and any change warns
     (`NondeterminismWarning`).
@@ -118,9 +122,10 @@ class AnchorsExplainer:
         max_anchor_size: int | None = None,
         coverage_samples: int = 10_000,
         certify: Literal["default", "strict"] = "default",
-        first_look: int = 50,
-        looks: int = 4,
-        refute: float = 0.05,
+        first_look: int = 20,
+        looks: int = 3,
+        refute: float = 0.9,
+        first_share: float = 0.2,
         seed: int | None = None,
         sampler: Sampler | None = None,
         max_words: int = 256,
@@ -131,12 +136,14 @@ class AnchorsExplainer:
         budget: SpendCap | None = None,
         on_budget: Literal["raise", "return"] = "raise",
         n_examples: int = 5,
-        verify_determinism: int = 0,
+        verify_determinism: int | None = None,
     ) -> None:
         complete = as_classifier(classifier)
         check_int("seed", seed, minimum=0, optional=True)
         check_int("n_examples", n_examples, minimum=0)
-        check_int("verify_determinism", verify_determinism, minimum=0)
+        check_int("verify_determinism", verify_determinism, minimum=0, optional=True)
+        if verify_determinism is None:  # a strict certificate asks the model twice about a few of its texts
+            verify_determinism = STRICT_RECHECK if certify == "strict" else 0
         self.classifier = classifier
         self.params = SearchParams(
             threshold=threshold,
@@ -154,6 +161,7 @@ class AnchorsExplainer:
             first_look=first_look,
             looks=looks,
             refute=refute,
+            first_share=first_share,
         )
         self.seed = seed
         if sampler is not None and not isinstance(sampler, Sampler):
@@ -245,7 +253,7 @@ class AnchorsExplainer:
         run.progress = progress
         await self._label_target(run)
         result = await self._search(run, None)
-        return self._explanation(run, result, **await self._recheck(run))
+        return self._explanation(run, result, **await self._recheck(run, result))
 
     @overload
     def explain_stream(
@@ -395,9 +403,12 @@ class AnchorsExplainer:
             run.budget_exhausted = True
             return search.best_so_far()
 
-    async def _recheck(self, run: Explaining) -> dict[str, Any]:
-        """Ask the model again about ``verify_determinism`` of the run's texts; meta fields."""
+    async def _recheck(self, run: Explaining, result: SearchResult | None = None) -> dict[str, Any]:
+        """Ask the model again about ``verify_determinism`` texts (those the anchor was judged on, when
+        there is one; else any of the explanation's); meta fields."""
         texts = list(dict.fromkeys(run.texts))
+        if result is not None and len(result.rows) and result.success:
+            texts = list(dict.fromkeys(run.texts[r] for r in result.rows))
         if not self.verify_determinism or not texts:
             return {}
         picker = np.random.default_rng([run.seed, 0xDE7])  # not run.rng: the explanation is unchanged

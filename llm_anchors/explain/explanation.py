@@ -282,7 +282,14 @@ class Explanation:
                 f"no rule was certified (precision ≥ {name} = {bound:g}) among the {d.tested:,} tested: the rule "
                 f"shown is the most promising tested, its bounds on the samples drawn after it was chosen"
             )
-        claim = (
+        recheck = self.meta.determinism
+        unsure = ""
+        if recheck is not None and recheck.changed:
+            unsure = (
+                f"NOT CERTIFIED: the model gave {recheck.changed} of {recheck.rechecked} texts another label when "
+                "asked again, and the certificate assumes one answer per text; as measured: "
+            )
+        claim = unsure + (
             f"precision ≥ {name} = {bound:g} with probability ≥ 1 − δ = {1 - p.delta:g} for the anchor returned, "
             f"δ shared among the {d.tested:,} rules tested; certified on {d.certified_samples:,} samples drawn "
             f"after it was chosen (their lower bound {low:.3f}; {p.certify})"

@@ -277,7 +277,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             result = await self._search(run, None)
         if not run.budget_exhausted:
             self._remember(run, result, vector)
-        extra = await self._recheck(run)
+        extra = await self._recheck(run, result)
         return self._explanation(run, result, memory_hit=bool(similar), memory=looked_up, proxy=proxied, **extra)
 
     # -- "guided": what the memory proposes ----------------------------------

@@ -50,11 +50,11 @@ class BeamSearch(Search):
         best: Candidate | None = None
         if self.start is None:
             root = self._candidate(frozenset(), ())
+            self._choose(root)  # every sample of the empty rule is drawn after it was chosen
+            yield from self._sample([(root, p.min_samples_start)], "root")  # every one-feature rule reuses these
             if (yield from self._certify(root, "root", p.batch_size)):
                 self._best = root
                 return self._result(root)
-            if root.n < p.min_samples_start:  # every one-feature rule reuses these
-                yield from self._sample([(root, p.min_samples_start - root.n)], "root")
             beam = [root]
         else:
             first = self._candidate(self.start, tuple(sorted(self.start)))

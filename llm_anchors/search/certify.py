@@ -1,14 +1,17 @@
 """The certifier: one explanation's error budget δ, and the one test every search's rules pass.
 
 Every rule a search chooses to test is given, when it is chosen and
-before any sample that judges it is drawn, the next share of δ: the m-th
-rule chosen, δ·6/(π²m²) (Σ over m = δ). It is then judged only on the
-samples drawn for it after it was chosen, at fixed looks (after
-``first_look`` × 1, 2, 4, … of them), its share split evenly among them:
+before any sample that judges it is drawn, the next share of δ: the first
+(the empty rule, in every search but a resumed one) ``first_share``·δ, the
+m-th after it (1 − ``first_share``)·δ·6/(π²m²) (the shares sum to δ). It is then judged only on the
+samples drawn for it after it was chosen, at fixed looks (1, 2, 4, … times
+its first look), its share split evenly among them:
 certified at the first look where its precision reaches τ and its KL lower
 bound at that look's share clears the claimed bound (τ − ε_stop by
 default, τ strict); refused when its KL upper bound at ``refute`` falls
-below τ, or after the last look.
+below τ, or after the last look. The first look is at the fewest samples
+on which the rule could be certified at its share if every one kept the
+label (at least ``first_look``).
 
 Why the anchor returned then has precision ≥ the bound with probability
 ≥ 1 − δ, whatever the search: a rule's share is fixed when it is chosen,
@@ -36,9 +39,13 @@ __all__ = ["Certificate", "Certifier", "Verdict", "share_of"]
 Verdict = Literal["certified", "refused", "more"]
 
 
-def share_of(delta: float, rank: int) -> float:
-    """The share of ``delta`` given to the ``rank``-th rule chosen (from 1): δ·6/(π²·rank²)."""
-    return delta * 6.0 / (math.pi**2 * rank**2)
+def share_of(delta: float, rank: int, first: float) -> float:
+    """The share of ``delta`` given to the ``rank``-th rule chosen (from 1): ``first``·δ to the first (the
+    empty rule, in every search but a resumed one), then (1 − ``first``)·δ·6/(π²(rank − 1)²): the
+    shares sum to δ."""
+    if rank == 1:
+        return delta * first
+    return delta * (1.0 - first) * 6.0 / (math.pi**2 * (rank - 1) ** 2)
 
 
 @dataclass(frozen=True)
@@ -78,21 +85,25 @@ class Certifier:
     def bound(self) -> float:
         return self.params.bound
 
-    def sizes(self) -> list[int]:
-        """The numbers of fresh samples at which a rule is looked at."""
-        return [self.params.first_look * 2**k for k in range(self.params.looks)]
+    def sizes(self, trial: Trial) -> list[int]:
+        """The numbers of fresh samples at which a rule is looked at: from the fewest on which it could
+        be certified at its share if every one kept the label (at least ``first_look``), doubling."""
+        p = self.params
+        beta = math.log(p.looks / trial.share)
+        first = max(p.first_look, math.floor(beta / -math.log(self.bound)) + 1)
+        return [first * 2**k for k in range(p.looks)]
 
     def choose(self) -> Trial:
         """Give the next rule chosen its share of δ (before any sample that judges it is drawn)."""
         self.chosen += 1
-        return Trial(self.chosen, share_of(self.params.delta, self.chosen))
+        return Trial(self.chosen, share_of(self.params.delta, self.chosen, self.params.first_share))
 
     def judge(self, trial: Trial, fresh: Sequence[bool]) -> Verdict:
         """The verdict on a rule from its samples since it was chosen, in the order drawn: every look
         these reach is judged (once), then the refutation; "more" asks for samples up to `wanted`."""
         if trial.verdict != "more":
             return trial.verdict
-        p, sizes = self.params, self.sizes()
+        p, sizes = self.params, self.sizes(trial)
         level = trial.share / p.looks
         while trial.looked < len(sizes) and sizes[trial.looked] <= len(fresh):
             n = sizes[trial.looked]
@@ -117,4 +128,4 @@ class Certifier:
 
     def wanted(self, trial: Trial) -> int:
         """The fresh samples the next look needs."""
-        return self.sizes()[min(trial.looked, self.params.looks - 1)]
+        return self.sizes(trial)[min(trial.looked, self.params.looks - 1)]
