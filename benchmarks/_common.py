@@ -246,13 +246,21 @@ def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) 
         usage = Charge(prompt_tokens=prompt, completion_tokens=completion)
         return str(price.cost(usage).quantize(Decimal("0.000001")))
 
+    both = [(x, y) for x, y in zip(a, m, strict=True) if x["length"] and y["length"]]  # both anchors non-empty
     out: dict[str, Any] = {
+        "both_non_empty": len(both),
         "speedup": sum(r["time_s"] for r in a) / sum(r["time_s"] for r in m),
         "sampling_reduction": 1 - sum(r["samples"] for r in m) / sum(r["samples"] for r in a),
         "memory_hits": sum(bool(r["memory_hit"]) for r in m),
     }
-    for name, rows in (("anchors", a), ("manchors", m)):
+    for side, (name, rows) in enumerate((("anchors", a), ("manchors", m))):
+        paired = [pair[side] for pair in both]
         out[name] = {
+            "empty": dict(zip(("mean", "ci95"), mean_ci([float(not r["length"]) for r in rows]), strict=True)),
+            **{
+                f"{k}_both_non_empty": dict(zip(("mean", "ci95"), mean_ci([r[k] for r in paired]), strict=True))
+                for k in ("coverage", "length")
+            },
             "time_s": sum(r["time_s"] for r in rows),
             "samples": sum(r["samples"] for r in rows),
             "paid_queries": sum(r["queries"] for r in rows),

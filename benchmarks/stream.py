@@ -208,11 +208,17 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
         row("paid queries / samples the anchor was accepted on (per input)", _floor(a), [_floor(m) for m in ms]),
         row("anchors the proxy proposed", "", [f"{m['proxy_certified']} / {n}" for m in ms]),
     ]  # fmt: skip
-    for key in (*FIDELITY, "below_tau"):
+    labels = {
+        "below_tau": "share of anchors below τ on fresh samples",
+        "empty": "share of empty anchors",
+        "coverage_both_non_empty": "coverage, inputs where both anchors are non-empty",
+        "length_both_non_empty": "length, inputs where both anchors are non-empty",
+    }
+    for key in (*FIDELITY, "empty", "coverage_both_non_empty", "length_both_non_empty", "below_tau"):
         ref = paper.get(key)
         ref_text = f"{ref[0]} → {ref[1]}" if isinstance(ref, tuple) else ""
-        label = "share of anchors below τ on fresh samples" if key == "below_tau" else key
-        lines.append(row(label, _mean(a[key]), [_mean(m[key]) for m in ms], ref_text))
+        lines.append(row(labels.get(key, key), _mean(a[key]), [_mean(m[key]) for m in ms], ref_text))
+    lines.append(row("inputs where both anchors are non-empty", "", [f"{results[k]['both_non_empty']}" for k in names]))
     return "\n".join(lines)
 
 
