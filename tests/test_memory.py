@@ -131,6 +131,33 @@ def test_anchored_finds_earlier_anchors_made_of_the_inputs_keys():
     assert memory.anchored({"great"}, label="neg") == [(("great",), 1)]
 
 
+def test_anchored_is_what_a_scan_of_every_entry_finds(tmp_path):
+    """The anchors filed under one key each give what comparing the input's keys with every entry gives."""
+    rng = np.random.default_rng(0)
+    vocabulary = [f"w{i}" for i in range(30)]
+    memory = RuleMemory(DIM, "emb", "clf")
+    for i in range(400):
+        keys = tuple(rng.choice(vocabulary, rng.integers(1, 4), replace=False))
+        memory.add(anchored_entry(" ".join(keys) + " x", keys, label="pos" if i % 3 else "neg"), unit(i))
+
+    def scan(keys, label):
+        found = {}
+        for number, e in enumerate(memory.entries):
+            anchor = frozenset(e.anchor_keys)
+            if e.label == label and anchor and anchor <= keys:
+                found.setdefault(anchor, []).append(number)
+        ranked = sorted(found.items(), key=lambda kv: (len(kv[0]), -len(kv[1]), kv[1][0]))
+        return [(tuple(sorted(a)), len(numbers)) for a, numbers in ranked]
+
+    memory.save(tmp_path / "m")
+    back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
+    for seed in range(20):
+        keys = set(np.random.default_rng(seed).choice(vocabulary, 12, replace=False))
+        for label in ("pos", "neg"):
+            assert memory.anchored(keys, label=label) == scan(keys, label) == back.anchored(keys, label=label)
+    assert len(back.neighbours(unit(5), label="neg", k=500)) == len([e for e in memory.entries if e.label == "neg"])
+
+
 def test_anchors_and_their_index_survive_save_and_load(tmp_path):
     memory = RuleMemory(DIM, "emb", "clf")
     memory.add(anchored_entry("a dull and boring film", ("dull", "boring")), unit(1))
@@ -178,12 +205,12 @@ def _edit_entries(change):
 
 
 DAMAGES = {
-    "index truncated": (lambda gen, root, other: _truncate(gen / "index.bin"), "index.bin"),
+    "index truncated": (lambda gen, root, other: _truncate(gen / "index-0.bin"), "index-0.bin"),
     "index from another save": (
-        lambda gen, root, other: (gen / "index.bin").write_bytes((other / "index.bin").read_bytes()),
-        "index.bin",
+        lambda gen, root, other: (gen / "index-0.bin").write_bytes((other / "index-0.bin").read_bytes()),
+        "index-0.bin",
     ),
-    "index missing": (lambda gen, root, other: (gen / "index.bin").unlink(), "index.bin"),
+    "index missing": (lambda gen, root, other: (gen / "index-0.bin").unlink(), "index-0.bin"),
     "vectors truncated": (lambda gen, root, other: _truncate(gen / "vectors.npy"), "vectors.npy"),
     "entries truncated": (lambda gen, root, other: _truncate(gen / "entries.json", 50), "entries.json"),
     "entry without its query": (_edit_entries(lambda m: m["entries"][3].pop("query")), "entries.json"),

@@ -6,12 +6,12 @@ every entry records the label the model predicted, and a lookup only sees
 entries of the same label. Saved as a directory:
 
     CURRENT            names the complete generation below
-    gen-000007/        index.bin (hnswlib), entries.json, vectors.npy
+    gen-000007/        index-0.bin, index-1.bin, … (hnswlib, one per label), entries.json, vectors.npy
 
 A save writes a new generation, then replaces CURRENT atomically, so a
 process killed during a save leaves the previous memory loadable. No
-pickle anywhere. entries.json holds the SHA-256 of index.bin and
-vectors.npy: a load checks both before hnswlib reads a byte (a damaged
+pickle anywhere. entries.json holds the SHA-256 of each index file and of
+vectors.npy: a load checks them before hnswlib reads a byte (a damaged
 index file could crash the interpreter), loads into a fresh index, checks
 its size and dimension against the entries, and refuses anything else
 with a `ConfigError` naming the file; CURRENT must name a generation of
@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -36,7 +37,7 @@ from ..models.classifier import Label
 
 __all__ = ["Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused", "saved_entries"]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _GENERATION = re.compile(r"gen-\d{6}")
 
 
@@ -84,12 +85,23 @@ class Memory(Protocol):
     def add(self, entry: MemoryEntry, vector: np.ndarray) -> None: ...
 
 
+class _LabelIndex:
+    """One label's entries in their own HNSW index: a lookup never filters (or copies) others."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.ids: list[int] = []  # the entry number of each of the index's items, in order
+
+
 class RuleMemory:
-    """Nearest-neighbour memory of explained inputs (hnswlib, cosine).
+    """Nearest-neighbour memory of explained inputs (hnswlib, cosine), one index per label.
 
     ``embedder_id`` and ``dim`` name the sentence embedder the vectors come
     from and ``scope`` the explained model; a memory saved for another
-    embedder or model cannot be loaded for this one.
+    embedder or model cannot be loaded for this one. Adding an entry, and
+    each lookup (`neighbours`, `anchored`), costs the same whatever the
+    number of entries (amortised; HNSW's own log factor aside):
+    ``benchmarks/memory_scale.py`` measures it up to 100,000 entries.
     """
 
     def __init__(self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16) -> None:
@@ -101,11 +113,12 @@ class RuleMemory:
         self.embedder_id = embedder_id
         self.scope = scope
         self.entries: list[MemoryEntry] = []
-        self._vectors = np.zeros((0, dim), dtype=np.float32)
-        self._by_key: dict[tuple[Label, str], list[int]] = {}
+        self._buffer = np.zeros((1024, dim), dtype=np.float32)
+        self._labels: dict[Label, _LabelIndex] = {}
+        self._anchors: dict[tuple[Label, frozenset[str]], list[int]] = {}  # [count, first entry]
+        self._designated: dict[tuple[Label, str], set[frozenset[str]]] = {}
         self._hnswlib = hnswlib
         self._ef, self._m = ef, m
-        self._index = self._new_index(1024)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -113,7 +126,7 @@ class RuleMemory:
     @property
     def vectors(self) -> np.ndarray:
         """The entries' sentence vectors, one row each, in order."""
-        return self._vectors
+        return self._buffer[: len(self.entries)]
 
     def _new_index(self, capacity: int) -> Any:
         index = self._hnswlib.Index(space="cosine", dim=self.dim)
@@ -123,17 +136,31 @@ class RuleMemory:
 
     def add(self, entry: MemoryEntry, vector: np.ndarray) -> None:
         vector = np.asarray(vector, dtype=np.float32).reshape(1, self.dim)
-        if len(self.entries) >= self._index.get_max_elements():
-            self._index.resize_index(2 * self._index.get_max_elements())
-        self._index.add_items(vector, [len(self.entries)])
-        self._file(entry, len(self.entries))
+        number = len(self.entries)
+        if number == len(self._buffer):
+            self._buffer = np.concatenate([self._buffer, np.zeros_like(self._buffer)])
+        self._buffer[number] = vector
+        index = self._labels.get(entry.label)
+        if index is None:
+            index = self._labels[entry.label] = _LabelIndex(self._new_index(1024))
+        if len(index.ids) >= index.index.get_max_elements():
+            index.index.resize_index(2 * index.index.get_max_elements())
+        index.index.add_items(vector, [len(index.ids)])
+        index.ids.append(number)
+        self._file(entry, number)
         self.entries.append(entry)
-        self._vectors = np.concatenate([self._vectors, vector])
 
     def _file(self, entry: MemoryEntry, number: int) -> None:
-        """Index an entry under the keys of its anchor (see `anchored`)."""
-        for key in set(entry.anchor_keys):
-            self._by_key.setdefault((entry.label, key), []).append(number)
+        """Count an entry's anchor under its label (see `anchored`), filed under one of its keys."""
+        if not entry.anchor_keys:
+            return
+        anchor = frozenset(entry.anchor_keys)
+        counted = self._anchors.get((entry.label, anchor))
+        if counted is not None:
+            counted[0] += 1
+            return
+        self._anchors[(entry.label, anchor)] = [1, number]
+        self._designated.setdefault((entry.label, _designated(anchor)), set()).add(anchor)
 
     def nearest(self, vector: np.ndarray, *, label: Label) -> tuple[MemoryEntry, float] | None:
         """The most similar entry with this label, with its cosine similarity."""
@@ -142,29 +169,28 @@ class RuleMemory:
 
     def neighbours(self, vector: np.ndarray, *, label: Label, k: int) -> list[tuple[MemoryEntry, float]]:
         """The ``k`` most similar entries with this label, most similar first, with their cosine similarity."""
-        allowed = {i for i, e in enumerate(self.entries) if e.label == label}
-        if not allowed or k < 1:
+        index = self._labels.get(label)
+        if index is None or k < 1:
             return []
-        ids, distances = self._index.knn_query(
-            np.asarray(vector, dtype=np.float32).reshape(1, self.dim),
-            k=min(k, len(allowed)),
-            filter=lambda i: i in allowed,
+        local, distances = index.index.knn_query(
+            np.asarray(vector, dtype=np.float32).reshape(1, self.dim), k=min(k, len(index.ids))
         )
-        return [(self.entries[int(i)], float(1.0 - d)) for i, d in zip(ids[0], distances[0], strict=True)]
+        return [(self.entries[index.ids[int(i)]], float(1.0 - d)) for i, d in zip(local[0], distances[0], strict=True)]
 
     def anchored(self, keys: set[str], *, label: Label) -> list[tuple[tuple[str, ...], int]]:
         """Earlier anchors for this label made only of ``keys``, with how many entries found each.
 
-        Ordered shortest first, then most often found, then first found.
+        Ordered shortest first, then most often found, then first found. Each distinct anchor is
+        filed under one of its keys (a fixed hash picks it), so a lookup visits only the anchors
+        filed under the input's keys, never the entries.
         """
-        found: dict[frozenset[str], set[int]] = {}
+        found = []
         for key in keys:
-            for number in self._by_key.get((label, key), ()):
-                anchor = frozenset(self.entries[number].anchor_keys)
+            for anchor in self._designated.get((label, key), ()):
                 if anchor <= keys:
-                    found.setdefault(anchor, set()).add(number)
-        ranked = sorted(found.items(), key=lambda kv: (len(kv[0]), -len(kv[1]), min(kv[1])))
-        return [(tuple(sorted(anchor)), len(numbers)) for anchor, numbers in ranked]
+                    count, first = self._anchors[(label, anchor)]
+                    found.append((len(anchor), -count, first, tuple(sorted(anchor))))
+        return [(anchor, -negative) for _, negative, _, anchor in sorted(found)]
 
     # -- persistence ------------------------------------------------------
 
@@ -177,14 +203,18 @@ class RuleMemory:
         gen = root / f"gen-{number:06d}"
         shutil.rmtree(gen, ignore_errors=True)
         gen.mkdir()
-        self._index.save_index(str(gen / "index.bin"))
-        np.save(gen / "vectors.npy", self._vectors, allow_pickle=False)
+        labels = list(self._labels)
+        for j, label in enumerate(labels):
+            self._labels[label].index.save_index(str(gen / f"index-{j}.bin"))
+        np.save(gen / "vectors.npy", self.vectors, allow_pickle=False)
+        files = ["vectors.npy", *(f"index-{j}.bin" for j in range(len(labels)))]
         meta = {
             "format_version": FORMAT_VERSION,
             "embedder": self.embedder_id,
             "dim": self.dim,
             "scope": self.scope,
-            "checksums": {name: _sha256(gen / name) for name in ("index.bin", "vectors.npy")},
+            "labels": labels,
+            "checksums": {name: _sha256(gen / name) for name in files},
             "entries": [asdict(e) for e in self.entries],
         }
         (gen / "entries.json").write_text(json.dumps(meta))
@@ -216,6 +246,7 @@ class RuleMemory:
             raise ConfigError(f"memory {root} was built for another model: {meta.get('scope')!r}, not {scope!r}")
         try:
             entries = [entry_from_dict(raw) for raw in meta["entries"]]
+            labels = list(meta["labels"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
         checksums = meta.get("checksums")
@@ -223,8 +254,15 @@ class RuleMemory:
             raise ConfigError(f"{gen / 'entries.json'} holds no checksums")
         vectors = _read_vectors(gen / "vectors.npy", (len(entries), dim), checksums)
         memory = cls(dim, embedder_id, scope)
-        memory.entries, memory._vectors = entries, vectors
-        memory._index = memory._read_index(gen / "index.bin", len(entries), checksums)
+        memory.entries = entries
+        memory._buffer = np.concatenate([vectors, np.zeros((max(1024, len(entries)), dim), dtype=np.float32)])
+        for j, label in enumerate(labels):
+            ids = [number for number, entry in enumerate(entries) if entry.label == label]
+            index = _LabelIndex(memory._read_index(gen / f"index-{j}.bin", len(ids), checksums))
+            index.ids = ids
+            memory._labels[label] = index
+        if sum(len(index.ids) for index in memory._labels.values()) != len(entries):
+            raise ConfigError(f"{gen / 'entries.json'}: its entries' labels are not the labels it lists")
         for number, entry in enumerate(entries):
             memory._file(entry, number)
         return memory
@@ -242,6 +280,11 @@ class RuleMemory:
                               f"the entries say {count} of {self.dim}")  # fmt: skip
         index.set_ef(self._ef)
         return index
+
+
+def _designated(anchor: frozenset[str]) -> str:
+    """The key an anchor is filed under: the one a fixed hash ranks first (so anchors spread over keys)."""
+    return min(anchor, key=lambda key: (zlib.crc32(key.encode("utf-8", "surrogatepass")), key))
 
 
 def saved_entries(directory: str | os.PathLike[str]) -> int:
