@@ -108,10 +108,12 @@ async def test_a_wrong_proxy_costs_a_probe_and_the_model_finds_its_own_anchor(em
     assert m.proxy.trust < 0.5
 
 
-async def test_no_proxy_and_a_miss_runs_plain_anchors(embedder):
+async def test_no_proxy_and_a_miss_grows_the_rule(embedder):
     m = MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), proxy=None, seed=0, embedder=embedder)
     exp = await m.explain("a good and fine movie")
-    assert exp.meta.proxy is None and not any(s.startswith(("proxy", "memory", "greedy")) for s in exp.meta.stages)
+    assert exp.meta.proxy is None and exp.data.anchor == ("good",)
+    assert not any(s.startswith(("proxy", "memory", "round")) for s in exp.meta.stages)
+    assert any(s.startswith("greedy") for s in exp.meta.stages)
 
 
 @pytest.mark.parametrize("bad", [{"proxy": "llm"}, {"proxy_samples": 0}, {"proxy_beam": -1}])

@@ -90,7 +90,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         labels, this input's and earlier inputs'), a `Classifier` (a cheap
         model standing in for the explained one; its calls are reported in
         ``meta.proxy`` and reserve against the same budget), or None (the
-        memory alone proposes, and a miss runs plain Anchors). Its
+        memory alone proposes, and growth does the rest). Its
         proposals join the memory's; the model certifies them (`Proxy`).
     proxy_samples, proxy_beam, proxy_proposals, proxy_threshold: the
         proxy's samples per candidate rule, rules of one length it extends,
@@ -271,7 +271,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         if self.strategy == "paper" and similar:
             return await self._vertical(run, similar[0], looked_up)
         proxied: ProxyUse | None = None
-        if self.strategy == "guided" and (similar or self.proxy is not None):
+        if self.strategy == "guided":
             result, looked_up, proxied = await self._guided(run, similar, looked_up)
         else:
             result = await self._search(run, None)
