@@ -28,7 +28,7 @@ import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, TextSampler
 from llm_anchors.explain.proxy import ProxyRun
-from llm_anchors.search import BeamSearch, Samples, Search, SearchResult
+from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync
 
 Certify = Literal["default", "strict"]
 
@@ -61,22 +61,20 @@ def one(e: AnchorsExplainer, seed: int, p0: float, n_features: int) -> tuple[Sea
         proposer = e.proxy.surrogate_proposer(
             ProxyRun(), sampler, instance, keys, "pos", np.random.default_rng([seed, 1]), n_features
         )
-        search = e.guided_search(n_features, pool, proposer=proposer)
+        search = e.guided_search(n_features, pool, [proposer])
     else:
         search = BeamSearch(n_features, pool, e.params)
-    generator = search.run()
-    tested: set[frozenset[int]] = set()
-    try:
-        requests = next(generator)
-        while True:
-            answers = []
-            for r in requests:
-                tested.add(r.rule)
-                present = sampler.sample_present(instance, r.rule, r.n, rng)
-                answers.append(Samples(present, rng.random(r.n) < p0))
-            requests = generator.send(answers)
-    except StopIteration as stop:
-        return stop.value, len(tested)
+    sampled: set[frozenset[int]] = set()
+
+    def answer(requests: list[SampleRequest]) -> list[Samples]:
+        answers = []
+        for r in requests:
+            sampled.add(r.rule)
+            present = sampler.sample_present(instance, r.rule, r.n, rng)
+            answers.append(Samples(present, rng.random(r.n) < p0))
+        return answers
+
+    return run_sync(search.run(), answer), len(sampled)
 
 
 def run(kind: str, certify: Certify, p0: float | None, seeds: int, first_seed: int, n_features: int) -> dict[str, Any]:

@@ -40,6 +40,8 @@ from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAn
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import BaseClassifier, Batch, Classifier
 from llm_anchors.samplers import SentenceEmbedder
+from llm_anchors.search.guided import GuidedParams
+from llm_anchors.search.proxy import ProxyParams
 
 from ._common import (
     FIDELITY,
@@ -353,15 +355,32 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 
 
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
-    """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed)."""
+    """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
+    is None; ``guided.NAME`` a field of `GuidedParams`, ``proxy.NAME`` of `ProxyParams`)."""
     out: dict[str, Any] = {} if args.proxy == "surrogate" else {"proxy": None}
+    nested: dict[str, dict[str, Any]] = {"guided": {}, "proxy": {}}
     for item in args.set:
-        name, _, value = item.partition("=")
-        try:
-            out[name] = int(value)
-        except ValueError:
-            out[name] = float(value)
+        name, _, text = item.partition("=")
+        value = _number(text)
+        group, _, field_name = name.partition(".")
+        if field_name and group in nested:
+            nested[group][field_name] = value
+        else:
+            out[name] = value
+    if nested["guided"]:
+        out["guided"] = GuidedParams(**nested["guided"])
+    if nested["proxy"]:
+        out["proxy_params"] = ProxyParams(**nested["proxy"])
     return out
+
+
+def _number(text: str) -> Any:
+    if text.lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -394,7 +413,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
     parser.add_argument("--proxy", choices=["surrogate", "none"], default="surrogate", help="MAnchors' proxy")
-    parser.add_argument("--set", action="append", default=[], help="a MAnchors option for tuning, e.g. proxy_beam=5")
+    parser.add_argument(
+        "--set", action="append", default=[],
+        help="a MAnchors option for tuning: tau_sim=1.0, guided.lookahead=0.9, proxy.beam=5 (none: None)",
+    )  # fmt: skip
     parser.add_argument(
         "--anchors-from", default=None, help="Anchors' rows from an earlier run of this stream (JSON), not run again"
     )

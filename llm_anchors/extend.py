@@ -10,6 +10,7 @@ writing a new backend, classifier, sampler, cap or memory needs:
 - `TokenCounter` with `TokenCount`;
 - `SpendCap` (a cap held elsewhere than a `Budget`), with `Charge`, `Reservation`, `BudgetReport`;
 - `Memory` (MAnchors' memory kept elsewhere than a `RuleMemory`), with `MemoryEntry`;
+- `Proposer` (rules for MAnchors' guided search to test), with `Proposals` (rules known beforehand);
 - `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap).
 
 Each protocol's base class (or ``as_backend`` / ``as_classifier``) gives its
@@ -35,6 +36,7 @@ from .models import (
 )
 from .money import FREE, LOCAL, BudgetReport, Charge, Price, Reservation, SpendCap, TokenCount, TokenCounter
 from .samplers import Instance, Sampler
+from .search.guided import Proposals, Proposer
 
 __all__ = [
     "FREE",
@@ -56,6 +58,8 @@ __all__ = [
     "MemoryFeatures",
     "MockBackend",
     "Price",
+    "Proposals",
+    "Proposer",
     "Reservation",
     "Sampler",
     "SpendCap",

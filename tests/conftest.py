@@ -30,23 +30,21 @@ def run_search(search, label_of_present, seed=0):
     ``label_of_present`` maps an (n × F) boolean matrix to n booleans (label == target).
     Returns the result and the list of request batches the search yielded.
     """
-    from llm_anchors.search import Samples
+    from llm_anchors.search import Samples, run_sync
 
     rng = np.random.default_rng(seed)
     batches = []
-    gen = search.run()
-    try:
-        requests = next(gen)
-        while True:
-            batches.append(requests)
-            answers = []
-            for r in requests:
-                present = rng.random((r.n, search.n_features)) >= 0.5
-                present[:, sorted(r.rule)] = True
-                answers.append(Samples(present, np.asarray(label_of_present(present), dtype=bool)))
-            requests = gen.send(answers)
-    except StopIteration as stop:
-        return stop.value, batches
+
+    def answer(requests):
+        batches.append(requests)
+        answers = []
+        for r in requests:
+            present = rng.random((r.n, search.n_features)) >= 0.5
+            present[:, sorted(r.rule)] = True
+            answers.append(Samples(present, np.asarray(label_of_present(present), dtype=bool)))
+        return answers
+
+    return run_sync(search.run(), answer), batches
 
 
 def pool(n_features, n=10_000, seed=123):

@@ -3,7 +3,7 @@ import pytest
 
 from llm_anchors import ConfigError
 from llm_anchors.search import BeamSearch, GuidedSearch, SearchParams
-from llm_anchors.search.guided import credit
+from llm_anchors.search.guided import GuidedParams, Proposals, Proposer, credit
 from tests.conftest import pool, run_search
 
 F = 12
@@ -13,8 +13,20 @@ def conj(*features):
     return lambda present: present[:, list(features)].all(axis=1)
 
 
-def guided(proposals=(), **kw):
-    return GuidedSearch(F, pool(F), SearchParams(), proposals=proposals, **kw)
+def guided(proposals=(), proposer=None, **kw):
+    proposers = [Proposals("memory", tuple(frozenset(r) for r in proposals))] if proposals else []
+    if proposer is not None:
+        proposers.append(proposer)
+    return GuidedSearch(F, pool(F), SearchParams(), guided=GuidedParams(**kw), proposers=proposers)
+
+
+class Proxy:
+    """A proxy that proposes what a function of the samples labelled so far says."""
+
+    name = "proxy"
+
+    def __init__(self, propose):
+        self.propose = propose
 
 
 def samples(batches):
@@ -173,7 +185,8 @@ def test_a_proxy_proposes_from_the_samples_labelled_so_far():
         seen.append(len(kept))
         return [{3, 7}]
 
-    result, batches = run_search(guided(proposer=proposer), conj(3, 7))
+    assert isinstance(Proxy(proposer), Proposer)
+    result, batches = run_search(guided(proposer=Proxy(proposer)), conj(3, 7))
     assert result.rule == {3, 7} and result.success
     assert seen == [20]  # called once, after the root's samples (refuted on its first 20)
     assert {r.stage for b in batches for r in b} <= {"root", "proxy", "greedy-0", "greedy-1"}
@@ -204,8 +217,9 @@ def test_no_valid_rule_gives_the_best_one_flagged():
 
 
 def test_bad_arguments():
-    with pytest.raises(ConfigError):
-        guided([{F}])
-    for bad in ({"lookahead": 0.0}, {"lookahead": 1.5}, {"skip": 1.0}, {"per_feature": 0}, {"probe": 0}):
+    with pytest.raises(ConfigError, match="outside"):  # a proposed rule naming no feature of this input
+        run_search(guided([{F}]), conj(3))
+    for bad in ({"lookahead": 0.0}, {"lookahead": 1.5}, {"skip": 1.0}, {"per_feature": 0}, {"probe": 0},
+                {"fit_weight": -1}, {"credit_iterations": 0}, {"prediction_rows": 0}):  # fmt: skip
         with pytest.raises(ConfigError):
             guided(**bad)

@@ -2,9 +2,10 @@ from dataclasses import replace
 
 import pytest
 
-from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer
+from llm_anchors import AnchorsExplainer, ConfigError, Explanation, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.explain import Stage
 from llm_anchors.samplers import SentenceEmbedder, TextInstance
+from llm_anchors.search.guided import GuidedParams
 from tests.conftest import needs_all
 
 STREAM = [
@@ -165,13 +166,13 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
 
 
 async def test_growth_settings_reach_the_search_and_the_record(embedder):
-    m = manchors(embedder, lookahead=None, probe_samples=10, first_look=30,
-                 parent_samples=40, parent_samples_per_feature=2)  # fmt: skip
+    settings = GuidedParams(lookahead=None, probe=10, parent_samples=40, per_feature=2)
+    m = manchors(embedder, guided=settings, first_look=30)
     exp = await m.explain(STREAM[0])
     assert set(exp.data.anchor) == {"good", "great"} and exp.data.success
     memory, search = exp.meta.settings.memory, exp.meta.settings.search
-    assert (memory.lookahead, memory.probe_samples, search.first_look) == (None, 10, 30)
-    assert (memory.parent_samples, memory.parent_samples_per_feature) == (40, 2)
+    assert memory.guided == settings and search.first_look == 30  # recorded whole
+    assert Explanation.from_json(exp.to_json()).meta.settings.memory.guided == settings
     # Certified on at least 30 fresh samples (its first look: at least first_look).
     assert exp.data.certified_samples >= 30
 
@@ -183,10 +184,7 @@ def test_bad_settings(embedder):
         {"strategy": "fast"},
         {"k_nearest": -1},
         {"first_look": 1.5},
-        {"probe_samples": 0},
-        {"parent_samples_per_feature": 0},
-        {"lookahead": 0.0},
-        {"lookahead": float("nan")},
+        {"max_proposals": -1},
         {"proxy": "llm"},
     ):
         with pytest.raises(ConfigError):

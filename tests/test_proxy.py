@@ -116,12 +116,15 @@ async def test_no_proxy_and_a_miss_grows_the_rule(embedder):
     assert any(s.startswith("greedy") for s in exp.meta.stages)
 
 
-@pytest.mark.parametrize("bad", [{"proxy": "llm"}, {"proxy_samples": 0}, {"proxy_beam": -1}])
+@pytest.mark.parametrize("bad", [{"samples": 0}, {"beam": -1}, {"threshold": 1.5}, {"surrogate_iterations": 0}])
 def test_bad_proxy_arguments(bad, embedder):
     from llm_anchors import ConfigError
+    from llm_anchors.search.proxy import ProxyParams
 
     with pytest.raises(ConfigError):
-        MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), embedder=embedder, **bad)
+        MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), embedder=embedder, proxy_params=ProxyParams(**bad))
+    with pytest.raises(ConfigError):
+        MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), embedder=embedder, proxy="llm")
 
 
 async def test_a_proxy_classifier_spends_under_the_explainers_cap(embedder):

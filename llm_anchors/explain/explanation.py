@@ -20,7 +20,9 @@ from ..money.pricing import Price
 from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
 from ..search.base import RoundTrace, RuleStats
+from ..search.guided import GuidedParams
 from ..search.params import SearchParams
+from ..search.proxy import ProxyParams
 
 __all__ = [
     "AnchorData",
@@ -149,24 +151,18 @@ class Settings:
 
 @dataclass(frozen=True)
 class MemorySettings:
-    """MAnchors' parameters (see `MAnchorsExplainer`)."""
+    """MAnchors' parameters (see `MAnchorsExplainer`), the guided search's and the proxy's whole."""
 
     strategy: str
     tau_sim: float
     tau_mid: float
     k_nearest: int
     max_proposals: int
-    probe_samples: int
-    parent_samples: int
-    parent_samples_per_feature: int
-    lookahead: float | None
     prune_samples: int
     embedder: str
+    guided: GuidedParams = field(default_factory=GuidedParams)
     proxy: str | None = None
-    proxy_samples: int = 0
-    proxy_beam: int = 0
-    proxy_proposals: int = 0
-    proxy_threshold: float = 0.0
+    proxy_params: ProxyParams | None = None
 
 
 @dataclass(frozen=True)
@@ -338,7 +334,10 @@ def _meta(raw: dict[str, Any]) -> Meta:
     settings = dict(raw["settings"])
     settings["search"] = SearchParams(**settings["search"])
     if settings.get("memory") is not None:
-        settings["memory"] = MemorySettings(**settings["memory"])
+        recorded = dict(settings["memory"])
+        recorded["guided"] = GuidedParams(**recorded["guided"])
+        recorded["proxy_params"] = ProxyParams(**recorded["proxy_params"]) if recorded.get("proxy_params") else None
+        settings["memory"] = MemorySettings(**recorded)
     if settings.get("price") is not None:
         settings["price"] = Price(**settings["price"])
     cost = _cost(raw["cost"])

@@ -31,7 +31,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._checks import check_int, check_number
 from .._exceptions import BudgetExceeded, ConfigError
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
@@ -41,7 +40,8 @@ from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
 from ..samplers.text_memory import SentenceEmbedder, TextMemoryFeatures
 from ..search.base import SearchResult
-from ..search.guided import GuidedSearch
+from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
+from ..search.proxy import ProxyParams
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer, Explaining
 from .explanation import Explanation, MemorySettings, MemoryUse, ProxyUse, Settings
@@ -122,19 +122,13 @@ class MAnchorsExplainer(AnchorsExplainer):
         tau_mid: float = 0.8,
         k_nearest: int = 3,
         max_proposals: int = 5,
-        probe_samples: int = 20,
-        parent_samples: int = 75,
-        parent_samples_per_feature: int = 6,
-        lookahead: float | None = 0.8,
         prune_samples: int = 50,
+        guided: GuidedParams | None = None,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
         memory: Memory | None = None,
         proxy: Literal["surrogate"] | Classifier | None = "surrogate",
-        proxy_samples: int = 200,
-        proxy_beam: int = 3,
-        proxy_proposals: int = 3,
-        proxy_threshold: float = 0.9,
+        proxy_params: ProxyParams | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(classifier, **kwargs)
@@ -150,25 +144,15 @@ class MAnchorsExplainer(AnchorsExplainer):
                             ("prune_samples", prune_samples)):  # fmt: skip
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
-        for name, value in (("probe_samples", probe_samples),
-                            ("parent_samples", parent_samples),
-                            ("parent_samples_per_feature", parent_samples_per_feature)):  # fmt: skip
-            check_int(name, value)  # a rule accepted on no sample certifies nothing
-        check_number("lookahead", lookahead, high=1.0, open_high=False, optional=True)
-        check_number("proxy_threshold", proxy_threshold, high=1.0, open_high=False)
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
         self.k_nearest, self.max_proposals = k_nearest, max_proposals
-        self.probe_samples, self.lookahead = probe_samples, lookahead
-        self.parent_samples, self.parent_samples_per_feature = parent_samples, parent_samples_per_feature
+        self.guided = guided or GuidedParams()
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
         self._memory: Memory | None = memory
         self.proxy: Proxy | None = None
         if proxy is not None and strategy == "guided":
-            self.proxy = Proxy(
-                proxy, threshold=proxy_threshold, samples=proxy_samples, beam=proxy_beam,
-                max_proposals=proxy_proposals, max_concurrency=self.engine.max_concurrency,
-            )  # fmt: skip
+            self.proxy = Proxy(proxy, proxy_params, max_concurrency=self.engine.max_concurrency)
 
     async def aclose(self) -> None:
         """Close the model's connections and a proxy classifier's."""
@@ -221,14 +205,9 @@ class MAnchorsExplainer(AnchorsExplainer):
     def settings(self) -> Settings:
         memory = MemorySettings(
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
-            max_proposals=self.max_proposals,
-            probe_samples=self.probe_samples, parent_samples=self.parent_samples,
-            parent_samples_per_feature=self.parent_samples_per_feature, lookahead=self.lookahead,
-            prune_samples=self.prune_samples, embedder=self.features.identity,
-            proxy=self.proxy.kind if self.proxy else None,
-            proxy_samples=self.proxy.samples if self.proxy else 0, proxy_beam=self.proxy.beam if self.proxy else 0,
-            proxy_proposals=self.proxy.max_proposals if self.proxy else 0,
-            proxy_threshold=self.proxy.threshold if self.proxy else 0.0,
+            max_proposals=self.max_proposals, prune_samples=self.prune_samples, embedder=self.features.identity,
+            guided=self.guided, proxy=self.proxy.kind if self.proxy else None,
+            proxy_params=self.proxy.params if self.proxy else None,
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
 
@@ -292,8 +271,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         pool = self._coverage_pool(run)
         proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
         keys = self.features.keys(run.instance)
-        proposer = await self._proxy_proposer(run, proxied, keys)
-        search = self.guided_search(n, pool, proposals, proposer)
+        proposers: list[Proposer] = [Proposals("memory", tuple(proposals))] if proposals else []
+        if (proxy := await self._proxy_proposer(run, proxied, keys)) is not None:
+            proposers.append(proxy)
+        search = self.guided_search(n, pool, proposers)
         result = await self._drive(run, search)
         if similar:
             looked_up = replace(looked_up, source=similar[0].query, proposals=named)
@@ -301,23 +282,12 @@ class MAnchorsExplainer(AnchorsExplainer):
             return result, looked_up, None
         return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)
 
-    def guided_search(
-        self,
-        n_features: int,
-        pool: np.ndarray,
-        proposals: Sequence[Rule] = (),
-        proposer: Callable[[np.ndarray, np.ndarray], list[Rule]] | None = None,
-    ) -> GuidedSearch:
-        """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``):
-        the memory's ``proposals``, the proxy's ``proposer``."""
-        return GuidedSearch(
-            n_features, pool, self.params, proposals=proposals, proposer=proposer, probe=self.probe_samples,
-            parent_samples=self.parent_samples, per_feature=self.parent_samples_per_feature, lookahead=self.lookahead,
-        )  # fmt: skip
+    def guided_search(self, n_features: int, pool: np.ndarray, proposers: Sequence[Proposer] = ()) -> GuidedSearch:
+        """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``),
+        asking ``proposers`` (the memory's, the proxy's)."""
+        return GuidedSearch(n_features, pool, self.params, guided=self.guided, proposers=proposers)
 
-    async def _proxy_proposer(
-        self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]
-    ) -> Callable[[np.ndarray, np.ndarray], list[Rule]] | None:
+    async def _proxy_proposer(self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]) -> Proposer | None:
         """What `GuidedSearch` asks for the proxy's rules once the root is refused (None: no proxy).
         A proxy classifier searches now, before the model samples anything."""
         proxy = self.proxy
@@ -336,7 +306,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             if self.on_budget == "raise":
                 raise
             run.budget_exhausted = True  # the model's search then stops at once, with its best so far
-        return lambda present, kept: proxied.proposals
+        return Proposals("proxy", tuple(proxied.proposals))
 
     def _proposals(self, run: Explaining, similar: Sequence[MemoryEntry]) -> list[Rule]:
         """Rules the memory proposes for this input, most promising first.

@@ -24,24 +24,24 @@ surrogate learns from the inputs in the order this explainer explains them
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._checks import check_int
 from ..models.classifier import Classifier, as_classifier
 from ..models.surrogate import Surrogate
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Sampler
-from ..search.base import SampleRequest, Samples, SearchResult
-from ..search.proxy import ProxyProposal, proxy_search
+from ..search.base import SampleRequest, Samples, SearchResult, run_sync
+from ..search.guided import Proposer
+from ..search.proxy import ProxyParams, ProxyProposal, proxy_search
 from ..search.rules import Rule
 from .anchors import drive
 from .explanation import Cost, ProxyUse
 
-__all__ = ["Proxy", "ProxyRun"]
+__all__ = ["Proxy", "ProxyParams", "ProxyRun"]
 
 Search = Generator[list[SampleRequest], list[Samples], list[ProxyProposal]]
 
@@ -58,27 +58,15 @@ class ProxyRun:
 class Proxy:
     """Searches on free labels and proposes rules for the explained model to certify.
 
-    ``proxy``: "surrogate" or a `Classifier`. ``samples``: the proxy's
-    samples per candidate rule; ``beam``: rules of one length extended;
-    ``max_proposals``: most rules proposed per input (fewer while trust is
-    low); ``threshold``: the proxy precision a rule needs to be proposed.
+    ``proxy``: "surrogate" or a `Classifier`; ``params``: `ProxyParams`.
     """
 
-    def __init__(
-        self,
-        proxy: Any,
-        *,
-        threshold: float,
-        samples: int = 200,
-        beam: int = 3,
-        max_proposals: int = 3,
-        max_concurrency: int = 8,
-        surrogate: Surrogate | None = None,
-    ) -> None:
-        for name, value in (("samples", samples), ("beam", beam), ("max_proposals", max_proposals)):
-            check_int(f"proxy_{name}", value)
-        self.threshold, self.samples, self.beam, self.max_proposals = threshold, samples, beam, max_proposals
-        self.surrogate = surrogate or Surrogate()
+    def __init__(self, proxy: Any, params: ProxyParams | None = None, *, max_concurrency: int = 8) -> None:
+        self.params = params or ProxyParams()
+        p = self.params
+        self.surrogate = Surrogate(
+            l2=p.surrogate_l2, rate=p.surrogate_rate, passes=p.surrogate_passes, iterations=p.surrogate_iterations
+        )
         self.classifier: Classifier | None = None if isinstance(proxy, str) else as_classifier(proxy)
         self.kind = "surrogate" if self.classifier is None else self.classifier.identity
         self.engine = QueryEngine(self.classifier, max_concurrency=max_concurrency) if self.classifier else None
@@ -92,18 +80,15 @@ class Proxy:
         return (self.certified + 1) / (self.tried + 2)
 
     def allowance(self) -> int:
-        """How many rules the proxy may propose now: ``max_proposals`` scaled by trust, at least 1."""
-        return max(1, math.ceil(self.max_proposals * self.trust))
+        """How many rules the proxy may propose now: ``params.proposals`` scaled by trust, at least 1."""
+        return max(1, math.ceil(self.params.proposals * self.trust))
 
     def search(self, n_features: int, max_size: int) -> Search:
+        p = self.params
         return proxy_search(
-            n_features,
-            threshold=self.threshold,
-            max_size=max_size,
-            max_proposals=self.allowance(),
-            samples=self.samples,
-            beam=self.beam,
-        )
+            n_features, threshold=p.threshold, max_size=max_size, max_proposals=self.allowance(), samples=p.samples,
+            beam=p.beam,
+        )  # fmt: skip
 
     async def propose_by_classifier(
         self, run: ProxyRun, sampler: Sampler, instance: Instance, target: Any, rng: np.random.Generator, max_size: int
@@ -126,28 +111,11 @@ class Proxy:
     def surrogate_proposer(
         self, run: ProxyRun, sampler: Sampler, instance: Instance, keys: Sequence[str], target: Any,
         rng: np.random.Generator, max_size: int,
-    ) -> Callable[[np.ndarray, np.ndarray], list[Rule]]:  # fmt: skip
-        """What `GuidedSearch` calls once the root is refused: fit the surrogate to the samples
-        labelled so far, search on it, return its proposals."""
-        names = _keys(keys, len(instance.features))
-
-        def propose(present: np.ndarray, kept: np.ndarray) -> list[Rule]:
-            fit = self.surrogate.fit(names, present, kept, target)
-            search = self.search(len(instance.features), max_size)
-            try:
-                requests = next(search)
-                while True:
-                    answers = []
-                    for r in requests:
-                        drawn = sampler.sample_present(instance, r.rule, r.n, rng)
-                        answers.append(Samples(drawn, fit(drawn)))
-                        run.samples += r.n
-                    requests = search.send(answers)
-            except StopIteration as stop:
-                run.proposals = [p.rule for p in stop.value]
-            return run.proposals
-
-        return propose
+    ) -> Proposer:  # fmt: skip
+        """What `GuidedSearch` asks once the root is refused: the surrogate fitted to the samples labelled
+        so far, searched on, its rules."""
+        return _SurrogateProposer(self, run, sampler, instance, _keys(keys, len(instance.features)), target, rng,
+                                  max_size)  # fmt: skip
 
     def learn(
         self, run: ProxyRun, instance: Instance, keys: Sequence[str], labelled: tuple[np.ndarray, np.ndarray],
@@ -171,6 +139,33 @@ class Proxy:
             certified=certified,
             trust=self.trust,
         )
+
+
+@dataclass
+class _SurrogateProposer:
+    """The surrogate as a `Proposer`: fitted to what the model labelled so far, searched on for free."""
+
+    proxy: Proxy
+    run: ProxyRun
+    sampler: Sampler
+    instance: Instance
+    names: list[str]
+    target: Any
+    rng: np.random.Generator
+    max_size: int
+    name: str = "proxy"
+
+    def propose(self, present: np.ndarray, kept: np.ndarray) -> list[Rule]:
+        fit = self.proxy.surrogate.fit(self.names, present, kept, self.target)
+
+        def answer(requests: list[SampleRequest]) -> list[Samples]:
+            drawn = [self.sampler.sample_present(self.instance, r.rule, r.n, self.rng) for r in requests]
+            self.run.samples += sum(r.n for r in requests)
+            return [Samples(rows, fit(rows)) for rows in drawn]
+
+        search = self.proxy.search(len(self.instance.features), self.max_size)
+        self.run.proposals = [p.rule for p in run_sync(search, answer)]
+        return self.run.proposals
 
 
 def _keys(keys: Sequence[str], n_features: int) -> list[str]:

@@ -6,7 +6,7 @@ rules; the `Certifier` (one per search, one δ per explanation) says which are a
 """
 
 from .bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
-from .base import STAGES, RoundTrace, RuleStats, SampleRequest, Samples, Search, SearchResult, kl_bounds
+from .base import STAGES, RoundTrace, RuleStats, SampleRequest, Samples, Search, SearchResult, kl_bounds, run_sync
 from .beam import BeamSearch
 from .certify import Certificate, Certifier, share_of
 from .guided import GuidedSearch, credit
@@ -39,5 +39,6 @@ __all__ = [
     "lucb",
     "make_rule",
     "proxy_search",
+    "run_sync",
     "share_of",
 ]

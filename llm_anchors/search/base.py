@@ -9,8 +9,9 @@ in one list, so a caller can send them as one batch.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from .rules import Rule, covers
 
 __all__ = [
     "STAGES",
+    "Answer",
     "RoundTrace",
     "RuleStats",
     "SampleRequest",
@@ -29,6 +31,7 @@ __all__ = [
     "Search",
     "SearchResult",
     "kl_bounds",
+    "run_sync",
 ]
 
 
@@ -235,6 +238,20 @@ class SampleStore:
 
 
 Step = Generator[list[SampleRequest], list[Samples], None]
+R = TypeVar("R")
+Answer = Callable[[list[SampleRequest]], list[Samples]]
+
+
+def run_sync(search: Generator[list[SampleRequest], list[Samples], R], answer: Answer) -> R:
+    """Run a search generator to its end, answering each round of requests with ``answer`` (the
+    explainers' async `drive` is the same loop, awaiting)."""
+    try:
+        requests = next(search)
+        while True:
+            requests = search.send(answer(requests))
+    except StopIteration as stop:
+        result: R = stop.value
+        return result
 
 
 class Search:

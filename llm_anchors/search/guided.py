@@ -32,7 +32,9 @@ so the claim holds of the anchor returned however many were tested.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -43,34 +45,82 @@ from .base import Candidate, SampleRequest, Samples, Search, SearchResult, kl_bo
 from .params import SearchParams
 from .rules import Rule, covers
 
-__all__ = ["GuidedSearch", "credit"]
+__all__ = ["GuidedParams", "GuidedSearch", "Proposals", "Proposer", "credit"]
 
-Proposer = Callable[[np.ndarray, np.ndarray], Sequence[Rule]]
-"""Given every sample labelled so far (presence matrix, label kept), rules to test."""
+
+@runtime_checkable
+class Proposer(Protocol):
+    """Something that suggests rules for the guided search to test; nothing it says certifies anything.
+
+    ``name`` is the stage its rules are judged under ("memory", "proxy"). `propose` is called once, when
+    the empty rule was refused, with every sample labelled so far (which features each kept, whether it
+    kept the label)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def propose(self, present: np.ndarray, kept: np.ndarray) -> Sequence[Rule]: ...
+
+
+@dataclass(frozen=True)
+class Proposals:
+    """Rules known before the search (the memory's; a proxy classifier's, found on its own queries)."""
+
+    name: str
+    rules: tuple[Rule, ...]
+
+    def propose(self, present: np.ndarray, kept: np.ndarray) -> Sequence[Rule]:
+        return self.rules
+
+
+@dataclass(frozen=True)
+class GuidedParams:
+    """Every setting of the guided search (see `GuidedSearch`), recorded whole in each explanation.
+
+    probe: samples drawn at a time for a rule being judged (the certifier may refuse it after each).
+    parent_samples, per_feature: a rule gets up to ``parent_samples`` samples, ``per_feature`` for each
+        feature it could still add, before growth chooses the next features from them.
+    lookahead: growth adds at once the next most credited features while the fit predicts the rule's
+        precision below this (None: one feature per step).
+    skip: growth also adds the next while the rule's reused samples put its KL upper bound at this
+        level below τ (None: never).
+    prediction_rows: rows of the coverage pool on which the fit predicts a rule's precision.
+    fit_weight: how many of a rule's reused samples the fit's prediction counts as.
+    reused_misses: a proposal whose reused samples already miss this many times is passed over.
+    credit_l2, credit_iterations: the ridge penalty and Newton iterations of growth's logistic fit.
+    """
+
+    probe: int = 20
+    parent_samples: int = 75
+    per_feature: int = 6
+    lookahead: float | None = 0.8
+    skip: float | None = 0.5
+    prediction_rows: int = 512
+    fit_weight: float = 2.0
+    reused_misses: int = 2
+    credit_l2: float = 1.0
+    credit_iterations: int = 15
+
+    def __post_init__(self) -> None:
+        for name in ("probe", "parent_samples", "per_feature", "prediction_rows", "reused_misses",
+                     "credit_iterations"):  # fmt: skip
+            check_int(name, getattr(self, name))
+        check_number("lookahead", self.lookahead, high=1.0, open_high=False, optional=True)
+        check_number("skip", self.skip, high=1.0, optional=True)
+        check_number("fit_weight", self.fit_weight, open_low=False, high=math.inf)
+        check_number("credit_l2", self.credit_l2, high=math.inf)
+
 
 Found = Generator[list[SampleRequest], list[Samples], Candidate | None]
-
-PREDICTION_ROWS = 512
-"""Rows of the coverage pool on which the fit predicts a rule's precision (`GuidedSearch._predicted`)."""
-FIT_WEIGHT = 2.0
-"""How many of a rule's reused samples the fit's prediction of its precision counts as."""
-REUSED_MISSES = 2
 """A proposal whose reused samples already miss this many times is passed over without a sample."""
 
 
 class GuidedSearch(Search):
     """Root, proposals, then growth; every rule tested judged by the certifier.
 
-    ``proposals``: the memory's rules. ``proposer``: called once the empty
-    rule is refused; its rules (a proxy's) join the proposals. Samples are
-    counted by stage: "root", "memory" and "proxy" (a proposal judged),
-    "greedy-k" (growth, k the rule's length). ``probe``: samples drawn at a
-    time for a rule being judged (it may be refused after each).
-    ``parent_samples``, ``per_feature``: a rule gets up to
-    ``parent_samples`` samples, ``per_feature`` for each feature it could
-    still add, before the next features are chosen from them.
-    ``lookahead`` (None: one feature per step) and ``skip`` (None: never):
-    see the module's docstring.
+    ``proposers``: asked once the empty rule is refused (`Proposer`: the memory's rules, a proxy's);
+    their rules are tested shortest first, each under its proposer's name as stage. Growth's steps are
+    staged "greedy-k" (k the rule's length). ``guided``: every other setting (`GuidedParams`).
     """
 
     def __init__(
@@ -79,39 +129,26 @@ class GuidedSearch(Search):
         coverage_pool: np.ndarray,
         params: SearchParams,
         *,
-        proposals: Sequence[Rule] = (),
-        proposer: Proposer | None = None,
-        probe: int = 20,
-        parent_samples: int = 75,
-        per_feature: int = 6,
-        lookahead: float | None = 0.8,
-        skip: float | None = 0.5,
+        guided: GuidedParams | None = None,
+        proposers: Sequence[Proposer] = (),
     ) -> None:
         super().__init__(n_features, coverage_pool, params)
-        for name, value in (("probe", probe), ("parent_samples", parent_samples), ("per_feature", per_feature)):
-            check_int(name, value)
-        check_number("lookahead", lookahead, high=1.0, open_high=False, optional=True)
-        check_number("skip", skip, high=1.0, optional=True)
-        self.proposals = self._checked(proposals)
-        self.proposer = proposer
-        self.sources = dict.fromkeys(self.proposals, "memory")
-        self.probe = probe
-        self.parent_samples = parent_samples
-        self.per_feature = per_feature
-        self.lookahead = lookahead
-        self.skip = skip
+        self.guided = guided or GuidedParams()
+        self.proposers = list(proposers)
+        self.sources: dict[Rule, str] = {}
         self._tried: set[Rule] = set()
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
+        g = self.guided
         root = self._candidate(frozenset(), ())
-        if (yield from self._certify(root, "root", self.probe)):
+        if (yield from self._certify(root, "root", g.probe)):
             self._best = root
             return self._result(root)
-        best = yield from self._propose([*self.proposals, *self._consult()])
+        best = yield from self._propose(self._consult())
         path = [root]
         while len(path[-1].rule) < self._max_size and (best is None or len(path[-1].rule) + 1 < len(best.rule)):
             parent = path[-1]
-            wanted = min(self.parent_samples, self.per_feature * (self.n_features - len(parent.rule)))
+            wanted = min(g.parent_samples, g.per_feature * (self.n_features - len(parent.rule)))
             if parent.n < wanted:
                 yield from self._sample([(parent, wanted - parent.n)], f"greedy-{len(parent.rule)}")
             step = self._grow(parent, best)
@@ -119,7 +156,7 @@ class GuidedSearch(Search):
                 break
             path.append(step)
             self._trace(len(step.rule), 1, [step])
-            if (yield from self._certify(step, f"greedy-{len(step.rule)}", self.probe)):
+            if (yield from self._certify(step, f"greedy-{len(step.rule)}", g.probe)):
                 best = self._best = step
                 if len(step.rule) - len(parent.rule) > 1:
                     best = yield from self._bisect(parent, step)
@@ -128,13 +165,13 @@ class GuidedSearch(Search):
         return self._fallback()
 
     def _consult(self) -> list[Rule]:
-        """The proxy's proposals on every sample labelled so far."""
-        if self.proposer is None:
-            return []
-        extra = self._checked(self.proposer(*self.labelled()))
-        for rule in extra:
-            self.sources.setdefault(rule, "proxy")
-        return extra
+        """Every proposer's rules, on every sample labelled so far (a rule keeps its first proposer's name)."""
+        rules: list[Rule] = []
+        for proposer in self.proposers:
+            for rule in self._checked(proposer.propose(*self.labelled())):
+                self.sources.setdefault(rule, proposer.name)
+                rules.append(rule)
+        return rules
 
     def _propose(self, rules: Sequence[Rule]) -> Found:
         """The first of ``rules`` certified, if any: shortest first and, among rules of one length
@@ -146,9 +183,9 @@ class GuidedSearch(Search):
                 continue
             cand = self._candidate(known.rule, known.order)  # with what earlier proposals drew
             self._tried.add(cand.rule)
-            if cand.n - cand.positives >= REUSED_MISSES:
+            if cand.n - cand.positives >= self.guided.reused_misses:
                 continue  # refused by samples it reuses: passed over, no share spent
-            if (yield from self._certify(cand, self.sources.get(cand.rule, "memory"), self.probe)):
+            if (yield from self._certify(cand, self.sources[cand.rule], self.guided.probe)):
                 self._best = cand
                 return cand
         return None
@@ -177,7 +214,7 @@ class GuidedSearch(Search):
         cands = [c for c in self._extend([parent]) if c.coverage > floor and c.rule not in self._tried]
         if not cands:
             return None
-        weights, bias = credit(*self.labelled())
+        weights, bias = credit(*self.labelled(), self.guided.credit_l2, self.guided.credit_iterations)
         step = max(cands, key=lambda c: (max(weights[f] for f in c.rule - parent.rule), c.laplace))
         limit = len(best.rule) - 1 if best is not None else self._max_size
         step = self._ahead(step, weights, bias, floor, limit)
@@ -193,7 +230,8 @@ class GuidedSearch(Search):
         rest = iter(sorted((f for f in range(self.n_features) if f not in step.rule), key=lambda f: -weights[f]))
         while len(cand.rule) < limit:
             refused = self._refused_by_reuse(cand)
-            if not refused and (self.lookahead is None or self._predicted(cand, weights, bias) >= self.lookahead):
+            lookahead = self.guided.lookahead
+            if not refused and (lookahead is None or self._predicted(cand, weights, bias) >= lookahead):
                 break
             f = next(rest, None)
             if f is None or weights[f] <= 0:
@@ -208,18 +246,20 @@ class GuidedSearch(Search):
 
     def _refused_by_reuse(self, c: Candidate) -> bool:
         """The samples ``c`` reuses put its KL upper bound at level ``skip`` below τ."""
-        if self.skip is None or not c.n:
+        skip = self.guided.skip
+        if skip is None or not c.n:
             return False
-        return kl_bounds(c.n, c.positives, math.log(1.0 / self.skip))[1] < self.params.threshold
+        return kl_bounds(c.n, c.positives, math.log(1.0 / skip))[1] < self.params.threshold
 
     def _predicted(self, c: Candidate, weights: np.ndarray, bias: float) -> float:
         """The rule's precision as the fit predicts it (its mean over pool rows with the rule's
         features kept), corrected by the samples the rule reuses (the fit counting as
-        ``FIT_WEIGHT`` samples): a logistic fit cannot express a conjunction, its samples can."""
-        x = self._pool[:PREDICTION_ROWS].astype(float)
+        ``fit_weight`` samples): a logistic fit cannot express a conjunction, its samples can."""
+        g = self.guided
+        x = self._pool[: g.prediction_rows].astype(float)
         x[:, sorted(c.rule)] = 1.0
         fitted = float(sigmoid(x @ weights + bias).mean())
-        return (FIT_WEIGHT * fitted + c.positives) / (FIT_WEIGHT + c.n)
+        return (g.fit_weight * fitted + c.positives) / (g.fit_weight + c.n)
 
     def _bisect(self, parent: Candidate, step: Candidate) -> Generator[list[SampleRequest], list[Samples], Candidate]:
         """After ``step`` grew from ``parent`` by several features and was certified: prefixes of
@@ -235,7 +275,7 @@ class GuidedSearch(Search):
             cand = self._candidate(rule, step.order[:middle])
             self._tried.add(rule)
             self._trace(len(rule), 1, [cand])
-            if (yield from self._certify(cand, f"greedy-{len(rule)}", self.probe)):
+            if (yield from self._certify(cand, f"greedy-{len(rule)}", self.guided.probe)):
                 best, high = cand, middle
                 self._best = cand
             else:
@@ -243,11 +283,11 @@ class GuidedSearch(Search):
         return best
 
 
-def credit(present: np.ndarray, kept: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
-    """Each feature's weight in a ridge-logistic fit (penalty ``l2``) of "label kept" on the
-    features kept, over the samples given, and the fit's bias."""
+def credit(present: np.ndarray, kept: np.ndarray, l2: float = 1.0, iterations: int = 15) -> tuple[np.ndarray, float]:
+    """Each feature's weight in a ridge-logistic fit (penalty ``l2``, ``iterations`` Newton steps) of
+    "label kept" on the features kept, over the samples given, and the fit's bias."""
     x = np.hstack([present.astype(float), np.ones((len(kept), 1))])
     reg = np.full(x.shape[1], l2)
     reg[-1] = 1e-3  # the base rate is not shrunk
-    theta = ridge_logistic(x, kept.astype(float), np.zeros(x.shape[1]), reg, iterations=15)
+    theta = ridge_logistic(x, kept.astype(float), np.zeros(x.shape[1]), reg, iterations=iterations)
     return theta[:-1], float(theta[-1])

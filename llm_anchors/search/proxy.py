@@ -16,10 +16,38 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from .._checks import check_int, check_number
 from .base import SampleRequest, Samples
 from .rules import Rule
 
-__all__ = ["ProxyProposal", "proxy_search"]
+__all__ = ["ProxyParams", "ProxyProposal", "proxy_search"]
+
+
+@dataclass(frozen=True)
+class ProxyParams:
+    """The proxy's settings, recorded whole in each explanation.
+
+    samples: the proxy's samples per candidate rule; beam: rules of one length extended; proposals: most
+    rules proposed per input (fewer while trust is low); threshold: the precision on the proxy a rule
+    needs to be proposed; surrogate_l2, surrogate_rate, surrogate_passes, surrogate_iterations: the
+    surrogate's (`Surrogate`).
+    """
+
+    samples: int = 200
+    beam: int = 3
+    proposals: int = 3
+    threshold: float = 0.9
+    surrogate_l2: float = 1.0
+    surrogate_rate: float = 0.5
+    surrogate_passes: int = 2
+    surrogate_iterations: int = 15
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "beam", "proposals", "surrogate_passes", "surrogate_iterations"):
+            check_int(name, getattr(self, name))
+        check_number("threshold", self.threshold, high=1.0, open_high=False)
+        check_number("surrogate_l2", self.surrogate_l2)
+        check_number("surrogate_rate", self.surrogate_rate)
 
 
 @dataclass(frozen=True)
