@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from llm_anchors import AnchorsExplainer, FunctionClassifier
+from llm_anchors import AnchorsExplainer, Budget, FunctionClassifier
 from llm_anchors.run import estimate
 from llm_anchors.run.estimate import forecast_rest, pilot_indices
 from tests.test_cli import SENTENCES, cli, inputs, keyword_sentiment, lines, run_args
@@ -60,6 +60,25 @@ async def test_estimate_explains_its_pilot_and_forecasts_the_rest():
     assert forecast.inputs == 20 and forecast.pilot == 4 and forecast.pilot_queries > 0
     assert forecast.queries_low <= forecast.queries_expected <= forecast.queries_high
     assert "pilot of 4 inputs" in forecast.summary() and set(forecast.to_dict()) >= {"queries_low", "usd_high"}
+
+
+@pytest.mark.parametrize("on_budget", ["raise", "return"])
+async def test_a_cap_that_ends_the_pilot_early_marks_the_forecast_partial(on_budget):
+    texts = [f"a good and great film number {i}" for i in range(10)] + [f"a dull film {i}" for i in range(10)]
+    labels = FunctionClassifier(lambda t: [int("good" in x and "great" in x) for x in t], name="gg")
+    async with AnchorsExplainer(labels, seed=0) as explainer:
+        whole = (await estimate(explainer, texts, seed=1)).pilot_queries
+    for cap in range(10, whole + 30, 7):  # wherever it falls: in a search, or at the next input's label
+        async with AnchorsExplainer(labels, seed=0, budget=Budget(max_queries=cap), on_budget=on_budget) as explainer:
+            forecast = await estimate(explainer, texts, seed=1)
+        assert forecast.pilot_queries <= cap and forecast.planned == 4
+        assert forecast.partial == (cap < whole) and (forecast.pilot < 4 or not forecast.partial), cap
+
+
+def test_a_pilot_of_three_scattered_costs_gives_a_finite_range():
+    with np.errstate(over="raise"):  # a wide posterior once overflowed exp
+        expected, low, high = forecast_rest([10, 12, 11], [100, 5000, 20], [10] * 20)
+    assert 0 < low <= expected <= high < float("inf")
 
 
 async def printed(*args: str) -> tuple[int, str]:

@@ -150,10 +150,15 @@ async def test_a_pilot_its_cap_stops_prints_the_forecast_it_can_marked_partial(t
     texts = [f"{s} and {w} {k}" for s in SENTENCES for w in ("more", "again", "once") for k in range(3)]  # pilot: 21
     async with FaultServer(answer=keyword_sentiment) as server:
         args = [inputs(tmp_path, texts), "--out", str(tmp_path / "out.jsonl"), "--base-url", server.base_url]
-        code, forecast, err = await cli("estimate", *args, "--no-memory", "--max-queries", "1500", "--json")
+        measure = [*args[:2], str(tmp_path / "measure.jsonl"), *args[3:]]  # a label cache of its own
+        code, forecast, err = await cli("estimate", *measure, "--no-memory", "--max-queries", "100000", "--json")
+        whole = int(json.loads(forecast)["pilot_queries"])  # what the whole pilot costs
+        assert code == 0 and whole > 0, err
+        cap = str(whole // 2)
+        code, forecast, err = await cli("estimate", *args, "--no-memory", "--max-queries", cap, "--json")
     read = json.loads(forecast)
     assert code == 3 and read["partial"] and 0 < read["pilot"] < read["planned"] == 21, err
-    assert int(read["queries_expected"]) > 0 and int(read["pilot_queries"]) <= 1500
+    assert int(read["queries_expected"]) > 0 and int(read["pilot_queries"]) <= int(cap)
 
 
 async def test_a_429_storm_ends_inputs_not_the_run_and_the_same_command_retries_them(tmp_path):

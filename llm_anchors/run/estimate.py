@@ -103,9 +103,11 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
     before = explainer.budget.report() if explainer.budget is not None else None
     explained: dict[int, Explanation] = {}
     stopped = False
+    answered = 0
     try:
         async with contextlib.aclosing(explainer.explain_stream([texts[i] for i in chosen], errors="yield")) as stream:
             async for index, exp in _indexed(chosen, stream):
+                answered += 1
                 if isinstance(exp, Explanation) and _refused(explainer, before, exp):
                     stopped = True
                     break
@@ -115,6 +117,7 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
         if before is None:
             raise
         stopped = True
+    stopped = stopped or answered < len(chosen)  # on_budget="return": the cap ended the stream early
     sizes = [len(e.data.features) for e in explained.values()]
     spent = sum((e.meta.cost.settled for e in explained.values()), Charge())
     if before is not None and explainer.budget is not None:
@@ -166,6 +169,9 @@ def _words(explainer: AnchorsExplainer, text: Any) -> int:
         return 0
 
 
+_LOG_FLOAT_MAX = 700.0  # exp of it is finite in float64
+
+
 def forecast_rest(
     sizes: Sequence[int], costs: Sequence[float], rest: Sequence[int], *, seed: int = 0, draws: int = 4000
 ) -> tuple[float, float, float]:
@@ -189,6 +195,8 @@ def forecast_rest(
     mean = rng.normal(float(logs.mean()), np.sqrt(variance / k))
     sizes_left = np.asarray([w for w in rest if w > 0], dtype=float)
     per_word = rng.normal(mean[:, None], np.sqrt(variance)[:, None], (draws, len(sizes_left)))
-    totals = (np.exp(per_word) * sizes_left).sum(axis=1)
-    low, high = np.quantile(totals, [0.025, 0.975])
+    terms = per_word + np.log(sizes_left)  # each draw's total, summed in log space: a wide posterior
+    top = terms.max(axis=1)  # (a pilot of two or three inputs) would overflow exp
+    log_totals = top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
+    low, high = np.exp(np.minimum(np.quantile(log_totals, [0.025, 0.975]), _LOG_FLOAT_MAX))
     return expected, min(float(low), expected), max(float(high), expected)
