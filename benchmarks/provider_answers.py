@@ -108,7 +108,7 @@ async def capped(tree: Path, name: str, case: dict[str, Any], workdir: Path) -> 
     out = workdir / "out.jsonl"
     async with server:
         args = ["run", str(source), "--out", str(out), "--base-url", server.base_url, "--prompt", PROMPT,
-                "--no-memory", "--model", case["model"], "--endpoint", "chat", *case.get("args", [])]  # fmt: skip
+                "--anchors", "--model", case["model"], "--endpoint", "chat", *case.get("args", [])]  # fmt: skip
         code, err = await cli(tree, *args, "--max-usd", case["cap"])
         first = bill(server, case["model"])
         recorded = _recorded(out)
@@ -136,7 +136,7 @@ async def estimate_then_run(tree: Path, workdir: Path) -> dict[str, Any]:
     source = workdir / "in.jsonl"
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in SENTENCES))
     async with FaultServer(answer=answer) as server:
-        common = [str(source), "--out", str(workdir / "out.jsonl"), "--base-url", server.base_url, "--no-memory"]
+        common = [str(source), "--out", str(workdir / "out.jsonl"), "--base-url", server.base_url, "--anchors"]
         pilot, _ = await cli(tree, "estimate", *common, "--max-queries", "400")
         after_pilot = server.prompts_served
         code, err = await cli(tree, "run", *common, "--max-queries", "400")
@@ -150,7 +150,7 @@ async def storm(tree: Path, workdir: Path) -> dict[str, Any]:
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in SENTENCES[:8]))
     out = workdir / "out.jsonl"
     async with FaultServer(answer=answer, fail_rate=0.5, kinds=["429"], retry_after="0") as server:
-        args = ["run", str(source), "--out", str(out), "--base-url", server.base_url, "--no-memory",
+        args = ["run", str(source), "--out", str(out), "--base-url", server.base_url, "--anchors",
                 "--max-attempts", "2", "--max-queries", "100000"]  # fmt: skip
         code, err = await cli(tree, *args)
         ended = len(out.read_text().splitlines()) - 1 if out.exists() else 0

@@ -356,7 +356,8 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
-    is None; ``guided.NAME`` a field of `GuidedParams`, ``proxy.NAME`` of `ProxyParams`)."""
+    is None, "true" and "false" booleans: ``use_memory=true``; ``guided.NAME`` a field of `GuidedParams`,
+    ``proxy.NAME`` of `ProxyParams`)."""
     out: dict[str, Any] = {} if args.proxy == "surrogate" else {"proxy": None}
     nested: dict[str, dict[str, Any]] = {"guided": {}, "proxy": {}}
     for item in args.set:
@@ -375,8 +376,9 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _number(text: str) -> Any:
-    if text.lower() == "none":
-        return None
+    words = {"none": None, "true": True, "false": False}
+    if text.lower() in words:
+        return words[text.lower()]
     try:
         return int(text)
     except ValueError:

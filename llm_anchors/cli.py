@@ -145,8 +145,12 @@ def _input_options() -> argparse.ArgumentParser:
     inputs.add_argument("--text-column", default="text", help="CSV: the column holding the text (default text)")
     inputs.add_argument("--out", default="results.jsonl", help="results file (default results.jsonl)")
     memory = inputs.add_mutually_exclusive_group()
-    memory.add_argument("--memory", default=None, help="MAnchors' memory directory (default: OUT.memory)")
-    memory.add_argument("--no-memory", action="store_true", help="plain Anchors: no memory")
+    memory.add_argument(
+        "--memory", nargs="?", const="", default=None, metavar="DIR",
+        help="MAnchors' memory on: earlier explanations propose rules, kept in DIR (default OUT.memory); off by "
+        "default, its proposals cost more queries than they saved on the tuning streams",
+    )  # fmt: skip
+    memory.add_argument("--anchors", action="store_true", help="plain Anchors (the beam search): the baseline")
     return inputs
 
 
@@ -211,7 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--baseline",
         default=None,
-        help="results of a plain-Anchors run (--no-memory) of the same inputs: "
+        help="results of a plain-Anchors run (--anchors) of the same inputs: "
         "the summary then shows what MAnchors saved",
     )
     report.add_argument("--title", default=None, help="the page's title")
@@ -328,6 +332,19 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _memory_dir(args: argparse.Namespace) -> str | None:
+    """Where `run`'s memory is kept (None: the memory is off)."""
+    return None if args.memory is None else (args.memory or f"{args.out}.memory")
+
+
+def _explainer(args: argparse.Namespace) -> tuple[type[AnchorsExplainer], dict[str, Any]]:
+    """`run`'s explainer and its settings: plain Anchors (``--anchors``), or MAnchors' guided search,
+    its memory on with ``--memory``."""
+    if args.anchors:
+        return AnchorsExplainer, _settings(args)
+    return MAnchorsExplainer, {**_settings(args), "use_memory": args.memory is not None}
+
+
 async def _explain(args: argparse.Namespace) -> int:
     model = _Model(args)
     with _backend(args) as (base_urls, name, embedded):
@@ -351,7 +368,7 @@ def _run(args: argparse.Namespace) -> int:
     is kept); `EXIT_REFUSED` for anything refused before money was spent."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
     model = _Model(args)
-    memory = None if args.no_memory else (args.memory or f"{args.out}.memory")
+    memory = _memory_dir(args)
     if memory is not None:
         check_memory_dir(memory)
     out = Path(args.out)
@@ -407,8 +424,8 @@ async def _run_async(
             per_text = lambda: Budget(max_usd=args.max_usd_per_text, parent=run_budget)  # noqa: E731
         clf = model.classifier(base_urls, name, embedded=embedded)
         identity = await _identity(clf, embedded)
-        kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
-        options = {**_settings(args), "budget": run_budget, "on_budget": "return", "cache": cache}
+        kind, settings = _explainer(args)
+        options = {**settings, "budget": run_budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
             with ProgressBar(len(texts), len(results.records), spent=lambda: run_budget.settled) as bar:
                 return await explain_resumable(
@@ -447,8 +464,8 @@ async def _estimate(args: argparse.Namespace) -> int:
     where `run` would refuse), its labels in the run's cache, the rest forecast."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
     model = _Model(args)
-    if not args.no_memory:
-        check_memory_dir(args.memory or f"{args.out}.memory")
+    if (memory := _memory_dir(args)) is not None:
+        check_memory_dir(memory)
     with ResultsFile(Path(args.out)) as results:
         results.check_inputs(texts)
         journal = results.check_journal()
@@ -469,8 +486,8 @@ async def _pilot(args: argparse.Namespace, model: _Model, texts: list[str], resu
     ):
         clf = model.classifier(base_urls, name, embedded=embedded)
         identity = await _identity(clf, embedded)
-        kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
-        options = {**_settings(args), "budget": budget, "on_budget": "return", "cache": cache}
+        kind, settings = _explainer(args)
+        options = {**settings, "budget": budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
             results.check_config(run_config(explainer, model=identity))  # the run's: it must take the same
             return await estimate(explainer, texts, seed=args.pilot_seed)
@@ -509,9 +526,9 @@ def _ray_explainer(
 ) -> AnchorsExplainer:
     """A worker's explainer (built in the worker: its own connections and cache handle)."""
     clf = model.classifier(base_urls, name, embedded=embedded)
-    kind: type[AnchorsExplainer] = AnchorsExplainer if args.no_memory else MAnchorsExplainer
+    kind, settings = _explainer(args)
     cache = _label_cache(Path(out))  # one file, shared by this machine's workers
-    return kind(clf, **_settings(args), on_budget="return", cache=cache)
+    return kind(clf, **settings, on_budget="return", cache=cache)
 
 
 def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) -> None:

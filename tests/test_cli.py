@@ -63,7 +63,7 @@ def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp
     (tmp_path / "reviews.jsonl").write_text("".join(json.dumps({"text": r}) + "\n" for r in REVIEWS))
     out = tmp_path / "results.jsonl"
     command = [sys.executable, "-m", "llm_anchors.cli", "run", str(tmp_path / "reviews.jsonl"), "--out", str(out),
-               "--base-url", llama_url, "--max-queries", "20000", "--seed", "0"]  # fmt: skip
+               "--base-url", llama_url, "--max-queries", "20000", "--seed", "0", "--memory"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
@@ -119,7 +119,10 @@ async def test_a_memory_the_last_run_could_not_save_is_saved_by_the_same_command
 
     out, memory = tmp_path / "out.jsonl", tmp_path / "out.jsonl.memory"
     async with FaultServer(answer=keyword_sentiment) as server:
-        args = [a for a in run_args(server.base_url, inputs(tmp_path, SENTENCES[:4]), out) if a != "--no-memory"]
+        args = [
+            *(a for a in run_args(server.base_url, inputs(tmp_path, SENTENCES[:4]), out) if a != "--anchors"),
+            "--memory",
+        ]
         assert (await cli(*args, "--max-queries", "100000"))[0] == 0
         entries = saved_entries(memory)
         assert entries > 0
@@ -141,7 +144,7 @@ def test_run_on_ray_workers_explains_every_input_once_against_the_real_llm(llama
     (tmp_path / "reviews.txt").write_text("".join(r + "\n" for r in REVIEWS[:3]))
     out = tmp_path / "results.jsonl"
     command = [sys.executable, "-m", "llm_anchors.cli", "run", str(tmp_path / "reviews.txt"), "--out", str(out),
-               "--base-url", llama_url, "--no-memory", "--ray", "--workers", "2", "--max-queries", "20000"]  # fmt: skip
+               "--base-url", llama_url, "--anchors", "--ray", "--workers", "2", "--max-queries", "20000"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
@@ -203,7 +206,7 @@ def lines(path) -> list[dict]:
 
 
 def run_args(url: str, source: str, out, *more: str) -> list[str]:
-    return ["run", source, "--out", str(out), "--base-url", url, "--prompt", PROMPT, "--no-memory", *more]
+    return ["run", source, "--out", str(out), "--base-url", url, "--prompt", PROMPT, "--anchors", *more]
 
 
 async def test_two_runs_on_one_out_at_once_never_pass_the_cap_nor_write_an_input_twice(tmp_path):
@@ -305,7 +308,7 @@ async def test_a_resume_against_another_server_or_explainer_is_refused(tmp_path)
         base = run_args(first.base_url, inputs(tmp_path), out)
         assert (await cli(*base, "--max-queries", "100"))[0] == 3
         port = int(first.base_url.rsplit(":", 1)[1].split("/")[0])
-        code, err = await cli(*[a for a in base if a != "--no-memory"], "--max-queries", "100000")
+        code, err = await cli(*[a for a in base if a != "--anchors"], "--max-queries", "100000")
         assert code == 2 and "explainer: 'AnchorsExplainer' → 'MAnchorsExplainer'" in err
     async with FaultServer(answer=keyword_sentiment, served=["model-b"], port=port) as second:  # same address
         code, err = await cli(*base, "--max-queries", "100000")
@@ -368,7 +371,7 @@ def test_a_bad_price_file_is_refused_before_anything_starts(tmp_path, content, c
 def test_a_memory_that_is_a_file_and_an_out_that_is_a_directory_are_refused_before_anything_starts(tmp_path, capsys):
     (tmp_path / "memory").write_text("not a directory")
     args = run_args("http://127.0.0.1:9/v1", inputs(tmp_path), tmp_path / "out.jsonl")
-    args.remove("--no-memory")
+    args.remove("--anchors")
     assert main([*args, "--memory", str(tmp_path / "memory")]) == 2
     assert "is a file" in capsys.readouterr().err and not (tmp_path / "out.jsonl").exists()
     (tmp_path / "dir").mkdir()

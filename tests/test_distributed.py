@@ -61,7 +61,7 @@ def hosted(url):
 
 
 def manchors():
-    return MAnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0)
+    return MAnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, use_memory=True)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ def clf():
 
 
 def manchors(embedder, **kw):
-    return MAnchorsExplainer(clf(), seed=0, embedder=embedder, **kw)
+    return MAnchorsExplainer(clf(), seed=0, embedder=embedder, **{"use_memory": True, **kw})
 
 
 STRATEGIES = ["guided", "paper"]
@@ -86,13 +86,17 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
 
 
 async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder):
-    m = MAnchorsExplainer(FunctionClassifier(needs_all("great"), name="great"), seed=0, embedder=embedder)
+    m = MAnchorsExplainer(
+        FunctionClassifier(needs_all("great"), name="great"), seed=0, embedder=embedder, use_memory=True
+    )
     await m.explain("a great movie with a good plot")
     assert m.memory.entries[0].anchor_features == ("great",)
     # Same label, similar sentence, but the word that anchored before is absent: HT maps it elsewhere.
     exp = await m.explain("a great film with a fine plot")
     assert exp.meta.memory_hit and exp.data.anchor == ("great",)
-    m2 = MAnchorsExplainer(FunctionClassifier(needs_all("plot"), name="plot"), seed=0, embedder=embedder)
+    m2 = MAnchorsExplainer(
+        FunctionClassifier(needs_all("plot"), name="plot"), seed=0, embedder=embedder, use_memory=True
+    )
     m2.memory.add(replace(m.memory.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
     exp = await m2.explain("a great movie with a good plot")
     assert exp.meta.memory_hit and ("great",) in exp.meta.memory.proposals
@@ -177,6 +181,15 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
     assert exp.data.certified_samples >= 30
 
 
+async def test_the_default_guided_search_neither_looks_up_nor_remembers(embedder):
+    m = MAnchorsExplainer(clf(), seed=0, embedder=embedder)
+    first, second = await m.explain_many(STREAM[:2])
+    assert first.meta.memory_hit is None and second.meta.memory_hit is None and len(m.memory) == 0
+    assert first.meta.settings.memory.use_memory is False and first.data.success
+    on = manchors(embedder)  # the same search, the memory on: it proposes, and remembers
+    assert (await on.explain(STREAM[0])).meta.settings.memory.use_memory and len(on.memory) == 1
+
+
 def test_bad_settings(embedder):
     for bad in (
         {"tau_mid": 0},
@@ -186,6 +199,8 @@ def test_bad_settings(embedder):
         {"first_look": 1.5},
         {"max_proposals": -1},
         {"proxy": "llm"},
+        {"use_memory": "yes"},
+        {"strategy": "paper", "use_memory": False},
     ):
         with pytest.raises(ConfigError):
             manchors(embedder, **bad)

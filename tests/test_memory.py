@@ -236,3 +236,19 @@ def test_nearest_unused_gives_each_row_the_best_free_column_first_on_ties():
     assert nearest_unused(scores) == [0, 1, 2]  # row 1's best is taken; row 2 gets what is left; then none
     assert nearest_unused(np.array([[0.5, 0.5]])) == [0]
     assert nearest_unused(np.zeros((0, 3))) == []
+
+
+def test_a_key_keeps_its_most_often_found_anchors_and_among_equals_the_latest():
+    from llm_anchors.memory.store import _designated
+
+    memory = RuleMemory(DIM, "emb", "clf", per_key=2)
+    words = [f"w{i}" for i in range(200)]
+    pairs = [("a", w) for w in words if _designated(frozenset({"a", w})) == "a"][:3]  # filed under "a"
+    assert len(pairs) == 3
+    first, second, third = pairs
+    for i, anchor in enumerate([first, first, second, third]):
+        memory.add(anchored_entry(" ".join(anchor) + " x", anchor), unit(i))
+    found = memory.anchored({"a", "x", *words}, label="pos")
+    assert [anchor for anchor, _ in found] == [tuple(sorted(first)), tuple(sorted(third))]  # second: evicted
+    memory.add(anchored_entry(" ".join(second) + " x", second), unit(9))  # found again: 2 > 1, back in
+    assert [count for _, count in memory.anchored({"a", "x", *words}, label="pos")] == [2, 2]

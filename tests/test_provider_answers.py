@@ -134,7 +134,7 @@ async def test_usage_that_cannot_be_true_counts_at_the_worst_case_and_the_run_go
 async def test_the_pilot_spends_under_the_run_s_cap_and_refuses_what_the_run_refuses(tmp_path):
     out = tmp_path / "out.jsonl"
     async with FaultServer(answer=keyword_sentiment) as server:
-        args = [inputs(tmp_path), "--out", str(out), "--base-url", server.base_url, "--no-memory"]
+        args = [inputs(tmp_path), "--out", str(out), "--base-url", server.base_url, "--anchors"]
         code, forecast, err = await cli("estimate", *args, "--max-queries", "400", "--json")
         assert code == 0 and json.loads(forecast)["pilot_queries"] > 0, err
         code, _, err = await cli("run", *args, "--max-queries", "400")
@@ -151,11 +151,11 @@ async def test_a_pilot_its_cap_stops_prints_the_forecast_it_can_marked_partial(t
     async with FaultServer(answer=keyword_sentiment) as server:
         args = [inputs(tmp_path, texts), "--out", str(tmp_path / "out.jsonl"), "--base-url", server.base_url]
         measure = [*args[:2], str(tmp_path / "measure.jsonl"), *args[3:]]  # a label cache of its own
-        code, forecast, err = await cli("estimate", *measure, "--no-memory", "--max-queries", "100000", "--json")
+        code, forecast, err = await cli("estimate", *measure, "--anchors", "--max-queries", "100000", "--json")
         whole = int(json.loads(forecast)["pilot_queries"])  # what the whole pilot costs
         assert code == 0 and whole > 0, err
         cap = str(whole // 2)
-        code, forecast, err = await cli("estimate", *args, "--no-memory", "--max-queries", cap, "--json")
+        code, forecast, err = await cli("estimate", *args, "--anchors", "--max-queries", cap, "--json")
     read = json.loads(forecast)
     assert code == 3 and read["partial"] and 0 < read["pilot"] < read["planned"] == 21, err
     assert int(read["queries_expected"]) > 0 and int(read["pilot_queries"]) <= int(cap)
@@ -204,6 +204,6 @@ async def test_a_gateway_serving_a_tiered_model_takes_its_tiers_and_a_server_say
 
 async def test_a_memory_that_cannot_be_written_is_refused_before_anything_is_spent(tmp_path):
     async with FaultServer(answer=keyword_sentiment) as server:
-        args = [a for a in run_args(server.base_url, inputs(tmp_path), tmp_path / "out.jsonl") if a != "--no-memory"]
+        args = [a for a in run_args(server.base_url, inputs(tmp_path), tmp_path / "out.jsonl") if a != "--anchors"]
         code, _, err = await cli(*args, "--memory", "/proc/llm-anchors-memory")
         assert code == 2 and "cannot be written" in err and server.prompts_served == 0, err

@@ -160,6 +160,7 @@ class MemorySettings:
     max_proposals: int
     prune_samples: int
     embedder: str
+    use_memory: bool = True
     guided: GuidedParams = field(default_factory=GuidedParams)
     proxy: str | None = None
     proxy_params: ProxyParams | None = None

@@ -1,14 +1,12 @@
-"""`MAnchorsExplainer`: Anchors with a memory of earlier explanations.
-
-Two strategies share the memory (HNSW over input vectors, per model and
-predicted label) and differ in what a hit does:
+"""`MAnchorsExplainer`: the guided search, and MAnchors' memory of earlier explanations.
 
 - ``"guided"`` (the default) is a propose-and-verify search, not the
-  paper's algorithms: the memory proposes rules (earlier anchors made of
-  this input's words, and the anchors of similar inputs mapped onto it),
-  each is certified by Anchors' KL bounds on samples drawn for it, shortest
-  first; failing that, the rule grows greedily (`GuidedSearch`). Every
-  explanation is remembered.
+  paper's algorithms: proposers (the memory, when ``use_memory``: earlier
+  anchors made of this input's words, and the anchors of similar inputs
+  mapped onto it; the proxy) propose rules, shortest first; failing that,
+  the rule grows (`GuidedSearch`). Every rule tested is judged by the one
+  certifier on samples drawn after it was chosen. The memory is off by
+  default: on the tuning streams its proposals cost more than they saved.
 - ``"paper"``: MAnchors (ICML 2026, Algorithms 1–3). For an input whose
   nearest remembered input is similar enough (cosine ≥ ``tau_sim``), the
   remembered intermediate rule is mapped word by word onto the most similar
@@ -17,7 +15,8 @@ predicted label) and differ in what a hit does:
   the result (vertical transformation, VT). Otherwise plain Anchors runs
   and the intermediate rule it passed through (the shortest rule on the
   path to the answer whose estimated precision ≥ ``tau_mid``) is
-  remembered.
+  remembered. The memory is HNSW over input vectors, per model and
+  predicted label.
 """
 
 from __future__ import annotations
@@ -55,48 +54,37 @@ Strategy = Literal["guided", "paper"]
 
 
 class MAnchorsExplainer(AnchorsExplainer):
-    """`AnchorsExplainer` that remembers earlier explanations and reuses them.
+    """`AnchorsExplainer` with MAnchors' searches: the guided search, and the paper's memory.
 
-    strategy: what a memory hit does.
-        "guided" (default): the memory proposes rules (earlier anchors made of
-        this input's words or predicates, and the anchors of the
-        ``k_nearest`` similar inputs mapped onto it by HT), and so does the
-        proxy; each is judged on samples drawn after it was chosen,
-        shortest first; the rule otherwise grows by a logistic fit of the
-        input's samples (`GuidedSearch`). Every explanation, hit or miss,
-        is remembered.
+    strategy:
+        "guided" (default): a propose-and-verify search of ours, not the
+        paper's: proposers (the memory, when ``use_memory``; the ``proxy``)
+        propose rules, shortest first, and the rule otherwise grows by a
+        logistic fit of the input's samples (`GuidedSearch`); every rule
+        tested is judged by the explanation's one certifier, on samples
+        drawn after it was chosen.
         "paper": Algorithms 1–3 of the MAnchors paper: the nearest input's
         intermediate rule is mapped by HT, pruned on a light sample and the
         beam search resumes from it (VT); only misses are remembered.
+    use_memory: whether earlier explanations are remembered and proposed
+        (default: False for "guided", where on the tuning streams the
+        memory's proposals cost more queries than they saved; "paper" is its
+        memory, always True).
     tau_sim: cosine similarity of the inputs' memory vectors above which a
         remembered input is reused (default 0.4 for "guided", whose every
         answer is certified whatever the neighbour; the paper's 0.6 for
         "paper").
     tau_mid: precision of the intermediate rule remembered (0.8).
     k_nearest: similar inputs whose anchors are proposed ("guided").
-    max_proposals: most proposed rules tested per input ("guided").
-    probe_samples: samples drawn at a time for a rule being judged
-        ("guided"; the certifier may refuse it after each).
-    parent_samples, parent_samples_per_feature: samples a rule gets before
-        growth chooses the next words from them: ``per_feature`` for each
-        word it could still add, at most ``parent_samples`` ("guided").
-    lookahead: growth adds at once the next most credited words while the
-        logistic fit of the input's samples predicts the rule's precision
-        below this (0.8), and bisects an accepted rule that grew so; None:
-        one word per step ("guided").
+    max_proposals: most rules the memory proposes per input ("guided").
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
-    proxy: who searches for free before the model certifies ("guided"):
-        "surrogate" (default: a logistic model learned from the model's own
-        labels, this input's and earlier inputs'), a `Classifier` (a cheap
-        model standing in for the explained one; its calls are reported in
-        ``meta.proxy`` and reserve against the same budget), or None (the
-        memory alone proposes, and growth does the rest). Its
-        proposals join the memory's; the model certifies them (`Proxy`).
-    proxy_samples, proxy_beam, proxy_proposals, proxy_threshold: the
-        proxy's samples per candidate rule, rules of one length it extends,
-        most rules it proposes per input (fewer while few of its proposals
-        are certified), and the precision on the proxy a rule needs to be
-        proposed (0.9: proposals are tested on the model, where τ holds).
+    guided: every other setting of the guided search (`GuidedParams`).
+    proxy: who else proposes ("guided"): "surrogate" (a logistic model
+        learned from the model's own labels, this input's and earlier
+        inputs'), a `Classifier` (a cheap model standing in for the
+        explained one; its calls are reported in ``meta.proxy`` and reserve
+        against the same budget), or None (growth alone). ``proxy_params``:
+        its settings (`ProxyParams`).
     embedder: for text, the `SentenceEmbedder` (default: packaged
         all-MiniLM-L6-v2).
     memory: where earlier explanations are kept and looked up (a `Memory`;
@@ -106,12 +94,16 @@ class MAnchorsExplainer(AnchorsExplainer):
         `ImageSampler`), or text's over ``embedder``.
     Other arguments as `AnchorsExplainer`. The memory lives in the
     explainer: each explanation can reuse the earlier ones; `save` and
-    `load` keep it across runs.
+    `load` keep it across runs. Every setting is recorded in
+    ``meta.settings.memory`` (`MemorySettings`).
     """
 
     name = "MAnchorsExplainer"
     default_tau_sim: dict[str, float] = {"guided": 0.4, "paper": 0.6}
     """τ_sim by strategy: the paper's 0.6; "guided"'s was chosen on held-out streams (benchmarks/README.md)."""
+    default_use_memory: dict[str, bool] = {"guided": False, "paper": True}
+    """Whether the memory is used, by strategy: "guided"'s proposals cost more queries than they saved on
+    the tuning streams (benchmarks/README.md, the ablation)."""
 
     def __init__(
         self,
@@ -129,6 +121,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         memory: Memory | None = None,
         proxy: Literal["surrogate"] | Classifier | None = "surrogate",
         proxy_params: ProxyParams | None = None,
+        use_memory: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(classifier, **kwargs)
@@ -136,6 +129,11 @@ class MAnchorsExplainer(AnchorsExplainer):
             raise ConfigError(f"proxy must be 'surrogate', a Classifier or None, got {proxy!r}")
         if strategy not in ("guided", "paper"):
             raise ConfigError(f"strategy must be 'guided' or 'paper', got {strategy!r}")
+        if use_memory is None:
+            use_memory = self.default_use_memory[strategy]
+        if not isinstance(use_memory, bool) or (strategy == "paper" and not use_memory):
+            raise ConfigError(f"use_memory must be a bool (True for 'paper': it is its memory), got {use_memory!r}")
+        self.use_memory = use_memory
         if tau_sim is None:
             tau_sim = self.default_tau_sim.get(strategy, 0.6)
         if not -1.0 <= tau_sim <= 1.0 or not 0.0 < tau_mid <= 1.0:
@@ -206,7 +204,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         memory = MemorySettings(
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
             max_proposals=self.max_proposals, prune_samples=self.prune_samples, embedder=self.features.identity,
-            guided=self.guided, proxy=self.proxy.kind if self.proxy else None,
+            use_memory=self.use_memory, guided=self.guided, proxy=self.proxy.kind if self.proxy else None,
             proxy_params=self.proxy.params if self.proxy else None,
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
@@ -241,6 +239,9 @@ class MAnchorsExplainer(AnchorsExplainer):
         run = self._start(text, seed, budget)
         run.progress = progress
         await self._label_target(run)
+        if not self.use_memory:  # the guided search alone: nothing embedded, looked up or remembered
+            alone, _, proxy_use = await self._guided(run, (), MemoryUse())
+            return self._explanation(run, alone, proxy=proxy_use, **await self._recheck(run, alone))
         started = time.perf_counter()
         vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
         k = self.k_nearest if self.strategy == "guided" else 1

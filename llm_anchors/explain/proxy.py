@@ -65,8 +65,9 @@ class Proxy:
         self.params = params or ProxyParams()
         p = self.params
         self.surrogate = Surrogate(
-            l2=p.surrogate_l2, rate=p.surrogate_rate, passes=p.surrogate_passes, iterations=p.surrogate_iterations
-        )
+            l2=p.surrogate_l2, bias_l2=p.surrogate_bias_l2, rate=p.surrogate_rate, bias_rate=p.surrogate_bias_rate,
+            passes=p.surrogate_passes, iterations=p.surrogate_iterations,
+        )  # fmt: skip
         self.classifier: Classifier | None = None if isinstance(proxy, str) else as_classifier(proxy)
         self.kind = "surrogate" if self.classifier is None else self.classifier.identity
         self.engine = QueryEngine(self.classifier, max_concurrency=max_concurrency) if self.classifier else None

@@ -102,9 +102,13 @@ class RuleMemory:
     each lookup (`neighbours`, `anchored`), costs the same whatever the
     number of entries (amortised; HNSW's own log factor aside):
     ``benchmarks/memory_scale.py`` measures it up to 100,000 entries.
+    ``per_key``: the most distinct anchors `anchored` keeps filed under one
+    key (the most often found; among equals, the latest).
     """
 
-    def __init__(self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16) -> None:
+    def __init__(
+        self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16, per_key: int = 64
+    ) -> None:
         try:
             import hnswlib
         except ImportError as exc:
@@ -116,7 +120,8 @@ class RuleMemory:
         self._buffer = np.zeros((1024, dim), dtype=np.float32)
         self._labels: dict[Label, _LabelIndex] = {}
         self._anchors: dict[tuple[Label, frozenset[str]], list[int]] = {}  # [count, first entry]
-        self._designated: dict[tuple[Label, str], set[frozenset[str]]] = {}
+        self._designated: dict[tuple[Label, str], dict[frozenset[str], None]] = {}  # bounded, in order
+        self._per_key = per_key
         self._hnswlib = hnswlib
         self._ef, self._m = ef, m
 
@@ -155,12 +160,17 @@ class RuleMemory:
         if not entry.anchor_keys:
             return
         anchor = frozenset(entry.anchor_keys)
-        counted = self._anchors.get((entry.label, anchor))
-        if counted is not None:
-            counted[0] += 1
+        counted = self._anchors.setdefault((entry.label, anchor), [0, number])
+        counted[0] += 1
+        bucket = self._designated.setdefault((entry.label, _designated(anchor)), {})
+        if anchor in bucket:
             return
-        self._anchors[(entry.label, anchor)] = [1, number]
-        self._designated.setdefault((entry.label, _designated(anchor)), set()).add(anchor)
+        if len(bucket) >= self._per_key:  # full: it takes the place of the least found (the oldest such)
+            least = min(bucket, key=lambda a: self._anchors[(entry.label, a)][0])
+            if self._anchors[(entry.label, least)][0] > counted[0]:
+                return
+            del bucket[least]
+        bucket[anchor] = None
 
     def nearest(self, vector: np.ndarray, *, label: Label) -> tuple[MemoryEntry, float] | None:
         """The most similar entry with this label, with its cosine similarity."""
@@ -181,8 +191,8 @@ class RuleMemory:
         """Earlier anchors for this label made only of ``keys``, with how many entries found each.
 
         Ordered shortest first, then most often found, then first found. Each distinct anchor is
-        filed under one of its keys (a fixed hash picks it), so a lookup visits only the anchors
-        filed under the input's keys, never the entries.
+        filed under one of its keys (a fixed hash picks it), at most ``per_key`` under each, so a
+        lookup visits at most ``per_key`` anchors per key of the input, never the entries.
         """
         found = []
         for key in keys:

@@ -59,16 +59,29 @@ class Surrogate:
 
     ``l2``: how strongly an input's own fit is pulled toward the shared
     layer (larger: trust earlier inputs more than this input's few
-    samples). ``rate`` and ``passes``: AdaGrad's step and passes over each
-    input's samples when the shared layer learns from them.
+    samples); ``bias_l2`` the same for its bias (smaller: inputs differ most
+    in their base rate). ``rate`` and ``passes``: AdaGrad's step and passes
+    over each input's samples when the shared layer learns from them;
+    ``bias_rate`` the plain gradient step of the shared bias.
+    ``iterations``: the per-input fit's Newton steps.
     """
 
-    def __init__(self, *, l2: float = 1.0, rate: float = 0.5, passes: int = 2, iterations: int = 15) -> None:
-        check_number("l2", l2)
-        check_number("rate", rate)
+    def __init__(
+        self,
+        *,
+        l2: float = 1.0,
+        bias_l2: float = 0.1,
+        rate: float = 0.5,
+        bias_rate: float = 0.1,
+        passes: int = 2,
+        iterations: int = 15,
+    ) -> None:
+        for name, value in (("l2", l2), ("bias_l2", bias_l2), ("rate", rate), ("bias_rate", bias_rate)):
+            check_number(name, value)
         check_int("passes", passes)
         check_int("iterations", iterations)
-        self.l2, self.rate, self.passes, self.iterations = l2, rate, passes, iterations
+        self.l2, self.bias_l2, self.rate, self.bias_rate = l2, bias_l2, rate, bias_rate
+        self.passes, self.iterations = passes, iterations
         self._shared: dict[Hashable, _Shared] = {}
 
     def shared(self, keys: Sequence[str], label: Hashable) -> tuple[np.ndarray, float]:
@@ -86,7 +99,7 @@ class Surrogate:
         prior = np.zeros(design.shape[1])
         prior[0] = 1.0
         reg = np.full(len(prior), self.l2)
-        reg[-1] = self.l2 / 10  # inputs differ most in their base rate
+        reg[-1] = self.bias_l2
         theta = ridge_logistic(design, kept.astype(float), prior, reg, self.iterations)
         return SurrogateFit(w0, b0, float(theta[0]), theta[1:-1], float(theta[-1]))
 
@@ -106,7 +119,7 @@ class Surrogate:
             grad = np.bincount(where, weights=x.T @ error / len(y), minlength=len(names))
             squares += grad**2
             weights -= self.rate * grad / np.sqrt(squares)
-            s.bias -= 0.1 * float(error.mean())
+            s.bias -= self.bias_rate * float(error.mean())
         for k, i in column.items():
             s.weights[k], s.squares[k] = float(weights[i]), float(squares[i])
         s.inputs += 1

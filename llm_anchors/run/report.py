@@ -78,7 +78,7 @@ def write_report(
 ) -> Path:
     """Write the report of ``results`` (a ``llm-anchors run`` results file) to ``out``.
 
-    ``baseline``: the results of a plain-Anchors run (``--no-memory``) over
+    ``baseline``: the results of a plain-Anchors run (``--anchors``) over
     the same inputs; the summary then says what MAnchors saved on the inputs
     both explained (matched by their hash).
     """
@@ -144,7 +144,7 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
         (
             "memory hits",
             f"{sum(looked_up):,} / {len(looked_up):,}" if looked_up else "—",
-            f"{sum(looked_up) / len(looked_up):.0%} of lookups" if looked_up else "plain Anchors: no memory",
+            f"{sum(looked_up) / len(looked_up):.0%} of lookups" if looked_up else "the memory was off",
         ),
         (
             "queries",
@@ -199,7 +199,7 @@ def _savings(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
     return (
         f"<p class=muted>Queries per input: {sum(hits) / len(hits):,.0f} on a memory hit, "
         f"{sum(misses) / len(misses):,.0f} on a miss (plain Anchors), over different inputs. "
-        "To measure the saving, run the same inputs with <code>--no-memory</code> and pass its results "
+        "To measure the saving, run the same inputs with <code>--anchors</code> and pass its results "
         "as <code>--baseline</code>.</p>"
     )
 

@@ -87,7 +87,8 @@ class GuidedParams:
     prediction_rows: rows of the coverage pool on which the fit predicts a rule's precision.
     fit_weight: how many of a rule's reused samples the fit's prediction counts as.
     reused_misses: a proposal whose reused samples already miss this many times is passed over.
-    credit_l2, credit_iterations: the ridge penalty and Newton iterations of growth's logistic fit.
+    credit_l2, credit_bias_l2, credit_iterations: the ridge penalty of growth's logistic fit on the
+        features' weights and on its bias (near 0: the base rate is not shrunk), its Newton iterations.
     """
 
     probe: int = 20
@@ -99,6 +100,7 @@ class GuidedParams:
     fit_weight: float = 2.0
     reused_misses: int = 2
     credit_l2: float = 1.0
+    credit_bias_l2: float = 1e-3
     credit_iterations: int = 15
 
     def __post_init__(self) -> None:
@@ -109,6 +111,7 @@ class GuidedParams:
         check_number("skip", self.skip, high=1.0, optional=True)
         check_number("fit_weight", self.fit_weight, open_low=False, high=math.inf)
         check_number("credit_l2", self.credit_l2, high=math.inf)
+        check_number("credit_bias_l2", self.credit_bias_l2, high=math.inf)
 
 
 Found = Generator[list[SampleRequest], list[Samples], Candidate | None]
@@ -214,7 +217,7 @@ class GuidedSearch(Search):
         cands = [c for c in self._extend([parent]) if c.coverage > floor and c.rule not in self._tried]
         if not cands:
             return None
-        weights, bias = credit(*self.labelled(), self.guided.credit_l2, self.guided.credit_iterations)
+        weights, bias = credit(*self.labelled(), self.guided)
         step = max(cands, key=lambda c: (max(weights[f] for f in c.rule - parent.rule), c.laplace))
         limit = len(best.rule) - 1 if best is not None else self._max_size
         step = self._ahead(step, weights, bias, floor, limit)
@@ -283,11 +286,12 @@ class GuidedSearch(Search):
         return best
 
 
-def credit(present: np.ndarray, kept: np.ndarray, l2: float = 1.0, iterations: int = 15) -> tuple[np.ndarray, float]:
-    """Each feature's weight in a ridge-logistic fit (penalty ``l2``, ``iterations`` Newton steps) of
-    "label kept" on the features kept, over the samples given, and the fit's bias."""
+def credit(present: np.ndarray, kept: np.ndarray, params: GuidedParams | None = None) -> tuple[np.ndarray, float]:
+    """Each feature's weight in a ridge-logistic fit of "label kept" on the features kept, over the
+    samples given, and the fit's bias (penalties and Newton steps: ``params``' credit_*)."""
+    p = params or GuidedParams()
     x = np.hstack([present.astype(float), np.ones((len(kept), 1))])
-    reg = np.full(x.shape[1], l2)
-    reg[-1] = 1e-3  # the base rate is not shrunk
-    theta = ridge_logistic(x, kept.astype(float), np.zeros(x.shape[1]), reg, iterations=iterations)
+    reg = np.full(x.shape[1], p.credit_l2)
+    reg[-1] = p.credit_bias_l2
+    theta = ridge_logistic(x, kept.astype(float), np.zeros(x.shape[1]), reg, iterations=p.credit_iterations)
     return theta[:-1], float(theta[-1])

@@ -29,8 +29,8 @@ class ProxyParams:
 
     samples: the proxy's samples per candidate rule; beam: rules of one length extended; proposals: most
     rules proposed per input (fewer while trust is low); threshold: the precision on the proxy a rule
-    needs to be proposed; surrogate_l2, surrogate_rate, surrogate_passes, surrogate_iterations: the
-    surrogate's (`Surrogate`).
+    needs to be proposed; surrogate_l2, surrogate_bias_l2, surrogate_rate, surrogate_bias_rate,
+    surrogate_passes, surrogate_iterations: the surrogate's (`Surrogate`).
     """
 
     samples: int = 200
@@ -38,7 +38,9 @@ class ProxyParams:
     proposals: int = 3
     threshold: float = 0.9
     surrogate_l2: float = 1.0
+    surrogate_bias_l2: float = 0.1
     surrogate_rate: float = 0.5
+    surrogate_bias_rate: float = 0.1
     surrogate_passes: int = 2
     surrogate_iterations: int = 15
 
@@ -46,8 +48,8 @@ class ProxyParams:
         for name in ("samples", "beam", "proposals", "surrogate_passes", "surrogate_iterations"):
             check_int(name, getattr(self, name))
         check_number("threshold", self.threshold, high=1.0, open_high=False)
-        check_number("surrogate_l2", self.surrogate_l2)
-        check_number("surrogate_rate", self.surrogate_rate)
+        for name in ("surrogate_l2", "surrogate_bias_l2", "surrogate_rate", "surrogate_bias_rate"):
+            check_number(name, getattr(self, name))
 
 
 @dataclass(frozen=True)
