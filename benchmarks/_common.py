@@ -91,7 +91,7 @@ def run_suffix(args: argparse.Namespace) -> str:
     paper = "_paper" if getattr(args, "strategy", "guided") == "paper" else ""
     strict = "_strict" if getattr(args, "certify", "default") == "strict" else ""
     plausible = "_plausible" if getattr(args, "arms", "top") == "plausible" else ""
-    proxy = "_noproxy" if getattr(args, "proxy", "surrogate") == "none" else ""
+    proxy = {"none": "_noproxy", "surrogate": "_surrogate"}.get(getattr(args, "proxy", "default"), "")
     tuned = "".join(f"_{item.replace('=', '')}" for item in getattr(args, "set", []))
     return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible + proxy + tuned
 

@@ -1,14 +1,14 @@
 """Does each proposer of MAnchors' guided search pay its way? One table from stream runs of one stream.
 
-    python -m benchmarks.stream --n 500 --tuning --strategy guided                    # all proposers
-    python -m benchmarks.stream --n 500 --tuning --strategy guided --anchors-from A --set use_memory=false
-    python -m benchmarks.stream ... --anchors-from A --proxy none                     # no surrogate
-    python -m benchmarks.stream ... --anchors-from A --proxy none --set use_memory=false  # growth only
+    python -m benchmarks.stream --n 500 --tuning --strategy guided                   # the default: growth
+    python -m benchmarks.stream ... --anchors-from A --set use_memory=true           # memory + growth
+    python -m benchmarks.stream ... --anchors-from A --proxy surrogate               # surrogate + growth
+    python -m benchmarks.stream ... --anchors-from A --proxy surrogate --set use_memory=true  # all three
     python -m benchmarks.ablation A B C D [--name rf_tuning]
 
 Each argument is a `benchmarks.stream` result (JSON) of the same stream against the same Anchors rows;
 each of its guided runs is a row, named by the proposers it ran with (the memory when it had a hit, the
-surrogate unless ``--proxy none``; growth always). Columns: paid queries and their
+surrogate when it ran; growth always). Columns: paid queries and their
 reduction against Anchors, memory hits, coverage and length on the inputs where both anchors are
 non-empty, the share of empty anchors and the share below τ on fresh samples, each with its 95% CI.
 Prints a markdown table and writes JSON.
@@ -27,10 +27,11 @@ FIGURES = ("coverage_both_non_empty", "length_both_non_empty", "empty", "below_t
 
 
 def proposers(params: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """The proposers a run had besides growth: the memory when it had a hit (off, or τ_sim 1, it has
-    none), the surrogate unless ``--proxy none``."""
+    """The proposers a run had besides growth, from its rows: the memory when it had a hit (off, or
+    τ_sim 1, it has none), the surrogate when it ran."""
     memory = any(r.get("memory_hit") for r in rows)
-    names = [name for name, on in (("memory", memory), ("surrogate", params.get("proxy") != "none")) if on]
+    surrogate = any(r.get("proxy") for r in rows)
+    names = [name for name, on in (("memory", memory), ("surrogate", surrogate)) if on]
     return " + ".join([*names, "growth"])
 
 

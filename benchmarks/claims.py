@@ -10,7 +10,8 @@ keeps. By default ``p0`` sits just below the bound the claim states (τ −
 ``success`` makes a false claim, and the share of such explanations must
 stay at most δ for "with probability ≥ 1 − δ" to hold of the anchor
 returned. Each seed runs the search the explainer runs on a miss (Anchors'
-`BeamSearch`, or MAnchors' `GuidedSearch` with its surrogate proposing),
+`BeamSearch`, or MAnchors' `GuidedSearch`: growth, and with
+``manchors-surrogate`` the surrogate proposing too),
 built by the explainer itself, its samples drawn by the text sampler as an
 explanation draws them. Prints one JSON line (``--json``) or a sentence:
 ``false_rate``, its standard error ``se``, ``delta``, the mean samples,
@@ -29,6 +30,7 @@ import numpy as np
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, TextSampler
 from llm_anchors.explain.proxy import ProxyRun
 from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync
+from llm_anchors.search.guided import Proposer
 
 Certify = Literal["default", "strict"]
 
@@ -40,6 +42,8 @@ def explainer(kind: str, certify: Certify) -> AnchorsExplainer:
     clf = FunctionClassifier(lambda texts: ["pos"] * len(texts), name="flat-null")
     if kind == "anchors":
         return AnchorsExplainer(clf, certify=certify)
+    if kind == "manchors-surrogate":
+        return MAnchorsExplainer(clf, certify=certify, proxy="surrogate")
     return MAnchorsExplainer(clf, certify=certify)
 
 
@@ -56,12 +60,14 @@ def one(e: AnchorsExplainer, seed: int, p0: float, n_features: int) -> tuple[Sea
     instance = sampler.features(" ".join(f"w{i}" for i in range(n_features)))
     pool = sampler.sample_present(instance, frozenset(), e.params.coverage_samples, rng)
     search: Search
-    if isinstance(e, MAnchorsExplainer) and e.proxy is not None:
-        keys = list(instance.features)  # the words themselves: what the surrogate learns by
-        proposer = e.proxy.surrogate_proposer(
-            ProxyRun(), sampler, instance, keys, "pos", np.random.default_rng([seed, 1]), n_features
-        )
-        search = e.guided_search(n_features, pool, [proposer])
+    if isinstance(e, MAnchorsExplainer):
+        proposers: list[Proposer] = []
+        if e.proxy is not None:
+            keys = list(instance.features)  # the words themselves: what the surrogate learns by
+            proposers.append(e.proxy.surrogate_proposer(
+                ProxyRun(), sampler, instance, keys, "pos", np.random.default_rng([seed, 1]), n_features
+            ))  # fmt: skip
+        search = e.guided_search(n_features, pool, proposers)
     else:
         search = BeamSearch(n_features, pool, e.params)
     sampled: set[frozenset[int]] = set()
@@ -99,7 +105,7 @@ def run(kind: str, certify: Certify, p0: float | None, seeds: int, first_seed: i
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--explainer", choices=["anchors", "manchors"], default="anchors")
+    parser.add_argument("--explainer", choices=["anchors", "manchors", "manchors-surrogate"], default="anchors")
     parser.add_argument("--certify", choices=["default", "strict"], default="default")
     parser.add_argument("--p0", type=float, default=None, help="every rule's precision (default: just below the bound)")
     parser.add_argument("--seeds", type=int, default=1000)

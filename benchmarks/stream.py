@@ -358,7 +358,7 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
     is None, "true" and "false" booleans: ``use_memory=true``; ``guided.NAME`` a field of `GuidedParams`,
     ``proxy.NAME`` of `ProxyParams`)."""
-    out: dict[str, Any] = {} if args.proxy == "surrogate" else {"proxy": None}
+    out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
     nested: dict[str, dict[str, Any]] = {"guided": {}, "proxy": {}}
     for item in args.set:
         name, _, text = item.partition("=")
@@ -414,7 +414,9 @@ def main(argv: list[str] | None = None) -> None:
         "--price-model", default="gpt-4o-mini", help="a model genai-prices knows (its price for the table)"
     )
     parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
-    parser.add_argument("--proxy", choices=["surrogate", "none"], default="surrogate", help="MAnchors' proxy")
+    parser.add_argument(
+        "--proxy", choices=["default", "surrogate", "none"], default="default", help="MAnchors' proxy (default: its)"
+    )
     parser.add_argument(
         "--set", action="append", default=[],
         help="a MAnchors option for tuning: tau_sim=1.0, guided.lookahead=0.9, proxy.beam=5 (none: None)",

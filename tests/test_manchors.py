@@ -181,11 +181,12 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
     assert exp.data.certified_samples >= 30
 
 
-async def test_the_default_guided_search_neither_looks_up_nor_remembers(embedder):
+async def test_the_default_guided_search_grows_alone_neither_looking_up_nor_remembering(embedder):
     m = MAnchorsExplainer(clf(), seed=0, embedder=embedder)
     first, second = await m.explain_many(STREAM[:2])
     assert first.meta.memory_hit is None and second.meta.memory_hit is None and len(m.memory) == 0
     assert first.meta.settings.memory.use_memory is False and first.data.success
+    assert first.meta.proxy is None and first.meta.settings.memory.proxy is None  # growth alone
     on = manchors(embedder)  # the same search, the memory on: it proposes, and remembers
     assert (await on.explain(STREAM[0])).meta.settings.memory.use_memory and len(on.memory) == 1
 

@@ -79,12 +79,13 @@ class MAnchorsExplainer(AnchorsExplainer):
     max_proposals: most rules the memory proposes per input ("guided").
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
     guided: every other setting of the guided search (`GuidedParams`).
-    proxy: who else proposes ("guided"): "surrogate" (a logistic model
-        learned from the model's own labels, this input's and earlier
-        inputs'), a `Classifier` (a cheap model standing in for the
-        explained one; its calls are reported in ``meta.proxy`` and reserve
-        against the same budget), or None (growth alone). ``proxy_params``:
-        its settings (`ProxyParams`).
+    proxy: who else proposes ("guided"): None (default: growth alone; on
+        the tuning streams the surrogate cost more queries (RF) or lost
+        coverage (LLM)), "surrogate" (a logistic model learned from the
+        model's own labels, this input's and earlier inputs'; no query), or
+        a `Classifier` (a cheap model standing in for the explained one;
+        its calls are reported in ``meta.proxy`` and reserve against the
+        same budget). ``proxy_params``: its settings (`ProxyParams`).
     embedder: for text, the `SentenceEmbedder` (default: packaged
         all-MiniLM-L6-v2).
     memory: where earlier explanations are kept and looked up (a `Memory`;
@@ -119,7 +120,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
         memory: Memory | None = None,
-        proxy: Literal["surrogate"] | Classifier | None = "surrogate",
+        proxy: Literal["surrogate"] | Classifier | None = None,
         proxy_params: ProxyParams | None = None,
         use_memory: bool | None = None,
         **kwargs: Any,

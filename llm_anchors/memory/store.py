@@ -106,9 +106,7 @@ class RuleMemory:
     key (the most often found; among equals, the latest).
     """
 
-    def __init__(
-        self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16, per_key: int = 64
-    ) -> None:
+    def __init__(self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16, per_key: int = 64) -> None:
         try:
             import hnswlib
         except ImportError as exc:
