@@ -24,6 +24,8 @@ from typing import Any
 from ._common import compare, write_json
 
 FIGURES = ("coverage_both_non_empty", "length_both_non_empty", "empty", "below_tau")
+PAIRED = FIGURES[:2]
+"""Measured on the inputs where both anchors are non-empty: Anchors' own value differs by row."""
 
 
 def proposers(params: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -57,6 +59,7 @@ def rows(paths: list[Path]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 "paid_queries": m["paid_queries"], "reduction": 1 - m["paid_queries"] / max(anchors["paid_queries"], 1),
                 "memory_hits": result["memory_hits"], "inputs": m["inputs"],
                 **{k: m[k] for k in FIGURES},
+                "anchors": {k: anchors[k] for k in PAIRED},
             })  # fmt: skip
     if not out:
         raise SystemExit("no guided run in these files")
@@ -67,16 +70,19 @@ def markdown(anchors: dict[str, Any], table: list[dict[str, Any]], title: str) -
     def cell(value: dict[str, float]) -> str:
         return f"{value['mean']:.3f} ± {value['ci95']:.3f}"
 
+    def paired(row: dict[str, Any], key: str) -> str:
+        return f"{cell(row[key])} (Anchors {row['anchors'][key]['mean']:.3f})"
+
     head = ["proposers", "paid queries", "reduction", "memory hits", "coverage (both non-empty)",
             "length (both non-empty)", "empty share", "below τ"]  # fmt: skip
     lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
-    lines.append(
-        f"| Anchors | {anchors['paid_queries']:,} | | | " + " | ".join(cell(anchors[k]) for k in FIGURES) + " |"
-    )
+    lines.append(f"| Anchors | {anchors['paid_queries']:,} | | | | | {cell(anchors['empty'])} | "
+                 f"{cell(anchors['below_tau'])} |")  # fmt: skip
     for row in table:
         lines.append(
             f"| {row['proposers']} | {row['paid_queries']:,} | {row['reduction']:.1%} | "
-            f"{row['memory_hits']} / {row['inputs']} | " + " | ".join(cell(row[k]) for k in FIGURES) + " |"
+            f"{row['memory_hits']} / {row['inputs']} | {paired(row, PAIRED[0])} | {paired(row, PAIRED[1])} | "
+            f"{cell(row['empty'])} | {cell(row['below_tau'])} |"
         )
     return "\n".join(lines)
 
