@@ -102,7 +102,7 @@ def markdown(result: dict[str, Any], c: dict[str, Any], n: int, strategy: str = 
         f"| Σ time (s) | {a['time_s']:.1f} | {m['time_s']:.1f} | |",
         f"| Σ samples | {a['samples']:,} | {m['samples']:,} | |",
     ]
-    for key in (*FIDELITY, "below_tau"):
+    for key in (*FIDELITY, "empty", "coverage_both_non_empty", "length_both_non_empty", "below_tau"):
         lines.append(
             f"| {key} | {a[key]['mean']:.3f} ± {a[key]['ci95']:.3f} | {m[key]['mean']:.3f} ± {m[key]['ci95']:.3f} | |"
         )

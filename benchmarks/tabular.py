@@ -66,13 +66,15 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
         f"τ_mid {args.tau_mid}{'; reference Anchors settings' if args.reference else ''})",
         "",
         "| model | test accuracy | speedup (paper) | sampling reduction (paper) | memory hits "
-        "| fresh precision A → M | coverage A → M | length A → M | success A → M |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| fresh precision A → M | coverage A → M | length A → M | empty A → M "
+        "| coverage, both non-empty A → M | length, both non-empty A → M | success A → M |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for kind, r in results.items():
         c, paper = r["compare"], PAPER[kind]
         a, m = c["anchors"], c["manchors"]
-        fidelity = " | ".join(f"{a[k]['mean']:.3f} → {m[k]['mean']:.3f}" for k in FIDELITY)
+        keys = (*FIDELITY, "empty", "coverage_both_non_empty", "length_both_non_empty")
+        fidelity = " | ".join(f"{a[k]['mean']:.3f} → {m[k]['mean']:.3f}" for k in keys)
         rates = [sum(x["success"] for x in rows) / len(rows) for rows in (r["anchors"], r["manchors"])]
         success = " → ".join(f"{rate:.0%}" for rate in rates)
         lines.append(
