@@ -167,9 +167,13 @@ class FaultServer:
             self._client = aiohttp.ClientSession()
         base = self.upstream.rstrip("/")  # type: ignore[union-attr]
         url = (base.removesuffix("/v1") if root else base) + path.removeprefix("/v1")
-        async with self._client.post(url, json=body) as response:
-            payload = await response.read()
-            return web.Response(status=response.status, body=payload, content_type="application/json")
+        try:
+            async with self._client.post(url, json=body) as response:
+                payload = await response.read()
+                return web.Response(status=response.status, body=payload, content_type="application/json")
+        except aiohttp.ClientError as exc:  # the upstream dropped the call: a fault like any other, counted
+            self.counts["upstream"] += 1
+            return web.json_response({"error": {"message": f"upstream: {exc!r}"}}, status=502)
 
     def _reply(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         assert self.answer is not None
