@@ -41,7 +41,7 @@ from ..search.rules import Rule
 from .anchors import drive
 from .explanation import Cost, ProxyUse
 
-__all__ = ["Proxy", "ProxyParams", "ProxyRun"]
+__all__ = ["Proxy", "ProxyRun"]
 
 Search = Generator[list[SampleRequest], list[Samples], list[ProxyProposal]]
 

@@ -264,12 +264,14 @@ class RuleMemory:
         memory = cls(dim, embedder_id, scope)
         memory.entries = entries
         memory._buffer = np.concatenate([vectors, np.zeros((max(1024, len(entries)), dim), dtype=np.float32)])
+        numbers: dict[Label, list[int]] = {label: [] for label in labels}  # each label's entries, one pass
+        for number, entry in enumerate(entries):
+            numbers.setdefault(entry.label, []).append(number)
         for j, label in enumerate(labels):
-            ids = [number for number, entry in enumerate(entries) if entry.label == label]
-            index = _LabelIndex(memory._read_index(gen / f"index-{j}.bin", len(ids), checksums))
-            index.ids = ids
+            index = _LabelIndex(memory._read_index(gen / f"index-{j}.bin", len(numbers[label]), checksums))
+            index.ids = numbers[label]
             memory._labels[label] = index
-        if sum(len(index.ids) for index in memory._labels.values()) != len(entries):
+        if sum(len(numbers[label]) for label in labels) != len(entries):  # every entry in one listed label
             raise ConfigError(f"{gen / 'entries.json'}: its entries' labels are not the labels it lists")
         for number, entry in enumerate(entries):
             memory._file(entry, number)

@@ -115,7 +115,7 @@ class GuidedParams:
 
 
 Found = Generator[list[SampleRequest], list[Samples], Candidate | None]
-"""A proposal whose reused samples already miss this many times is passed over without a sample."""
+"""What `GuidedSearch._propose` runs: it returns the first proposal certified, or None."""
 
 
 class GuidedSearch(Search):
@@ -170,8 +170,9 @@ class GuidedSearch(Search):
     def _consult(self) -> list[Rule]:
         """Every proposer's rules, on every sample labelled so far (a rule keeps its first proposer's name)."""
         rules: list[Rule] = []
+        present, kept = self.labelled()  # one copy of the samples for every proposer
         for proposer in self.proposers:
-            for rule in self._checked(proposer.propose(*self.labelled())):
+            for rule in self._checked(proposer.propose(present, kept)):
                 self.sources.setdefault(rule, proposer.name)
                 rules.append(rule)
         return rules
