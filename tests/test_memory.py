@@ -252,3 +252,9 @@ def test_a_key_keeps_its_most_often_found_anchors_and_among_equals_the_latest():
     assert [anchor for anchor, _ in found] == [tuple(sorted(first)), tuple(sorted(third))]  # second: evicted
     memory.add(anchored_entry(" ".join(second) + " x", second), unit(9))  # found again: 2 > 1, back in
     assert [count for _, count in memory.anchored({"a", "x", *words}, label="pos")] == [2, 2]
+
+
+@pytest.mark.parametrize("per_key", [0, -1, 1.5, True])
+def test_a_bound_per_key_that_is_not_a_positive_integer_is_refused(per_key):
+    with pytest.raises(ConfigError, match="per_key"):
+        RuleMemory(DIM, "emb", "clf", per_key=per_key)

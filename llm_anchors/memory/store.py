@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .._checks import check_int
 from .._exceptions import ConfigError
 from ..models.classifier import Label
 
@@ -107,6 +108,7 @@ class RuleMemory:
     """
 
     def __init__(self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16, per_key: int = 64) -> None:
+        check_int("per_key", per_key)
         try:
             import hnswlib
         except ImportError as exc:
