@@ -48,6 +48,15 @@ def summarize(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, dict
     return out
 
 
+def anchor_shape(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The share of empty anchors, and coverage and length over the non-empty ones (beside the overall means)."""
+    non_empty = [r for r in rows if r["length"]]
+    out = {"empty": dict(zip(("mean", "ci95"), mean_ci([float(not r["length"]) for r in rows]), strict=True))}
+    for key in ("coverage", "length"):
+        out[f"{key}_non_empty"] = dict(zip(("mean", "ci95"), mean_ci([r[key] for r in non_empty]), strict=True))
+    return out
+
+
 def table(summary: dict[str, dict[str, float]], title: str) -> str:
     """A markdown table of metric | mean ± 95% CI."""
     lines = [f"### {title}", "", "| metric | mean | ± 95% CI |", "| --- | ---: | ---: |"]

@@ -26,7 +26,7 @@ from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import AnchorsExplainer, LLMClassifier
 from llm_anchors.datasets import load_rt_polarity
 
-from ._common import RESULTS, ROW_METRICS, explain_rows, short_order, summarize, table, write_json
+from ._common import RESULTS, ROW_METRICS, anchor_shape, explain_rows, short_order, summarize, table, write_json
 
 
 async def raw_load(base_url: str, model: str, prompts: Sequence[str], per_request: int, concurrency: int) -> float:
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     with server_url(args.base_url) as url:
         result = asyncio.run(run(args, url))
     rows = result.pop("rows")
-    summary = summarize(rows, (*ROW_METRICS, "prompt_tokens", "unparsed"))
+    summary = summarize(rows, (*ROW_METRICS, "prompt_tokens", "unparsed")) | anchor_shape(rows)
     ratio = result["engine_prompts_per_s"] / result["raw_prompts_per_s"]
     print()
     subset = f", sentences of <= {args.max_words} tokens" if args.max_words < 10_000 else ""

@@ -17,7 +17,7 @@ from typing import Any
 from llm_anchors import AnchorsExplainer, FunctionClassifier
 from llm_anchors.datasets import shuffled
 
-from ._common import ROW_METRICS, explain_rows, summarize, table, write_json
+from ._common import ROW_METRICS, anchor_shape, explain_rows, summarize, table, write_json
 from ._models import train_text_rf
 
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = asyncio.run(run(args.n, args.seed, args.shuffle_seed, args.data))
-    summary = summarize(rows, ROW_METRICS)
+    summary = summarize(rows, ROW_METRICS) | anchor_shape(rows)
     summary["success_rate"] = {"mean": sum(r["success"] for r in rows) / len(rows), "ci95": float("nan")}
     print()
     print(table(summary, f"Anchors, TF-IDF + RF on RT-Polarity, N={len(rows)}"))

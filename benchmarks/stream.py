@@ -240,13 +240,15 @@ def _mean(value: dict[str, float]) -> str:
 
 
 def stages_by_outcome(a: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> str:
-    """The per-stage table: Anchors, each MAnchors run, and Anchors and the first run on that run's memory hits."""
+    """The per-stage table: Anchors, each MAnchors run, and Anchors and the first run on that run's memory hits
+    (when it had any: the guided search's memory is off by default)."""
     columns: dict[str, list[dict[str, Any]]] = {"Anchors": a}
     columns |= {f"MAnchors ({name})": m for name, m in runs.items()}
     name, m = next(iter(runs.items()))
     hits = [i for i, r in enumerate(m) if r["memory_hit"]]
-    columns[f"Anchors on {name}'s hits"] = [a[i] for i in hits]
-    columns[f"{name} on its hits"] = [m[i] for i in hits]
+    if hits:
+        columns[f"Anchors on {name}'s hits"] = [a[i] for i in hits]
+        columns[f"{name} on its hits"] = [m[i] for i in hits]
     return stage_markdown(columns)
 
 
