@@ -103,6 +103,30 @@ async def test_a_worker_killed_mid_stream_loses_no_input_and_reports_none_twice(
     assert report.settled.queries >= sum(e.meta.queries for e in spread)  # what it settled before dying stays
 
 
+def dies_once(marker, delay=0.0):
+    """`anchors`, made in a process that exits at once the first time ``marker`` exists."""
+    if os.path.exists(marker):
+        os.remove(marker)
+        os._exit(1)
+    return anchors(delay)
+
+
+async def test_a_replacement_that_dies_while_starting_is_replaced_in_turn(local_ray, tmp_path):
+    marker = tmp_path / "die"
+    async with RayPool(partial(dies_once, str(marker), delay=0.02), workers=2) as pool:
+        pids = await asyncio.to_thread(pool.worker_pids)
+        spread = []
+        async for exp in pool.explain_stream(TEXTS):
+            spread.append(exp)
+            if len(spread) == 3:
+                marker.touch()  # the next worker started exits in its constructor
+                os.kill(pids[0], signal.SIGKILL)
+    alone = await one_process(anchors, TEXTS)
+    assert not marker.exists()  # a replacement did start, and died
+    assert [e.data for e in spread] == [e.data for e in alone]
+    assert (pool.stats.workers_lost, pool.stats.inputs_redone, pool.stats.explained) == (2, 1, len(TEXTS))
+
+
 def breaking(texts, delay=0.05):
     """Slow keywords that fail on any text saying "boom"."""
     if any("boom" in t.split() for t in texts):
@@ -206,18 +230,27 @@ async def test_workers_killed_under_a_query_cap_never_make_the_server_answer_mor
         async with RayPool(partial(hosted, server.base_url), workers=2, max_queries=cap, max_replacements=20) as pool:
             stream = asyncio.ensure_future(collect(pool.explain_stream(texts, seed=0)))
             rng, killed = random.Random(0), 0
-            while not stream.done() and killed < 10:
-                await asyncio.sleep(rng.uniform(0.2, 0.5))
-                with contextlib.suppress(Exception):
-                    os.kill(rng.choice(await asyncio.to_thread(pool.worker_pids)), signal.SIGKILL)
-                    killed += 1
+            for served in (100, 200, 300):  # a kill each time the server has answered this many: not a timing
+                while not stream.done() and server.prompts_served < served:
+                    await asyncio.sleep(0.01)
+                killed += await kill_one(pool, stream, rng)
             with contextlib.suppress(BudgetExceeded):
                 await stream
             report = await asyncio.to_thread(pool.report)
         await asyncio.sleep(0.5)  # what the dead workers had sent is answered by now
         served = server.prompts_served
-    assert killed >= 3 and report.refused > 0  # workers died, and the cap bound
+    assert killed == 3 and report.refused > 0  # workers died before the cap bound, and it bound
     assert served <= report.settled.queries <= cap, (served, report)
+
+
+async def kill_one(pool, stream, rng):
+    """SIGKILL one live worker (retried while a replacement is still starting); 1 if one was killed."""
+    while not stream.done():
+        with contextlib.suppress(Exception):
+            os.kill(rng.choice(await asyncio.to_thread(pool.worker_pids)), signal.SIGKILL)
+            return 1
+        await asyncio.sleep(0.05)
+    return 0
 
 
 async def collect(stream):

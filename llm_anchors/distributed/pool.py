@@ -378,20 +378,30 @@ class RayPool:
         return exp
 
     async def _replace(self, worker: Any, index: int, todo: deque[int]) -> list[Any]:
-        """A worker died: release its calls in flight, give its input back, start another."""
-        self.stats.workers_lost += 1
+        """A worker died: release its calls in flight, give its input back, start another
+        (and another, while replacements last, if that one dies while starting)."""
         self.stats.inputs_redone += 1
         todo.appendleft(index)
+        await self._retire(worker)
+        while self.max_replacements > 0:
+            self.max_replacements -= 1
+            fresh = self._new_worker()
+            try:
+                await self._attach(fresh)
+            except self.ray.exceptions.RayActorError:  # killed, or its explainer failed, while starting
+                await self._retire(fresh)
+                continue
+            self._pool.append(fresh)
+            return [fresh]
+        return []
+
+    async def _retire(self, worker: Any) -> None:
+        """Count ``worker`` lost, write off its calls in flight and forget it."""
+        self.stats.workers_lost += 1
         await self._ledger.write_off.remote(self._owner_of.pop(worker))
-        self._pool.remove(worker)
+        if worker in self._pool:
+            self._pool.remove(worker)
         self._synced.pop(worker, None)
-        if self.max_replacements <= 0:
-            return []
-        self.max_replacements -= 1
-        fresh = self._new_worker()
-        await self._attach(fresh)
-        self._pool.append(fresh)
-        return [fresh]
 
 
 def _on_this_node(ray: ModuleType) -> Any:
