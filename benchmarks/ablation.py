@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="ablation", help="the JSON's name (benchmarks/results/ablation_NAME)")
     parser.add_argument("--title", default="Each proposer on and off")
     args = parser.parse_args(argv)
+    if not args.name or any(c in args.name for c in "/\\"):
+        parser.error(f"--name is a file name's part (letters, digits, _), not a path: {args.name!r}")
     anchors, table = rows(args.results)
     print(markdown(anchors, table, args.title))
     path = write_json(f"ablation_{args.name}", {"anchors": {k: anchors[k] for k in ("paid_queries", *FIGURES)},

@@ -4,6 +4,7 @@ import pytest
 from llm_anchors import ConfigError, InvalidInputError, TextSampler
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.samplers import TextInstance
+from llm_anchors.samplers.text import sentence_spans
 
 ODD = [
     "the rock is destined to be the 21st century's new \" conan \" and  that he's going .",
@@ -77,8 +78,74 @@ def test_word_limit():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"mode": "bert"}, {"p_hide": 0.0}, {"p_hide": "0.5"}, {"max_words": 0}, {"mask": ""}, {"mask": None}],
+    [
+        {"mode": "bert"},
+        {"p_hide": 0.0},
+        {"p_hide": "0.5"},
+        {"p_hide": "beta"},
+        {"max_words": 0},
+        {"mask": ""},
+        {"mask": None},
+        {"unit": "paragraph"},
+    ],
 )
 def test_bad_sampler_settings(kwargs):
     with pytest.raises(ConfigError):
         TextSampler(**kwargs)
+
+
+def sentences(text):
+    return [text[a:b] for a, b in sentence_spans(text)]
+
+
+def test_sentences_end_at_stops_before_a_capital_and_at_line_breaks():
+    text = 'He said "Go." Then 3.5 million left! Mr. Smith and J. R. Ewing stayed? yes.\nA title\n\nLast one'
+    assert sentences(text) == [
+        'He said "Go."',
+        "Then 3.5 million left!",
+        "Mr. Smith and J. R. Ewing stayed? yes.",
+        "A title",
+        "Last one",
+    ]
+    assert sentences("  -- . \n ok") == ["ok"]  # no word, no sentence
+
+
+def test_sentences_as_features_are_hidden_whole_and_the_rest_kept_verbatim():
+    sampler = TextSampler(unit="sentence", mask="[X]")
+    text = "First one here.  Second, with a comma!\nThird"
+    inst = sampler.features(text)
+    assert inst.features == ("First one here.", "Second, with a comma!", "Third")
+    assert inst.render(np.array([True, False, True]), "[X]") == "First one here.  [X]\nThird"
+    assert inst.render(np.ones(3, dtype=bool), "[X]") == text
+
+
+def test_sentences_of_every_bbc_article_render_back_to_it():
+    import csv
+
+    from llm_anchors.datasets import data_dir
+
+    with open(data_dir() / "bbc-news" / "val.csv", encoding="utf-8") as f:
+        texts = [row["text"] for row in csv.DictReader(f)]
+    for text in texts:
+        inst = TextInstance.parse(text, "sentence")
+        assert len(inst.features) >= 2
+        assert inst.render(np.ones(len(inst.features), dtype=bool), "UNK") == text
+
+
+def test_a_drawn_rate_keeps_a_uniform_share_of_the_text():
+    sampler = TextSampler(p_hide="uniform")
+    inst = sampler.features(" ".join(f"w{i}" for i in range(40)))
+    present = sampler.sample_present(inst, frozenset({3}), 20_000, np.random.default_rng(0))
+    assert present[:, 3].all()
+    share = np.delete(present, 3, axis=1).mean(axis=1)  # each sample's kept share: U(0, 1), not 0.5 always
+    assert abs(share.mean() - 0.5) < 0.01
+    assert 0.08 < (share < 0.1).mean() < 0.12 and 0.08 < (share > 0.9).mean() < 0.12
+
+
+def test_the_distribution_is_named_in_the_settings():
+    assert TextSampler().settings()["distribution"] == (
+        "each word outside the anchor replaced by 'UNK' with probability 0.5, independently"
+    )
+    named = TextSampler(unit="sentence", p_hide="uniform").settings()
+    assert named["unit"] == "sentence" and named["p_hide"] == "uniform"
+    assert "each sentence" in str(named["distribution"]) and "U(0, 1)" in str(named["distribution"])

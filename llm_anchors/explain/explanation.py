@@ -274,10 +274,12 @@ class Explanation:
         d, p = self.data, self.meta.settings.search
         low = d.precision_bounds[0]
         bound, name = (p.threshold, "τ") if p.certify == "strict" else (p.threshold - p.epsilon_stop, "τ − ε_stop")
+        under = self.meta.settings.sampler.get("distribution")
+        under = f"; perturbed as: {under}" if under else ""
         if not d.success:
             return (
                 f"no rule was certified (precision ≥ {name} = {bound:g}) among the {d.tested:,} tested: the rule "
-                f"shown is the most promising tested, its bounds on the samples drawn after it was chosen"
+                f"shown is the most promising tested, its bounds on the samples drawn after it was chosen{under}"
             )
         recheck = self.meta.determinism
         unsure = ""
@@ -303,7 +305,7 @@ class Explanation:
                 )
             else:
                 claim += "; too few samples disagreed to say which words move it"
-        return claim
+        return claim + under
 
     @property
     def saved_by_caching(self) -> Decimal:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..search.rules import Rule
 
-__all__ = ["Instance", "Sampler", "keep_independently"]
+__all__ = ["HideRate", "Instance", "Sampler", "keep_independently"]
 
 
 class Instance(Protocol):
@@ -50,9 +50,15 @@ class Sampler(Protocol):
         ...
 
 
-def keep_independently(n: int, n_features: int, rule: Rule, p_hide: float, rng: np.random.Generator) -> np.ndarray:
-    """An (n × features) kept matrix: each feature hidden with ``p_hide``, independently; ``rule``'s always kept."""
-    present = rng.random((n, n_features)) >= p_hide
+HideRate = float | Literal["uniform"]
+"""How often a feature outside the rule is hidden: a fixed probability, or one drawn per sample from U(0, 1)."""
+
+
+def keep_independently(n: int, n_features: int, rule: Rule, p_hide: HideRate, rng: np.random.Generator) -> np.ndarray:
+    """An (n × features) kept matrix: each feature hidden with ``p_hide`` (with "uniform", a rate drawn
+    for each sample from U(0, 1)), independently given that rate; ``rule``'s always kept."""
+    rate = rng.random((n, 1)) if p_hide == "uniform" else p_hide
+    present = rng.random((n, n_features)) >= rate
     if rule:
         present[:, sorted(rule)] = True
     return present
