@@ -9,6 +9,7 @@ from code that already runs a loop (Jupyter) as well as from plain code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
@@ -49,6 +50,8 @@ class SyncRunner:
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
+        with contextlib.suppress(Exception):  # its worker threads (the search's steps) end with it
+            asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result(timeout=60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
@@ -82,6 +85,8 @@ async def _then_stop(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEvent
     try:
         await coro
     finally:
+        with contextlib.suppress(Exception):
+            await loop.shutdown_default_executor()
         loop.stop()
 
 

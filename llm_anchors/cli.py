@@ -53,6 +53,11 @@ _NUMBERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool], str]] = {
     "natural": (int, lambda v: v >= 0, "an integer >= 0"),
     "tau": (float, lambda v: 0 < v <= 1, "a number in (0, 1]"),
     "usd": (Decimal, lambda v: v.is_finite() and v >= 0, "a finite number >= 0"),
+    "rate": (
+        lambda t: t if t == "uniform" else float(t),
+        lambda v: v == "uniform" or 0 < v < 1,
+        'a number in (0, 1), or "uniform"',
+    ),
 }
 
 
@@ -97,6 +102,16 @@ def _model_options() -> argparse.ArgumentParser:
         "estimate: strict unless told (an audit); explain: default",
     )
     common.add_argument("--max-words", type=_number("count"), default=256, help="longest input explained, in words")
+    common.add_argument(
+        "--unit", choices=["word", "sentence"], default="word", help="what a feature is: a word, or a sentence"
+    )
+    common.add_argument(
+        "--p-hide",
+        type=_number("rate"),
+        default=0.5,
+        help="how often a word (sentence) outside the anchor is hidden: a probability (Anchors': 0.5), or "
+        '"uniform": a rate drawn per perturbation from U(0, 1)',
+    )
     common.add_argument(
         "--max-concurrency", "--concurrency", dest="max_concurrency", type=_number("count"), default=8,
         help="requests in flight",
@@ -326,10 +341,15 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "threshold": args.threshold,
         "certify": args.certify or ("strict" if args.command in ("run", "estimate") else "default"),
-        "max_words": args.max_words,
+        "sampler": _sampler(args),
         "max_concurrency": args.max_concurrency,
         "retry": RetryPolicy(max_attempts=args.max_attempts),
     }
+
+
+def _sampler(args: argparse.Namespace) -> TextSampler:
+    """The perturbation distribution the options name (recorded in the run's configuration)."""
+    return TextSampler(unit=args.unit, p_hide=args.p_hide, max_words=args.max_words)
 
 
 def _memory_dir(args: argparse.Namespace) -> str | None:
@@ -377,7 +397,7 @@ def _run(args: argparse.Namespace) -> int:
         results.check_inputs(texts)
         journal = results.check_journal()
         failed = sorted(results.failed)
-        still = invalid_reasons(TextSampler(max_words=args.max_words), [texts[i] for i in failed])
+        still = invalid_reasons(_sampler(args), [texts[i] for i in failed])
         if not results.todo(texts) and all(still) and memory_saved(results, memory):  # no server, no model
             done = len(texts) - len(failed)
             print(f"{out}: all {len(texts):,} inputs are done already ({done:,} explained, {len(failed):,} failed)",

@@ -283,6 +283,8 @@ async def test_a_journal_deleted_or_cut_beside_the_results_is_refused_not_read_a
         (["--labels", "negative,positive,neutral"], "classifier.labels"),
         (["--model", "another-model"], "classifier.llm"),
         (["--max-words", "300", "--seed", "2"], "seed"),
+        (["--p-hide", "uniform"], "sampler.p_hide: 0.5 → 'uniform'"),
+        (["--unit", "sentence"], "sampler.unit"),
     ],
 )
 async def test_a_resume_with_another_configuration_is_refused_naming_what_differs(tmp_path, change, named):
@@ -350,7 +352,8 @@ async def test_inputs_that_cannot_be_explained_are_failed_lines_and_the_run_goes
 
 @pytest.mark.parametrize("option", [["--timeout", "nan"], ["--timeout", "inf"], ["--timeout", "0"],
                                     ["--max-usd", "nan"], ["--max-queries", "-1"], ["--threshold", "1.5"],
-                                    ["--workers", "0"], ["--max-words", "0"], ["--seed", "-3"]])  # fmt: skip
+                                    ["--workers", "0"], ["--max-words", "0"], ["--seed", "-3"],
+                                    ["--p-hide", "1"], ["--p-hide", "0"], ["--p-hide", "beta"]])  # fmt: skip
 def test_impossible_numbers_are_usage_errors_before_anything_starts(tmp_path, option, capsys):
     with pytest.raises(SystemExit) as info:
         main(run_args("http://127.0.0.1:9/v1", inputs(tmp_path), tmp_path / "out.jsonl", *option))
@@ -418,3 +421,17 @@ def test_run_and_estimate_certify_strictly_unless_told_and_explain_keeps_anchors
     assert certify("run", "in.jsonl") == certify("estimate", "in.jsonl") == "strict"
     assert certify("run", "in.jsonl", "--certify", "default") == "default"
     assert certify("explain", "a film") == "default" and certify("explain", "a film", "--certify", "strict") == "strict"
+
+
+def test_the_perturbation_options_make_the_sampler_the_explanations_name():
+    from llm_anchors.cli import _parser, _settings
+
+    def sampler(*argv: str):
+        return _settings(_parser().parse_args(["explain", "a film", *argv]))["sampler"]
+
+    default = sampler()
+    assert (default.unit, default.p_hide, default.max_words) == ("word", 0.5, 256)  # Anchors' own
+    chosen = sampler("--unit", "sentence", "--p-hide", "uniform", "--max-words", "5000")
+    assert (chosen.unit, chosen.p_hide, chosen.max_words) == ("sentence", "uniform", 5000)
+    assert "each sentence" in chosen.distribution and "U(0, 1)" in chosen.distribution
+    assert sampler("--p-hide", "0.25").p_hide == 0.25

@@ -1,5 +1,6 @@
 import asyncio
 import random
+import threading
 
 import pytest
 
@@ -9,7 +10,9 @@ from llm_anchors import (
     ConfigError,
     FunctionClassifier,
     InvalidInputError,
+    MAnchorsExplainer,
     QueryCache,
+    TextSampler,
 )
 from tests.conftest import needs_all
 
@@ -253,3 +256,41 @@ async def test_verify_determinism_catches_a_model_that_changes_its_mind():
         exp = await explainer(moody, verify_determinism=50).explain(SENTENCE)
     assert exp.meta.determinism.changed > 0
     assert any(issubclass(w.category, NondeterminismWarning) for w in caught)
+
+
+class _Watching(TextSampler):
+    """A sampler that records whether each draw ran on the event loop's thread."""
+
+    def __init__(self, loop_thread, **kw):
+        super().__init__(**kw)
+        self.loop_thread, self.on_loop = loop_thread, []
+
+    def sample_present(self, *args, **kwargs):
+        self.on_loop.append(threading.current_thread() is self.loop_thread)
+        return super().sample_present(*args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", [AnchorsExplainer, MAnchorsExplainer])
+async def test_the_search_and_the_draws_run_off_the_event_loop(kind):
+    """A long input's search steps and renderings take CPU; the loop must stay free to serve signals."""
+    from llm_anchors.explain.anchors import drive
+
+    loop_thread = threading.current_thread()
+    sampler = _Watching(loop_thread)
+    clf = FunctionClassifier(lambda texts: ["pos" if "good" in t.split() else "neg" for t in texts], name="kw")
+    exp = await kind(clf, sampler=sampler, seed=0).explain("a good movie with a plot and some acting")
+    assert exp.data.anchor == ("good",)
+    assert sampler.on_loop and not any(sampler.on_loop)  # coverage pool and every round's samples: off the loop
+
+    steps = []
+
+    def search():
+        steps.append(threading.current_thread() is loop_thread)
+        yield []
+        steps.append(threading.current_thread() is loop_thread)
+        return "done"
+
+    async def answer(requests):
+        return []
+
+    assert await drive(search(), answer) == "done" and steps == [False, False]

@@ -258,3 +258,25 @@ async def test_plausible_arms_drop_only_the_candidates_that_cannot_be_the_best()
 def test_arms_is_top_or_plausible():
     with pytest.raises(ConfigError, match="arms"):
         SearchParams(arms="all")
+
+
+def test_two_searches_sharing_a_certifier_share_one_delta():
+    from llm_anchors.search import Certifier, GuidedSearch, share_of
+
+    params = SearchParams()
+    certifier = Certifier(params)
+    first, _ = run_search(BeamSearch(F, pool(F), params, certifier=certifier), conj(3, 7))
+    after_first = certifier.chosen
+    second, _ = run_search(GuidedSearch(6, pool(6), params, certifier=certifier), conj(2), seed=1)
+    assert first.rule == {3, 7} and second.rule == {2} and first.success and second.success
+    assert first.tested == after_first and second.tested == certifier.chosen > after_first  # ranks go on
+    assert second.certificate is not None and second.certificate.rank > after_first
+    spent = sum(share_of(params.delta, m, params.first_share) for m in range(1, certifier.chosen + 1))
+    assert spent <= params.delta  # one δ for both: the union bound covers both anchors
+
+
+def test_a_shared_certifier_must_hold_the_search_s_own_parameters():
+    from llm_anchors.search import Certifier
+
+    with pytest.raises(ConfigError, match="shared certifier"):
+        BeamSearch(F, pool(F), SearchParams(), certifier=Certifier(SearchParams(delta=0.05)))

@@ -366,7 +366,7 @@ class AnchorsExplainer:
         """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``."""
         run = self._start(text, seed)
         await self._label_target(run)
-        texts, _ = self.sampler.sample(run.instance, make_rule(positions), n, run.rng)
+        texts, _ = await asyncio.to_thread(self.sampler.sample, run.instance, make_rule(positions), n, run.rng)
         return float((await self._label(run, texts, "estimate")).mean())
 
     estimate_precision_sync = sync_twin(estimate_precision)
@@ -387,11 +387,14 @@ class AnchorsExplainer:
 
     async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
-        pool = self._coverage_pool(run)
+        pool = await self._coverage_pool(run)
         return await self._drive(run, BeamSearch(len(run.instance.features), pool, self.params, start))
 
-    def _coverage_pool(self, run: Explaining) -> np.ndarray:
-        return self.sampler.sample_present(run.instance, frozenset(), self.params.coverage_samples, run.rng)
+    async def _coverage_pool(self, run: Explaining) -> np.ndarray:
+        """The unlabelled perturbations coverage is measured on (drawn in a worker thread: a long input's
+        pool is millions of draws)."""
+        n = self.params.coverage_samples
+        return await asyncio.to_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
 
     async def _drive(self, run: Explaining, search: Search) -> SearchResult:
         """Run a search to its end, or to the best rule so far when the budget runs out (``on_budget``)."""
@@ -427,7 +430,7 @@ class AnchorsExplainer:
 
     async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
         """Draw, label and return the samples one round of the search asked for."""
-        drawn = [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
+        drawn = await self._draw(run, requests)
         batch = [t for batch_texts, _ in drawn for t in batch_texts]
         stages = {r.stage for r in requests}
         hits = await self._label(run, batch, stages.pop() if len(stages) == 1 else "mixed")
@@ -438,6 +441,15 @@ class AnchorsExplainer:
             out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
             offset += len(batch_texts)
         return out
+
+    async def _draw(self, run: Explaining, requests: list[SampleRequest]) -> list[tuple[list[str], np.ndarray]]:
+        """The perturbations one round asks for, rendered in request order (in a worker thread: a long
+        input's texts take milliseconds each to render)."""
+
+        def draw() -> list[tuple[list[str], np.ndarray]]:
+            return [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
+
+        return await asyncio.to_thread(draw)
 
     async def _label(self, run: Explaining, texts: list[str], stage: str) -> np.ndarray:
         """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
@@ -510,15 +522,30 @@ def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[st
     return tuple((features[f], round(effects[f], 4)) for f in ranked[:3] if effects[f] > 0)
 
 
+Stepped = tuple[bool, Any]
+
+
 async def drive(
     search: Generator[list[SampleRequest], list[Samples], R],
     answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
 ) -> R:
-    """Run a search generator (Anchors', the proxy's), answering each round of requests with ``answer``."""
+    """Run a search generator (Anchors', the proxy's), answering each round of requests with ``answer``.
+
+    Each step of the search (its fits, bounds and choices: CPU that grows with the input) runs in a worker
+    thread, so the event loop goes on serving other explanations, signals and cancellation meanwhile."""
+    done, value = await asyncio.to_thread(_step, search, None)
+    while not done:
+        done, value = await asyncio.to_thread(_step, search, await answer(value))
+    result: R = value
+    return result
+
+
+def _step(
+    search: Generator[list[SampleRequest], list[Samples], Any], answers: list[Samples] | None
+) -> tuple[bool, Any]:
+    """One step of ``search`` (its first when ``answers`` is None): (False, its next requests), or (True, its
+    result) once it returned. StopIteration cannot cross a thread into a future, so it becomes a value here."""
     try:
-        requests = next(search)
-        while True:
-            requests = search.send(await answer(requests))
+        return False, next(search) if answers is None else search.send(answers)
     except StopIteration as stop:
-        result: R = stop.value
-        return result
+        return True, stop.value

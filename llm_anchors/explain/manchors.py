@@ -38,7 +38,7 @@ from ..money.budget import SpendCap
 from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
 from ..samplers.text_memory import SentenceEmbedder, TextMemoryFeatures
-from ..search.base import SearchResult
+from ..search.base import SampleRequest, SearchResult
 from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
 from ..search.proxy import ProxyParams
 from ..search.rules import Rule
@@ -270,7 +270,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         proposals = await asyncio.to_thread(self._proposals, run, similar) if similar else []
         named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
         n = len(run.instance.features)
-        pool = self._coverage_pool(run)
+        pool = await self._coverage_pool(run)
         proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
         keys = self.features.keys(run.instance)
         proposers: list[Proposer] = [Proposals("memory", tuple(proposals))] if proposals else []
@@ -361,8 +361,8 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     async def _precisions(self, run: Explaining, rules: list[Rule], n: int, stage: str) -> list[float]:
         """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
-        drawn = [self.sampler.sample(run.instance, rule, n, run.rng)[0] for rule in rules]
-        hits = await self._label(run, [t for texts in drawn for t in texts], stage)
+        drawn = await self._draw(run, [SampleRequest(rule, n, stage) for rule in rules])
+        hits = await self._label(run, [t for texts, _ in drawn for t in texts], stage)
         return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
 
     def _remember(self, run: Explaining, result: SearchResult, vector: np.ndarray) -> None:

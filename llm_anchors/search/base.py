@@ -258,17 +258,23 @@ class Search:
     """One search over the features of one input: its samples, its candidates, its certifier.
 
     ``coverage_pool`` is a boolean (perturbations × features) matrix of unlabelled perturbations; a
-    rule's coverage is the fraction of its rows that keep every feature of the rule.
+    rule's coverage is the fraction of its rows that keep every feature of the rule. ``certifier``:
+    one shared with an earlier search of the same explanation (its rules' shares go on from that
+    search's, so δ covers both); by default a new one.
     """
 
-    def __init__(self, n_features: int, coverage_pool: np.ndarray, params: SearchParams) -> None:
+    def __init__(
+        self, n_features: int, coverage_pool: np.ndarray, params: SearchParams, certifier: Certifier | None = None
+    ) -> None:
         if n_features < 1:
             raise ConfigError("an input needs at least one feature to be explained")
         if coverage_pool.ndim != 2 or coverage_pool.shape[1] != n_features:
             raise ConfigError(f"coverage pool must have {n_features} columns, got {coverage_pool.shape}")
         self.n_features = n_features
         self.params = params
-        self.certifier = Certifier(params)
+        if certifier is not None and certifier.params != params:
+            raise ConfigError("a shared certifier must hold the search's own parameters (its δ, τ and looks)")
+        self.certifier = certifier or Certifier(params)
         self._pool = coverage_pool
         self._store = SampleStore(n_features)
         self._cands: dict[Rule, Candidate] = {}

@@ -19,6 +19,7 @@ import numpy as np
 from .._exceptions import ConfigError
 from .bandit import kl_lower_bound, kl_upper_bound, lucb
 from .base import Candidate, SampleRequest, Samples, Search, SearchResult
+from .certify import Certifier
 from .params import SearchParams
 from .rules import Rule
 
@@ -38,8 +39,9 @@ class BeamSearch(Search):
         coverage_pool: np.ndarray,
         params: SearchParams | None = None,
         start: Rule | None = None,
+        certifier: Certifier | None = None,
     ) -> None:
-        super().__init__(n_features, coverage_pool, params or SearchParams())
+        super().__init__(n_features, coverage_pool, params or SearchParams(), certifier)
         if start is not None and not all(0 <= f < n_features for f in start):
             raise ConfigError(f"start rule {sorted(start)} names a feature outside 0..{n_features - 1}")
         self.start = frozenset(start) if start is not None else None

@@ -42,6 +42,7 @@ from .._checks import check_int, check_number
 from .._exceptions import ConfigError
 from .._logistic import ridge_logistic, sigmoid
 from .base import Candidate, SampleRequest, Samples, Search, SearchResult, kl_bounds
+from .certify import Certifier
 from .params import SearchParams
 from .rules import Rule, covers
 
@@ -134,8 +135,9 @@ class GuidedSearch(Search):
         *,
         guided: GuidedParams | None = None,
         proposers: Sequence[Proposer] = (),
+        certifier: Certifier | None = None,
     ) -> None:
-        super().__init__(n_features, coverage_pool, params)
+        super().__init__(n_features, coverage_pool, params, certifier)
         self.guided = guided or GuidedParams()
         self.proposers = list(proposers)
         self.sources: dict[Rule, str] = {}
