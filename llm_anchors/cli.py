@@ -42,7 +42,7 @@ from .run.resumable import (
     memory_saved,
     run_config,
 )
-from .samplers.text import TextInstance, TextSampler
+from .samplers.text import TextSampler
 
 __all__ = ["main"]
 
@@ -604,7 +604,7 @@ class _ProgressLine:
 def render(exp: Explanation, *, color: bool = False) -> str:
     """The sentence with the anchor marked, then the numbers."""
     d, m = exp.data, exp.meta
-    sentence = TextInstance.parse(d.query).mark(
+    sentence = exp.text_instance().mark(
         d.positions, (lambda w: f"\033[1;7m{w}\033[0m") if color else (lambda w: f"[{w}]")
     )
     anchor = " AND ".join(d.anchor) if d.anchor else "(empty: a prior, not these words; see the claim)"

@@ -294,3 +294,21 @@ async def test_the_search_and_the_draws_run_off_the_event_loop(kind):
         return []
 
     assert await drive(search(), answer) == "done" and steps == [False, False]
+
+
+async def test_a_sentence_anchor_is_marked_as_the_sentence_it_is():
+    from llm_anchors.cli import render
+
+    text = "The weather was mild. The striker scored twice! Fans went home."
+    clf = FunctionClassifier(lambda texts: ["sport" if "scored" in t else "other" for t in texts], name="kw")
+    sampler = TextSampler(unit="sentence", p_hide="uniform")
+    exp = await AnchorsExplainer(clf, sampler=sampler, seed=0).explain(text)
+    assert exp.data.anchor == ("The striker scored twice!",) and exp.data.positions == (1,)
+    assert "The weather was mild. [The striker scored twice!] Fans went home." in render(exp)
+    assert (
+        exp.marked_html(lambda w: f"<b>{w}</b>")
+        == "The weather was mild. <b>The striker scored twice!</b> Fans went home."
+    )
+    assert "each sentence outside the anchor" in exp.claim
+    again = type(exp).from_json(exp.to_json())
+    assert again.marked_html(lambda w: f"<b>{w}</b>") == exp.marked_html(lambda w: f"<b>{w}</b>")

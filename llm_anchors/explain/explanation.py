@@ -313,12 +313,17 @@ class Explanation:
         input rate of the tier billed, less what they were billed ($0 for a model not priced by the token)."""
         return self.meta.cost.settled.saved_by_caching
 
+    def text_instance(self) -> TextInstance:
+        """The explained text split as its sampler split it (words, or sentences: ``positions`` index these)."""
+        unit = self.meta.settings.sampler.get("unit", "word")
+        return TextInstance.parse(self.data.query, "sentence" if unit == "sentence" else "word")
+
     def marked_html(self, wrap: Callable[[str], str]) -> str:
         """HTML of the input with its anchor's words passed through ``wrap`` (given
         escaped text); for rows and images, the anchor's rule."""
         d = self.data
-        if self.meta.settings.sampler.get("kind", "text") == "text":  # the sentence, anchor words marked
-            return TextInstance.parse(d.query).mark(d.positions, wrap, html.escape)
+        if self.meta.settings.sampler.get("kind", "text") == "text":  # the text, its anchor's words (sentences) marked
+            return self.text_instance().mark(d.positions, wrap, html.escape)
         return " AND ".join(wrap(html.escape(w)) for w in d.anchor) or "(empty rule)"  # features: the rule
 
     def _repr_html_(self) -> str:
