@@ -522,9 +522,6 @@ def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[st
     return tuple((features[f], round(effects[f], 4)) for f in ranked[:3] if effects[f] > 0)
 
 
-Stepped = tuple[bool, Any]
-
-
 async def drive(
     search: Generator[list[SampleRequest], list[Samples], R],
     answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
