@@ -40,21 +40,28 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return float(arr.mean()), float(half)
 
 
+def ci(values: Sequence[float]) -> dict[str, float]:
+    """`mean_ci` as the summaries record it: {"mean", "ci95"}."""
+    mean, half = mean_ci(values)
+    return {"mean": mean, "ci95": half}
+
+
 def summarize(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, dict[str, float]]:
-    out = {}
-    for key in keys:
-        mean, half = mean_ci([r[key] for r in rows])
-        out[key] = {"mean": mean, "ci95": half}
-    return out
+    return {key: ci([r[key] for r in rows]) for key in keys}
+
+
+def empty_share(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The share of rows whose anchor is empty, with its CI."""
+    return ci([float(not r["length"]) for r in rows])
 
 
 def anchor_shape(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """The share of empty anchors, and coverage and length over the non-empty ones (beside the overall means)."""
     non_empty = [r for r in rows if r["length"]]
-    out = {"empty": dict(zip(("mean", "ci95"), mean_ci([float(not r["length"]) for r in rows]), strict=True))}
-    for key in ("coverage", "length"):
-        out[f"{key}_non_empty"] = dict(zip(("mean", "ci95"), mean_ci([r[key] for r in non_empty]), strict=True))
-    return out
+    return {
+        "empty": empty_share(rows),
+        **{f"{k}_non_empty": ci([r[k] for r in non_empty]) for k in ("coverage", "length")},
+    }
 
 
 def table(summary: dict[str, dict[str, float]], title: str) -> str:
@@ -265,11 +272,8 @@ def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) 
     for side, (name, rows) in enumerate((("anchors", a), ("manchors", m))):
         paired = [pair[side] for pair in both]
         out[name] = {
-            "empty": dict(zip(("mean", "ci95"), mean_ci([float(not r["length"]) for r in rows]), strict=True)),
-            **{
-                f"{k}_both_non_empty": dict(zip(("mean", "ci95"), mean_ci([r[k] for r in paired]), strict=True))
-                for k in ("coverage", "length")
-            },
+            "empty": empty_share(rows),
+            **{f"{k}_both_non_empty": ci([r[k] for r in paired]) for k in ("coverage", "length")},
             "time_s": sum(r["time_s"] for r in rows),
             "samples": sum(r["samples"] for r in rows),
             "paid_queries": sum(r["queries"] for r in rows),
@@ -279,10 +283,8 @@ def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) 
             "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
             f"usd_at_{price_model}": dollars(rows),
             "stages": stage_totals(rows),
-            **{k: dict(zip(("mean", "ci95"), mean_ci([r[k] for r in rows]), strict=True)) for k in FIDELITY},
-            "below_tau": dict(
-                zip(("mean", "ci95"), mean_ci([float(r["fresh_precision"] < TAU) for r in rows]), strict=True)
-            ),
+            **{k: ci([r[k] for r in rows]) for k in FIDELITY},
+            "below_tau": ci([float(r["fresh_precision"] < TAU) for r in rows]),
         }
     return out
 
