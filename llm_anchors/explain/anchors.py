@@ -430,7 +430,7 @@ class AnchorsExplainer:
 
     async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
         """Draw, label and return the samples one round of the search asked for."""
-        drawn = await self._draw(run, requests)
+        drawn = await draw(self.sampler, run.instance, requests, run.rng)
         batch = [t for batch_texts, _ in drawn for t in batch_texts]
         stages = {r.stage for r in requests}
         hits = await self._label(run, batch, stages.pop() if len(stages) == 1 else "mixed")
@@ -441,15 +441,6 @@ class AnchorsExplainer:
             out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
             offset += len(batch_texts)
         return out
-
-    async def _draw(self, run: Explaining, requests: list[SampleRequest]) -> list[tuple[list[str], np.ndarray]]:
-        """The perturbations one round asks for, rendered in request order (in a worker thread: a long
-        input's texts take milliseconds each to render)."""
-
-        def draw() -> list[tuple[list[str], np.ndarray]]:
-            return [self.sampler.sample(run.instance, r.rule, r.n, run.rng) for r in requests]
-
-        return await asyncio.to_thread(draw)
 
     async def _label(self, run: Explaining, texts: list[str], stage: str) -> np.ndarray:
         """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
@@ -520,6 +511,14 @@ def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[st
     """The (at most 3) features whose presence holds the label most, largest effect first (none of 0 or less)."""
     ranked = sorted(range(len(effects)), key=lambda f: -effects[f])
     return tuple((features[f], round(effects[f], 4)) for f in ranked[:3] if effects[f] > 0)
+
+
+async def draw(
+    sampler: Sampler, instance: Any, requests: Sequence[SampleRequest], rng: np.random.Generator
+) -> list[tuple[list[str], np.ndarray]]:
+    """The perturbations a round of requests asks for, rendered in request order (in a worker thread: a long
+    input's texts take milliseconds each to render)."""
+    return await asyncio.to_thread(lambda: [sampler.sample(instance, r.rule, r.n, rng) for r in requests])
 
 
 async def drive(

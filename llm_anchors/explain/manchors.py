@@ -42,7 +42,7 @@ from ..search.base import SampleRequest, SearchResult
 from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
 from ..search.proxy import ProxyParams
 from ..search.rules import Rule
-from .anchors import AnchorsExplainer, Explaining
+from .anchors import AnchorsExplainer, Explaining, draw
 from .explanation import Explanation, MemorySettings, MemoryUse, ProxyUse, Settings
 from .progress import Progress
 from .proxy import Proxy, ProxyRun
@@ -361,7 +361,7 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     async def _precisions(self, run: Explaining, rules: list[Rule], n: int, stage: str) -> list[float]:
         """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
-        drawn = await self._draw(run, [SampleRequest(rule, n, stage) for rule in rules])
+        drawn = await draw(self.sampler, run.instance, [SampleRequest(rule, n, stage) for rule in rules], run.rng)
         hits = await self._label(run, [t for texts, _ in drawn for t in texts], stage)
         return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
 

@@ -38,7 +38,7 @@ from ..search.base import SampleRequest, Samples, SearchResult, run_sync
 from ..search.guided import Proposer
 from ..search.proxy import ProxyParams, ProxyProposal, proxy_search
 from ..search.rules import Rule
-from .anchors import drive
+from .anchors import draw, drive
 from .explanation import Cost, ProxyUse
 
 __all__ = ["Proxy", "ProxyRun"]
@@ -99,7 +99,7 @@ class Proxy:
         assert engine is not None
 
         async def answer(requests: list[SampleRequest]) -> list[Samples]:
-            drawn = [sampler.sample(instance, r.rule, r.n, rng) for r in requests]
+            drawn = await draw(sampler, instance, requests, rng)
             labels = await engine.classify([t for batch, _ in drawn for t in batch], run.stats)
             kept = iter([label == target for label in labels])
             run.samples += len(labels)
