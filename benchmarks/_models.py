@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors.datasets import load_rt_polarity
+from llm_anchors.datasets import load_bbc_news, load_rt_polarity
 
 
 def train_text_rf(seed: int = 0, n_estimators: int = 50, data: str | None = None) -> tuple[Any, list[str], np.ndarray]:
@@ -27,6 +27,20 @@ def train_text_rf(seed: int = 0, n_estimators: int = 50, data: str | None = None
     )
     model.fit(train, y_train)
     return model, list(test), np.asarray(y_test)
+
+
+def train_bbc_rf(seed: int = 0, n_estimators: int = 100, data: str | None = None) -> tuple[Any, float]:
+    """TF-IDF + random forest on BBC News' train split (5 topics), and its accuracy on the val split."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import make_pipeline
+
+    texts, topics = load_bbc_news("train", data)
+    forest = RandomForestClassifier(n_estimators=n_estimators, random_state=seed, n_jobs=1)
+    model = make_pipeline(TfidfVectorizer(sublinear_tf=True), forest)
+    model.fit(texts, topics)
+    val, val_topics = load_bbc_news("val", data)
+    return model, float(np.mean(model.predict(val) == np.asarray(val_topics)))
 
 
 def train_adult(kind: str, seed: int = 0, data: str | None = None) -> tuple[Any, float]:

@@ -42,7 +42,7 @@ from .run.resumable import (
     memory_saved,
     run_config,
 )
-from .samplers.text import TextSampler
+from .samplers.text import MAX_WORDS, TextSampler
 
 __all__ = ["main"]
 
@@ -54,9 +54,9 @@ _NUMBERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool], str]] = {
     "tau": (float, lambda v: 0 < v <= 1, "a number in (0, 1]"),
     "usd": (Decimal, lambda v: v.is_finite() and v >= 0, "a finite number >= 0"),
     "rate": (
-        lambda t: t if t == "uniform" else float(t),
-        lambda v: v == "uniform" or 0 < v < 1,
-        'a number in (0, 1), or "uniform"',
+        lambda t: t if t in ("uniform", "auto") else float(t),
+        lambda v: v in ("uniform", "auto") or 0 < v < 1,
+        'a number in (0, 1), "uniform" or "auto"',
     ),
 }
 
@@ -101,16 +101,23 @@ def _model_options() -> argparse.ArgumentParser:
         "on samples drawn after it was chosen, its lower bound at δ clears τ itself (more queries). run and "
         "estimate: strict unless told (an audit); explain: default",
     )
-    common.add_argument("--max-words", type=_number("count"), default=256, help="longest input explained, in words")
     common.add_argument(
-        "--unit", choices=["word", "sentence"], default="word", help="what a feature is: a word, or a sentence"
+        "--max-words", type=_number("count"), default=MAX_WORDS, help="longest input explained, in words"
+    )
+    common.add_argument(
+        "--unit",
+        choices=["auto", "word", "sentence"],
+        default="auto",
+        help="what a feature is: a word; a sentence; auto (default): a text of 3+ sentences is searched by "
+        "sentences, then by the words inside the anchor's sentences; a shorter one by words",
     )
     common.add_argument(
         "--p-hide",
         type=_number("rate"),
-        default=0.5,
-        help="how often a word (sentence) outside the anchor is hidden: a probability (Anchors': 0.5), or "
-        '"uniform": a rate drawn per perturbation from U(0, 1)',
+        default="auto",
+        help="how often a word (sentence) outside the anchor is hidden: a probability (Anchors': 0.5); "
+        '"uniform": a rate drawn per perturbation from U(0, 1); "auto" (default): uniform by sentences, 0.5 '
+        "by words alone",
     )
     common.add_argument(
         "--max-concurrency", "--concurrency", dest="max_concurrency", type=_number("count"), default=8,
@@ -604,9 +611,10 @@ class _ProgressLine:
 def render(exp: Explanation, *, color: bool = False) -> str:
     """The sentence with the anchor marked, then the numbers."""
     d, m = exp.data, exp.meta
-    sentence = exp.text_instance().mark(
-        d.positions, (lambda w: f"\033[1;7m{w}\033[0m") if color else (lambda w: f"[{w}]")
-    )
+    if color:
+        sentence = exp.mark(lambda w: f"\033[1;7m{w}\033[22;27m", wrap_coarse=lambda s: f"\033[4m{s}\033[0m")
+    else:
+        sentence = exp.mark(lambda w: f"[{w}]", wrap_coarse=lambda s: f"{{{s}}}")
     anchor = " AND ".join(d.anchor) if d.anchor else "(empty: a prior, not these words; see the claim)"
     status = "" if d.success else "  (no rule reached the threshold: best found)"
     if m.budget_exhausted:
@@ -617,6 +625,11 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         sentence,
         "",
         f"label       {d.label}",
+        *(
+            [f"sentences   {len(d.coarse.anchor)} of the text's, marked {{ }}: the words were searched inside them"]
+            if d.coarse is not None
+            else []
+        ),
         f"anchor      {anchor}{status}",
         f"precision   {d.precision:.3f}  (KL bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
         f"claim       {exp.claim}",

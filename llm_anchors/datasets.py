@@ -15,7 +15,7 @@ import numpy as np
 
 from ._exceptions import ConfigError
 
-__all__ = ["Adult", "data_dir", "load_adult", "load_rt_polarity", "shuffled"]
+__all__ = ["BBC_TOPICS", "Adult", "data_dir", "load_adult", "load_bbc_news", "load_rt_polarity", "shuffled"]
 
 _RT_HINT = (
     "RT-Polarity (sentence polarity dataset v1.0, Pang & Lee 2005) is needed: put rt-polarity.pos and "
@@ -51,6 +51,26 @@ def load_rt_polarity(path: str | os.PathLike[str] | None = None) -> tuple[list[s
         texts += kept
         labels += [label] * len(kept)
     return texts, np.asarray(labels)
+
+
+BBC_TOPICS = ("business", "entertainment", "politics", "sport", "tech")
+"""The five topics of the BBC news articles."""
+_BBC_HINT = (
+    "BBC News (Greene & Cunningham 2006) is needed: put bbc-news/train.csv and bbc-news/val.csv (columns text, "
+    "category) in {where}, or pass path= / set LLM_ANCHORS_DATA."
+)
+
+
+def load_bbc_news(split: str = "train", path: str | os.PathLike[str] | None = None) -> tuple[list[str], list[str]]:
+    """The articles of a split ("train" or "val") of BBC News and their topics (`BBC_TOPICS`), in file order."""
+    if split not in ("train", "val"):
+        raise ConfigError(f"split must be 'train' or 'val', got {split!r}")
+    file = data_dir(path) / "bbc-news" / f"{split}.csv"
+    if not file.is_file():
+        raise ConfigError(_BBC_HINT.format(where=data_dir(path)))
+    with file.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [r["text"] for r in rows], [r["category"] for r in rows]
 
 
 def shuffled(n: int, seed: int = 42) -> np.ndarray:

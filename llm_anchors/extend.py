@@ -6,7 +6,8 @@ writing a new backend, classifier, sampler, cap or memory needs:
 - `Backend` / `BaseBackend` (behind `LLMClassifier`), with `Completion`,
   `CompletionParams`, `Completions`; `MockBackend` for tests;
 - `Classifier` / `BaseClassifier`, with `Batch` and `Label`;
-- `Sampler` with `Instance`, and `MemoryFeatures` (MAnchors for a new kind of input);
+- `Sampler` with `Instance` (`Refines`: a sampler with a finer level of features), and `MemoryFeatures`
+  (MAnchors for a new kind of input);
 - `TokenCounter` with `TokenCount`;
 - `SpendCap` (a cap held elsewhere than a `Budget`), with `Charge`, `Reservation`, `BudgetReport`;
 - `Memory` (MAnchors' memory kept elsewhere than a `RuleMemory`), with `MemoryEntry`;
@@ -35,7 +36,7 @@ from .models import (
     as_classifier,
 )
 from .money import FREE, LOCAL, BudgetReport, Charge, Price, Reservation, SpendCap, TokenCount, TokenCounter
-from .samplers import Instance, Sampler
+from .samplers import Instance, Refines, Sampler
 from .search.guided import Proposals, Proposer
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "Price",
     "Proposals",
     "Proposer",
+    "Refines",
     "Reservation",
     "Sampler",
     "SpendCap",

@@ -1,6 +1,6 @@
 import pytest
 
-from llm_anchors import AnchorsExplainer, Explanation, FunctionClassifier
+from llm_anchors import AnchorsExplainer, ConfigError, Explanation, FunctionClassifier
 from llm_anchors.cli import main, render
 from tests.conftest import needs_all
 
@@ -16,7 +16,7 @@ def test_render_marks_the_anchor(exp):
     assert plain.splitlines()[0] == "a [good] and [great] film, really"
     assert "precision" in plain and "coverage" in plain and "cost        $0" in plain
     colored = render(exp, color=True)
-    assert "\033[1;7mgood\033[0m" in colored
+    assert "\033[1;7mgood\033[22;27m" in colored
 
 
 def test_usage_errors_exit_with_2(capsys):
@@ -283,7 +283,7 @@ async def test_a_journal_deleted_or_cut_beside_the_results_is_refused_not_read_a
         (["--labels", "negative,positive,neutral"], "classifier.labels"),
         (["--model", "another-model"], "classifier.llm"),
         (["--max-words", "300", "--seed", "2"], "seed"),
-        (["--p-hide", "uniform"], "sampler.p_hide: 0.5 → 'uniform'"),
+        (["--p-hide", "uniform"], "sampler.p_hide: 'auto' → 'uniform'"),
         (["--unit", "sentence"], "sampler.unit"),
     ],
 )
@@ -333,7 +333,7 @@ async def test_inputs_that_cannot_be_explained_are_failed_lines_and_the_run_goes
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))  # \ud800 escaped: valid JSON
     out = tmp_path / "out.jsonl"
     async with FaultServer(answer=keyword_sentiment) as server:
-        args = run_args(server.base_url, str(source), out, "--max-queries", "100000")
+        args = run_args(server.base_url, str(source), out, "--max-queries", "100000", "--max-words", "256")
         code, err = await cli(*args)
         assert code == 0 and "2/6 inputs explained" in err and "4 could not be explained" in err, err
         failed = {r["index"]: r["failed"] for r in lines(out) if "failed" in r}
@@ -430,8 +430,41 @@ def test_the_perturbation_options_make_the_sampler_the_explanations_name():
         return _settings(_parser().parse_args(["explain", "a film", *argv]))["sampler"]
 
     default = sampler()
-    assert (default.unit, default.p_hide, default.max_words) == ("word", 0.5, 256)  # Anchors' own
+    assert (default.unit, default.p_hide, default.max_words) == ("auto", "auto", 20_000)
+    assert default.describe(default.features("a film")).endswith("probability 0.5, independently")  # Anchors' own
     chosen = sampler("--unit", "sentence", "--p-hide", "uniform", "--max-words", "5000")
     assert (chosen.unit, chosen.p_hide, chosen.max_words) == ("sentence", "uniform", 5000)
     assert "each sentence" in chosen.distribution and "U(0, 1)" in chosen.distribution
     assert sampler("--p-hide", "0.25").p_hide == 0.25
+
+
+async def test_a_run_keeps_the_pinned_parts_of_its_json_lines_in_every_prompt(tmp_path):
+    import json
+
+    from tests.fault_server import FaultServer
+
+    source = tmp_path / "in.jsonl"
+    records = [
+        {"text": "good great | a film I saw on a good day", "pinned": ["good great |"]},
+        {"text": "a good and great film"},
+    ]
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        code, err = await cli(*run_args(server.base_url, str(source), out, "--max-queries", "100000"))
+        assert code == 0, err
+        pinned_prompts = [p for p in server.prompts if "I saw" in p or "UNK saw" in p or "I UNK" in p]
+        assert pinned_prompts and all("good great |" in p for p in pinned_prompts)
+    first, second = (r["explanation"]["data"] for r in sorted(lines(out), key=lambda r: r["index"]))
+    assert first["anchor"] == [] and "great" not in first["features"]  # the pinned words hold the label alone
+    assert first["query"] == records[0]["text"]
+    assert second["anchor"] == ["good", "great"]
+
+
+def test_a_pinned_field_that_is_not_a_list_is_refused_with_its_line(tmp_path):
+    from llm_anchors.run.inputs import read_inputs
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "a b"}\n{"text": "a b", "pinned": "a"}\n')
+    with pytest.raises(ConfigError, match=r"in.jsonl:2: pinned must be a list"):
+        read_inputs(str(source))

@@ -312,3 +312,63 @@ async def test_a_sentence_anchor_is_marked_as_the_sentence_it_is():
     assert "each sentence outside the anchor" in exp.claim
     again = type(exp).from_json(exp.to_json())
     assert again.marked_html(lambda w: f"<b>{w}</b>") == exp.marked_html(lambda w: f"<b>{w}</b>")
+
+
+ARTICLE = (
+    "The weather was mild all day. Fans queued at the gates early! The striker scored twice before the break. "
+    "Ticket prices were discussed later. The coach thanked the crowd."
+)
+
+
+def sport_if_scored(texts):
+    return ["sport" if "scored" in t.split() else "other" for t in texts]
+
+
+@pytest.mark.parametrize("kind", [AnchorsExplainer, MAnchorsExplainer])
+async def test_a_document_is_searched_coarse_to_fine_sentences_then_the_words_inside(kind):
+    from llm_anchors.cli import render
+
+    clf = FunctionClassifier(sport_if_scored, name="kw")
+    e = kind(clf, seed=0)
+    exp = await e.explain(ARTICLE)
+    d = exp.data
+    assert d.coarse is not None and d.coarse.anchor == ("The striker scored twice before the break.",)
+    assert d.coarse.positions == (2,) and ARTICLE[slice(*d.coarse.spans[0])] == d.coarse.anchor[0]
+    assert d.anchor == ("scored",) and d.features[d.positions[0]] == "scored"
+    assert ARTICLE[slice(*d.spans[d.positions[0]])] == "scored"
+    assert "each word of the anchor's sentences and each other sentence" in exp.claim
+    assert "U(0, 1)" in d.perturbation
+    assert d.tested > 1  # one certifier for both levels: the words' rules took their shares after the sentences'
+    assert "{The striker [scored] twice before the break.}" in render(exp)
+    html = exp.marked_html(lambda w: f"<b>{w}</b>", lambda s: f"<u>{s}</u>")
+    assert "<u>The striker <b>scored</b> twice before the break.</u>" in html
+    again = type(exp).from_json(exp.to_json())
+    assert again == exp
+    fresh = await e.estimate_precision(ARTICLE, d.positions, coarse=d.coarse.positions, n=300)
+    assert fresh == 1.0
+    with pytest.raises(ConfigError, match="not all among"):
+        await e.estimate_precision(ARTICLE, (len(d.features) - 1,))  # a word's position, at the sentences' level
+
+
+async def test_a_word_rule_that_cannot_be_certified_leaves_the_sentence_anchor():
+    # The label needs the whole sentence: hiding any word of it (or two) breaks it only sometimes, so no
+    # short rule of words holds; the search returns the sentence, certified at its level.
+    sentence = "The striker scored twice before the break."
+    clf = FunctionClassifier(lambda ts: ["sport" if sentence in t else "other" for t in ts], name="whole")
+    exp = await AnchorsExplainer(clf, seed=0, max_anchor_size=2).explain(ARTICLE)
+    assert exp.data.success and exp.data.coarse is None
+    assert exp.data.anchor == (sentence,) and "each sentence outside" in exp.claim
+
+
+async def test_pinned_parts_of_an_input_stay_in_every_perturbation():
+    seen = []
+
+    def clf(texts):
+        seen.extend(texts)
+        return needs_all("good")(texts)
+
+    x = {"text": "Subject: a good movie\nthe plot was fine and the cast was good", "pinned": ["Subject: a good movie"]}
+    exp = await explainer(clf).explain(x)
+    assert exp.data.anchor == ()  # the pinned "good" is in every perturbation: no word is needed
+    assert all(t.startswith("Subject: a good movie\n") for t in seen)
+    assert exp.data.query == x["text"] and "Subject" not in exp.data.features

@@ -142,10 +142,73 @@ def test_a_drawn_rate_keeps_a_uniform_share_of_the_text():
     assert 0.08 < (share < 0.1).mean() < 0.12 and 0.08 < (share > 0.9).mean() < 0.12
 
 
-def test_the_distribution_is_named_in_the_settings():
-    assert TextSampler().settings()["distribution"] == (
+def test_the_distribution_is_named_in_the_settings_and_for_each_input():
+    assert TextSampler(unit="word", p_hide=0.5).settings()["distribution"] == (
         "each word outside the anchor replaced by 'UNK' with probability 0.5, independently"
     )
     named = TextSampler(unit="sentence", p_hide="uniform").settings()
     assert named["unit"] == "sentence" and named["p_hide"] == "uniform"
     assert "each sentence" in str(named["distribution"]) and "U(0, 1)" in str(named["distribution"])
+    auto = TextSampler()
+    assert str(auto.settings()["distribution"]).startswith("auto: a text of 3+ sentences")
+    assert auto.describe(auto.features("a short one")) == (
+        "each word outside the anchor replaced by 'UNK' with probability 0.5, independently"
+    )
+    assert "each sentence" in auto.describe(auto.features(DOCUMENT)) and "U(0, 1)" in auto.describe(
+        auto.features(DOCUMENT)
+    )
+
+
+DOCUMENT = "The match ended late. Fans sang for an hour!\nThe striker scored twice, said the coach. Rain fell."
+
+
+def test_auto_searches_a_text_of_three_sentences_or_more_by_sentences_at_a_drawn_rate():
+    sampler = TextSampler()
+    long, short = sampler.features(DOCUMENT), sampler.features("One sentence. And a second one.")
+    assert (long.unit, long.p_hide, len(long.features)) == ("sentence", "uniform", 4)
+    assert (short.unit, short.p_hide, short.features[0]) == ("word", 0.5, "One")
+    assert TextSampler(sentences_from=5).features(DOCUMENT).unit == "word"
+
+
+def test_refining_a_sentence_anchor_gives_its_words_and_the_other_sentences_as_context():
+    sampler = TextSampler()
+    coarse = sampler.features(DOCUMENT)
+    fine = sampler.refine(coarse, frozenset({2}))
+    assert fine is not None and fine.unit == "word in sentence"
+    assert fine.features == (
+        "The match ended late.", "Fans sang for an hour!", "The", "striker", "scored", "twice", "said", "the",
+        "coach", "Rain fell.",
+    )  # fmt: skip
+    assert fine.context == (0, 1, 9)
+    assert fine.render(np.ones(10, dtype=bool), "UNK") == DOCUMENT
+    kept = np.array([False, True, False, True, False, False, False, False, False, False])
+    assert fine.render(kept, "UNK") == "UNK Fans sang for an hour!\nUNK striker UNK UNK, UNK UNK UNK. UNK"
+    assert sampler.refine(coarse, frozenset()) is None  # an empty anchor: nothing finer
+    assert TextSampler(unit="sentence").refine(coarse, frozenset({2})) is None  # sentences asked for: no finer
+
+
+def test_pinned_parts_are_never_features_and_always_kept():
+    sampler = TextSampler(unit="word")
+    text = "Subject: refund now\nplease send my money back"
+    inst = sampler.features({"text": text, "pinned": ["Subject: refund now"]})
+    assert inst.features == ("please", "send", "my", "money", "back")
+    assert inst.render(np.zeros(5, dtype=bool), "UNK") == "Subject: refund now\nUNK UNK UNK UNK UNK"
+    by_offsets = sampler.features({"text": text, "pinned": [[0, 8]]})
+    assert by_offsets.features[:2] == ("refund", "now")
+    sentences = TextSampler(unit="sentence").features({"text": DOCUMENT, "pinned": ["Fans sang"]})
+    assert "Fans sang" not in " ".join(sentences.features) and "for an hour!" in sentences.features
+
+
+@pytest.mark.parametrize(
+    "x, why",
+    [
+        ({"text": "a b", "pinned": ["zzz"]}, "not in the text"),
+        ({"text": "a b", "pinned": [[2, 9]]}, "neither a non-empty substring"),
+        ({"text": "a b", "pinned": "a"}, "must be a list"),
+        ({"text": "a b", "pinned": ["a b"]}, "every word of the text is pinned"),
+        ({"body": "a b"}, "got keys ['body']"),
+    ],
+)
+def test_bad_pinned_parts_are_refused_by_name(x, why):
+    with pytest.raises(InvalidInputError, match=why.replace("[", r"\[").replace("]", r"\]")):
+        TextSampler().features(x)

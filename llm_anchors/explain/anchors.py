@@ -21,13 +21,14 @@ from ..models.retry import RetryPolicy
 from ..money.budget import SpendCap
 from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
-from ..samplers.base import Instance, Sampler
-from ..samplers.text import TextSampler
+from ..samplers.base import Instance, Refines, Sampler
+from ..samplers.text import MAX_WORDS, TextInstance, TextSampler
 from ..search.base import SampleRequest, Samples, Search, SearchResult
 from ..search.beam import BeamSearch
+from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule, make_rule
-from .explanation import AnchorData, Cost, Explanation, Meta, Recheck, Settings, Stage
+from .explanation import AnchorData, Cost, Explanation, Level, Meta, Recheck, Settings, Stage
 from .progress import Progress, StreamProgress, stream_reporter
 
 __all__ = ["AnchorsExplainer", "Explaining", "InputError"]
@@ -52,7 +53,9 @@ class Explaining:
     rng: np.random.Generator
     stats: QueryStats
     started: float
+    certifier: Certifier
     target: Label = None
+    coarse: Level | None = None
     samples: int = 0
     unparsed: int = 0
     budget_exhausted: bool = False
@@ -128,7 +131,7 @@ class AnchorsExplainer:
         first_share: float = 0.2,
         seed: int | None = None,
         sampler: Sampler | None = None,
-        max_words: int = 256,
+        max_words: int = MAX_WORDS,
         max_concurrency: int = 8,
         request_size: int | None = None,
         cache: QueryCache | None = None,
@@ -252,7 +255,7 @@ class AnchorsExplainer:
         run = self._start(text, seed, budget)
         run.progress = progress
         await self._label_target(run)
-        result = await self._search(run, None)
+        result = await self._levels(run, lambda: self._search(run, None))
         return self._explanation(run, result, **await self._recheck(run, result))
 
     @overload
@@ -361,10 +364,27 @@ class AnchorsExplainer:
     explain_many_sync = sync_twin(explain_many)
 
     async def estimate_precision(
-        self, text: Any, positions: tuple[int, ...] | list[int], *, n: int = 1000, seed: int = 2**31 - 1
+        self,
+        text: Any,
+        positions: Sequence[int],
+        *,
+        coarse: Sequence[int] | None = None,
+        n: int = 1000,
+        seed: int = 2**31 - 1,
     ) -> float:
-        """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``."""
+        """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``. ``positions`` index the
+        input's features; coarse to fine, the features under the coarse anchor ``coarse``
+        (``exp.data.coarse.positions``): ``exp.data.features``."""
         run = self._start(text, seed)
+        if coarse is not None:
+            finer = self.sampler.refine(run.instance, make_rule(coarse)) if isinstance(self.sampler, Refines) else None
+            if finer is None:
+                raise ConfigError("coarse positions given, but this input has no finer level under them")
+            run.instance = finer
+        if any(not 0 <= p < len(run.instance.features) for p in positions):
+            raise ConfigError(
+                f"positions {list(positions)} are not all among the input's {len(run.instance.features)} features"
+            )
         await self._label_target(run)
         texts, _ = await asyncio.to_thread(self.sampler.sample, run.instance, make_rule(positions), n, run.rng)
         return float((await self._label(run, texts, "estimate")).mean())
@@ -380,7 +400,8 @@ class AnchorsExplainer:
             seed = self.seed
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-        return Explaining(instance, seed, np.random.default_rng(seed), QueryStats(budget=budget), time.perf_counter())
+        rng, stats = np.random.default_rng(seed), QueryStats(budget=budget)
+        return Explaining(instance, seed, rng, stats, time.perf_counter(), Certifier(self.params))
 
     async def _label_target(self, run: Explaining) -> None:
         (run.target,) = await self.engine.classify([run.instance.query], run.stats)
@@ -388,7 +409,31 @@ class AnchorsExplainer:
     async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
         pool = await self._coverage_pool(run)
-        return await self._drive(run, BeamSearch(len(run.instance.features), pool, self.params, start))
+        n, context = len(run.instance.features), context_of(run.instance)
+        return await self._drive(run, BeamSearch(n, pool, self.params, start, run.certifier, context))
+
+    async def _levels(self, run: Explaining, search: Callable[[], Awaitable[SearchResult]]) -> SearchResult:
+        """Run ``search`` on the input and, when the sampler has a finer level under the anchor found (the
+        words inside a text's anchor sentences), again on that level, with the same certifier: the finer
+        anchor is returned when one is certified, else the coarse one (``run.coarse`` records the coarse
+        anchor under a finer one)."""
+        coarse = await search()
+        if not (isinstance(self.sampler, Refines) and coarse.success) or run.budget_exhausted:
+            return coarse
+        finer = await asyncio.to_thread(self.sampler.refine, run.instance, coarse.rule)
+        if finer is None:
+            return coarse
+        instance, run.instance = run.instance, finer
+        fine = await search()
+        if not fine.success:
+            run.instance = instance
+            return coarse
+        positions = tuple(sorted(coarse.rule))
+        spans = tuple(instance.spans[p] for p in positions) if isinstance(instance, TextInstance) else ()
+        stats, unit = coarse.stats, getattr(instance, "unit", "")
+        words = tuple(instance.features[p] for p in positions)
+        run.coarse = Level(unit, words, positions, spans, stats.precision, stats.coverage, True)
+        return fine
 
     async def _coverage_pool(self, run: Explaining) -> np.ndarray:
         """The unlabelled perturbations coverage is measured on (drawn in a worker thread: a long input's
@@ -488,6 +533,9 @@ class AnchorsExplainer:
             certified_samples=result.certificate.n if result.certificate else 0,
             tested=result.tested,
             movers=_movers(instance.features, result.effects),
+            spans=instance.spans if isinstance(instance, TextInstance) else (),
+            perturbation=self.sampler.describe(instance),
+            coarse=run.coarse,
         )
         meta = Meta(
             explainer=self.name,
@@ -505,6 +553,11 @@ class AnchorsExplainer:
             **extra,
         )
         return Explanation(meta, data)
+
+
+def context_of(instance: Instance) -> tuple[int, ...]:
+    """The features of ``instance`` perturbed but never part of an anchor (a text's, coarse to fine)."""
+    return instance.context if isinstance(instance, TextInstance) else ()
 
 
 def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[str, float], ...]:

@@ -28,6 +28,7 @@ __all__ = [
     "AnchorData",
     "Cost",
     "Explanation",
+    "Level",
     "MemorySettings",
     "MemoryUse",
     "Meta",
@@ -201,15 +202,40 @@ class Meta:
 
 
 @dataclass(frozen=True)
+class Level:
+    """The coarse anchor of a search coarse to fine: the sentences found first, before the words inside them.
+
+    ``anchor``: the sentences; ``positions``: their indices among the text's sentences (their spans in
+    ``spans``); ``precision``, ``coverage``, ``success``: as the search judged them on its samples at that
+    level (``data.claim`` is about ``data.anchor``, the words, not these).
+    """
+
+    unit: str
+    anchor: tuple[str, ...]
+    positions: tuple[int, ...]
+    spans: tuple[tuple[int, int], ...]
+    precision: float
+    coverage: float
+    success: bool
+
+
+@dataclass(frozen=True)
 class AnchorData:
     """The anchor and its statistics.
 
     ``query``: the explained input as the model was asked about it (the
     text; a row as JSON; an image's digest); ``features``: its features by
-    name (the words; predicates; superpixels). ``anchor``: the anchor's features, in input order;
+    name (the words or sentences; predicates; superpixels) and, for a text, ``spans``: where each is in
+    ``query`` (character offsets). ``anchor``: the anchor's features, in input order;
     ``positions``: their indices among ``features``. ``precision`` is the search's estimate, with
     KL bounds ``precision_bounds``; ``success`` is False when no rule
-    reached the threshold and the best-precision rule is returned instead.
+    reached the threshold and the best-precision rule is returned instead. ``perturbation``: the
+    distribution the precision is about, in words.
+
+    Coarse to fine (a text of several sentences, ``unit="auto"``): ``coarse`` holds the sentences found
+    first (`Level`), and ``features`` are then the words of those sentences and the other sentences whole:
+    ``anchor`` is the words inside the coarse anchor's sentences that keep the label (or, when no rule of
+    words was certified, the sentences themselves, ``coarse`` then None).
     """
 
     query: str
@@ -234,6 +260,9 @@ class AnchorData:
     """For an empty anchor whose samples disagreed at least 3 times: the (at most 3) words whose
     presence holds the label most, with by how much (share of the samples that kept the label with
     the word, less without it)."""
+    spans: tuple[tuple[int, int], ...] = ()
+    perturbation: str = ""
+    coarse: Level | None = None
 
 
 @dataclass(frozen=True)
@@ -274,8 +303,7 @@ class Explanation:
         d, p = self.data, self.meta.settings.search
         low = d.precision_bounds[0]
         bound, name = (p.threshold, "τ") if p.certify == "strict" else (p.threshold - p.epsilon_stop, "τ − ε_stop")
-        under = self.meta.settings.sampler.get("distribution")
-        under = f"; perturbed as: {under}" if under else ""
+        under = f"; perturbed as: {d.perturbation}" if d.perturbation else ""
         if not d.success:
             return (
                 f"no rule was certified (precision ≥ {name} = {bound:g}) among the {d.tested:,} tested: the rule "
@@ -314,21 +342,30 @@ class Explanation:
         return self.meta.cost.settled.saved_by_caching
 
     def text_instance(self) -> TextInstance:
-        """The explained text split as its sampler split it (words, or sentences: ``positions`` index these)."""
-        unit = self.meta.settings.sampler.get("unit", "word")
-        return TextInstance.parse(self.data.query, "sentence" if unit == "sentence" else "word")
+        """The explained text split into its features as its sampler split it (``positions`` index these)."""
+        return TextInstance(self.data.query, self.data.features, self.data.spans)
 
-    def marked_html(self, wrap: Callable[[str], str]) -> str:
-        """HTML of the input with its anchor's words passed through ``wrap`` (given
-        escaped text); for rows and images, the anchor's rule."""
+    def mark(self, wrap: Callable[[str], str], escape: Callable[[str], str] = str,
+             wrap_coarse: Callable[[str], str] = str) -> str:  # fmt: skip
+        """The text with its anchor's words (or sentences) passed through ``wrap`` and, coarse to fine, the
+        coarse anchor's sentences through ``wrap_coarse``; everything through ``escape`` first."""
+        d = self.data
+        outer = d.coarse.spans if d.coarse is not None else ()
+        return self.text_instance().mark(d.positions, wrap, escape, outer, wrap_coarse)
+
+    def marked_html(self, wrap: Callable[[str], str], wrap_coarse: Callable[[str], str] = str) -> str:
+        """HTML of the input with its anchor's words passed through ``wrap`` (given escaped text) and a
+        coarse anchor's sentences through ``wrap_coarse``; for rows and images, the anchor's rule."""
         d = self.data
         if self.meta.settings.sampler.get("kind", "text") == "text":  # the text, its anchor's words (sentences) marked
-            return self.text_instance().mark(d.positions, wrap, html.escape)
+            return self.mark(wrap, html.escape, wrap_coarse)
         return " AND ".join(wrap(html.escape(w)) for w in d.anchor) or "(empty rule)"  # features: the rule
 
     def _repr_html_(self) -> str:
         d = self.data
-        sentence = self.marked_html(lambda w: f"<mark><b>{w}</b></mark>")
+        sentence = self.marked_html(
+            lambda w: f"<mark><b>{w}</b></mark>", lambda s: f'<span style="background:#eef3ff">{s}</span>'
+        )
         return (
             f"<div><p>{sentence}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
             f"precision {d.precision:.2f} · coverage {d.coverage:.2f}</p></div>"
@@ -336,6 +373,10 @@ class Explanation:
 
 
 _TUPLES = ("features", "anchor", "positions", "precision_bounds", "examples_covered_true", "examples_covered_false")
+
+
+def _spans(raw: list[list[int]]) -> tuple[tuple[int, int], ...]:
+    return tuple((a, b) for a, b in raw)
 
 
 def _meta(raw: dict[str, Any]) -> Meta:
@@ -384,6 +425,11 @@ def _data(raw: dict[str, Any]) -> AnchorData:
         data[name] = tuple(data[name])
     data["path"] = tuple(_rule_stats(s) for s in data["path"])
     data["movers"] = tuple((w, e) for w, e in data.get("movers", ()))
+    data["spans"] = _spans(data.get("spans", ()))
+    if data.get("coarse") is not None:
+        coarse = data["coarse"]
+        data["coarse"] = Level(**{**coarse, "anchor": tuple(coarse["anchor"]), "positions": tuple(coarse["positions"]),
+                                  "spans": _spans(coarse["spans"])})  # fmt: skip
     data["rounds"] = tuple(
         RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"]), r["n_arms"])
         for r in data["rounds"]

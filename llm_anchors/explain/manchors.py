@@ -39,10 +39,11 @@ from ..query.engine import QueryStats
 from ..samplers.text import TextInstance
 from ..samplers.text_memory import SentenceEmbedder, TextMemoryFeatures
 from ..search.base import SampleRequest, SearchResult
+from ..search.certify import Certifier
 from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
 from ..search.proxy import ProxyParams
 from ..search.rules import Rule
-from .anchors import AnchorsExplainer, Explaining, draw
+from .anchors import AnchorsExplainer, Explaining, context_of, draw
 from .explanation import Explanation, MemorySettings, MemoryUse, ProxyUse, Settings
 from .progress import Progress
 from .proxy import Proxy, ProxyRun
@@ -241,7 +242,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         run.progress = progress
         await self._label_target(run)
         if not self.use_memory:  # the guided search alone: nothing embedded, looked up or remembered
-            alone, _, proxy_use = await self._guided(run, (), MemoryUse())
+            alone, _, proxy_use = await self._guided_levels(run, (), MemoryUse())
             return self._explanation(run, alone, proxy=proxy_use, **await self._recheck(run, alone))
         started = time.perf_counter()
         vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
@@ -253,15 +254,30 @@ class MAnchorsExplainer(AnchorsExplainer):
             return await self._vertical(run, similar[0], looked_up)
         proxied: ProxyUse | None = None
         if self.strategy == "guided":
-            result, looked_up, proxied = await self._guided(run, similar, looked_up)
+            result, looked_up, proxied = await self._guided_levels(run, similar, looked_up)
         else:
-            result = await self._search(run, None)
+            result = await self._levels(run, lambda: self._search(run, None))
         if not run.budget_exhausted:
             self._remember(run, result, vector)
         extra = await self._recheck(run, result)
         return self._explanation(run, result, memory_hit=bool(similar), memory=looked_up, proxy=proxied, **extra)
 
     # -- "guided": what the memory proposes ----------------------------------
+
+    async def _guided_levels(
+        self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
+    ) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
+        """`_guided` at each level of the input (`_levels`): the memory proposes at the first; the proxy's
+        use is the last level's."""
+        uses: list[tuple[MemoryUse, ProxyUse | None]] = []
+
+        async def search() -> SearchResult:
+            result, memory, proxy = await self._guided(run, () if uses else similar, looked_up)
+            uses.append((memory, proxy))
+            return result
+
+        result = await self._levels(run, search)
+        return result, uses[0][0], uses[-1][1]
 
     async def _guided(
         self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
@@ -276,7 +292,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         proposers: list[Proposer] = [Proposals("memory", tuple(proposals))] if proposals else []
         if (proxy := await self._proxy_proposer(run, proxied, keys)) is not None:
             proposers.append(proxy)
-        search = self.guided_search(n, pool, proposers)
+        search = self.guided_search(n, pool, proposers, run.certifier, context_of(run.instance))
         result = await self._drive(run, search)
         if similar:
             looked_up = replace(looked_up, source=similar[0].query, proposals=named)
@@ -284,10 +300,19 @@ class MAnchorsExplainer(AnchorsExplainer):
             return result, looked_up, None
         return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)
 
-    def guided_search(self, n_features: int, pool: np.ndarray, proposers: Sequence[Proposer] = ()) -> GuidedSearch:
+    def guided_search(
+        self,
+        n_features: int,
+        pool: np.ndarray,
+        proposers: Sequence[Proposer] = (),
+        certifier: Certifier | None = None,
+        context: Sequence[int] = (),
+    ) -> GuidedSearch:
         """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``),
-        asking ``proposers`` (the memory's, the proxy's)."""
-        return GuidedSearch(n_features, pool, self.params, guided=self.guided, proposers=proposers)
+        asking ``proposers`` (the memory's, the proxy's), certified by ``certifier`` (the explanation's);
+        ``context``: features never in a rule."""
+        return GuidedSearch(n_features, pool, self.params, guided=self.guided, proposers=proposers,
+                            certifier=certifier, context=context)  # fmt: skip
 
     async def _proxy_proposer(self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]) -> Proposer | None:
         """What `GuidedSearch` asks for the proxy's rules once the root is refused (None: no proxy).
@@ -334,9 +359,9 @@ class MAnchorsExplainer(AnchorsExplainer):
     async def _vertical(self, run: Explaining, entry: MemoryEntry, looked_up: MemoryUse) -> Explanation:
         mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
         kept = await self._prune(run, mapped)
-        start = frozenset(kept) if kept else None
-        result = await self._search(run, start)
         names = run.instance.features
+        starts = [frozenset(kept) if kept else None]  # the HT rule starts the first level; a finer one, nothing
+        result = await self._levels(run, lambda: self._search(run, starts.pop() if starts else None))
         memory = replace(
             looked_up,
             source=entry.query,

@@ -7,14 +7,17 @@ import io
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from .._exceptions import ConfigError
 
 __all__ = ["read_inputs"]
 
 
-def read_inputs(source: str, fmt: str = "auto", text_field: str = "text", text_column: str = "text") -> list[str]:
-    """The texts of ``source`` (a path, or ``-`` for standard input), in order.
+def read_inputs(source: str, fmt: str = "auto", text_field: str = "text", text_column: str = "text") -> list[Any]:
+    """The inputs of ``source`` (a path, or ``-`` for standard input), in order: texts, and
+    ``{"text": ..., "pinned": [...]}`` for a JSON line with a ``pinned`` field (parts never perturbed:
+    substrings, or [start, end] character offsets; see `TextSampler`).
 
     ``fmt``: "jsonl" (each line an object; its ``text_field``), "csv" (a
     header row; its ``text_column``), "text" (each non-empty line), or
@@ -59,8 +62,8 @@ def _guess(source: str, raw: str) -> str:
     return "jsonl" if first.lstrip().startswith("{") else "text"
 
 
-def _jsonl(raw: str, field: str, name: str) -> list[str]:
-    texts = []
+def _jsonl(raw: str, field: str, name: str) -> list[Any]:
+    texts: list[Any] = []
     for number, line in enumerate(_lines(raw), 1):
         if not line.strip():
             continue
@@ -70,7 +73,9 @@ def _jsonl(raw: str, field: str, name: str) -> list[str]:
             raise ConfigError(f"{name}:{number} is not JSON ({exc.msg})") from exc
         if not isinstance(record, dict) or not isinstance(record.get(field), str):
             raise ConfigError(f"{name}:{number} has no text field {field!r} (--text-field)")
-        texts.append(record[field])
+        if "pinned" in record and not isinstance(record["pinned"], list):
+            raise ConfigError(f"{name}:{number}: pinned must be a list of substrings or [start, end] pairs")
+        texts.append({"text": record[field], "pinned": record["pinned"]} if "pinned" in record else record[field])
     return texts
 
 

@@ -103,7 +103,7 @@ def report_html(
     failed = failed or {}
     body = "\n".join(
         [
-            f"<header><h1>{_e(title)}</h1><p class=muted>{_e(_provenance(rows))}</p></header>",
+            f"<header><h1>{_e(title)}</h1><p class=muted>{_provenance(rows)}</p></header>",
             _summary(rows, matched, len(failed)),
             _spend_chart(rows, matched),
             _top_words(rows),
@@ -363,7 +363,8 @@ def _row(r: ReportRow) -> str:
     }
     attrs = " ".join(f'data-{k}="{v}"' for k, v in keys.items())
     return (
-        f"<tr {attrs}><td class=num>{r.index}</td><td class=text>{r.explanation.marked_html(_mark)}{flags}</td>"
+        f"<tr {attrs}><td class=num>{r.index}</td>"
+        f"<td class=text>{r.explanation.marked_html(_mark, _sentence)}{flags}</td>"
         f'<td>{_e(r.label)}</td><td class=num title="{_e(r.explanation.claim)}">{d.precision:.3f} '
         f"<span class=muted>≥ {low:.3f}{' strict' if d.certified_samples else ''}</span></td>"
         f"<td class=num>{d.coverage:.3f}</td><td class=num>{m.queries:,}</td>"
@@ -376,14 +377,22 @@ def _mark(word: str) -> str:
     return f"<mark>{word}</mark>"
 
 
+def _sentence(sentence: str) -> str:
+    """A coarse anchor's sentence (coarse to fine: the words marked were searched inside it)."""
+    return f'<span class=coarse title="the anchor\'s sentence: its words were searched inside it">{sentence}</span>'
+
+
 # -- small helpers ------------------------------------------------------------------------
 
 
 def _provenance(rows: Sequence[ReportRow]) -> str:
-    """Which explainer on which model (the classifier's name up to its settings), and when."""
+    """HTML: which explainer on which model (the classifier's name up to its settings), when, and under
+    which perturbation distributions."""
     made = sorted({f"{r.explanation.meta.explainer} on {r.explanation.meta.classifier.split('|')[0]}" for r in rows})
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{'; '.join(made) or 'no explanations yet'} · written {when} by llm-anchors {__version__}"
+    under = Counter(r.explanation.data.perturbation for r in rows if r.explanation.data.perturbation)
+    perturbed = "".join(f"<br>perturbed as: {_e(p)} ({n:,} inputs)" for p, n in sorted(under.items()))
+    return f"{_e('; '.join(made) or 'no explanations yet')} · written {when} by llm-anchors {__version__}{perturbed}"
 
 
 def _usd(value: Decimal) -> str:

@@ -1,6 +1,6 @@
 """Kinds of input: text, rows, images; each its instance, sampler, classifier and memory features."""
 
-from .base import Instance, Sampler
+from .base import Instance, Refines, Sampler
 from .image import ImageClassifier, ImageInstance, ImageMemoryFeatures, ImageSampler
 from .tabular import TabularClassifier, TabularInstance, TabularMemoryFeatures, TabularSampler
 from .text import TextInstance, TextSampler
@@ -12,6 +12,7 @@ __all__ = [
     "ImageMemoryFeatures",
     "ImageSampler",
     "Instance",
+    "Refines",
     "Sampler",
     "SentenceEmbedder",
     "TabularClassifier",

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..search.rules import Rule
 
-__all__ = ["HideRate", "Instance", "Sampler", "keep_independently"]
+__all__ = ["HideRate", "Instance", "Refines", "Sampler", "keep_independently"]
 
 
 class Instance(Protocol):
@@ -37,6 +37,10 @@ class Sampler(Protocol):
 
     def settings(self) -> dict[str, object]: ...
 
+    def describe(self, instance: Any) -> str:
+        """The perturbation distribution of one input's explanation, in words (its claim names it)."""
+        ...
+
     def features(self, x: object) -> Any:
         """The `Instance` of an input; `InvalidInputError` when it cannot be explained."""
         ...
@@ -47,6 +51,15 @@ class Sampler(Protocol):
 
     def sample_present(self, instance: Any, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
         """The kept matrix alone (for coverage: nothing is sent to the model)."""
+        ...
+
+
+@runtime_checkable
+class Refines(Protocol):
+    """A sampler whose features come at more than one level (`TextSampler`: sentences, then words)."""
+
+    def refine(self, instance: Any, rule: Rule) -> Any | None:
+        """The finer instance a coarse anchor ``rule`` leads to, or None when there is nothing finer to search."""
         ...
 
 

@@ -97,6 +97,10 @@ class ImageSampler:
         return {"kind": "image", "segmentation": self.segmentation, "n_segments": self.n_segments,
                 "compactness": self.compactness, "fill": self.fill, "p_hide": self.p_hide}  # fmt: skip
 
+    def describe(self, instance: ImageInstance) -> str:
+        fill = "its mean colour" if self.fill == "mean" else f"{self.fill:g}"
+        return f"each superpixel outside the anchor filled with {fill} with probability {self.p_hide:g}, independently"
+
     # -- the sampler interface ------------------------------------------------
 
     def features(self, image: object) -> ImageInstance:

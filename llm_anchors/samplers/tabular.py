@@ -88,6 +88,9 @@ class TabularSampler:
     def settings(self) -> dict[str, object]:
         return {"kind": "tabular", "quantiles": list(self.quantiles), "train_rows": len(self.train)}
 
+    def describe(self, instance: TabularInstance) -> str:
+        return "a training row drawn at random, the anchor's features moved into the input's bins"
+
     # -- bins and predicates -------------------------------------------------
 
     def discretize(self, rows: np.ndarray) -> np.ndarray:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -14,15 +14,34 @@ from .._exceptions import ConfigError, InvalidInputError
 from ..search.rules import Rule
 from .base import HideRate, keep_independently
 
-__all__ = ["SENTENCE_END", "WORD", "TextInstance", "TextSampler", "Unit", "sentence_spans"]
+__all__ = [
+    "MAX_WORDS",
+    "SENTENCE_END",
+    "WORD",
+    "Span",
+    "TextInstance",
+    "TextSampler",
+    "Unit",
+    "mark_spans",
+    "sentence_spans",
+]
 
 # A word: letters/digits, with inner apostrophes or hyphens ("century's",
 # "jean-claud"). Everything between words (spaces, punctuation) is kept
 # verbatim, so a perturbation reads like the original.
 WORD = re.compile(r"\w+(?:['’\-]\w+)*")
 
-Unit = Literal["word", "sentence"]
-"""What a feature of a text is: a word, or a sentence (hidden whole)."""
+Unit = Literal["word", "sentence", "auto"]
+"""What a feature of a text is: a word; a sentence (hidden whole); or "auto": a text of a few sentences or
+more is searched coarse to fine (its sentences, then the words inside the anchor's sentences), a shorter one
+by words."""
+
+MAX_WORDS = 20_000
+"""The longest text explained by default, in words (a long book chapter): a search coarse to fine costs
+about as much on it as on an article."""
+
+Span = tuple[int, int]
+"""Where a part of a text is: its (start, end) character offsets."""
 
 # Where a sentence ends: a run of whitespace holding a line break, or one
 # after ".", "!" or "?" (closing quotes and brackets allowed between) and
@@ -33,16 +52,17 @@ SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-
 ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|etc|No|Gen|Sen|Rep|Gov|Inc|Ltd|Co)|\b[A-Z])\.$")
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """The (start, end) of each sentence of ``text`` that holds a word, its closing punctuation included."""
-    spans, start = [], 0
-    for end in SENTENCE_END.finditer(text):
-        if "\n" not in end.group() and ABBREVIATION.search(text, max(0, end.start() - 5), end.start()):
+def sentence_spans(text: str, start: int = 0, stop: int | None = None) -> list[Span]:
+    """The spans of the sentences of ``text[start:stop]`` that hold a word, their closing punctuation included."""
+    stop = len(text) if stop is None else stop
+    spans, begin = [], start
+    for end in SENTENCE_END.finditer(text, start, stop):
+        if "\n" not in end.group() and ABBREVIATION.search(text, max(start, end.start() - 5), end.start()):
             continue
         close = end.start() + len(end.group()) - len(end.group().lstrip("\"'”’)]"))
-        spans.append((start, close))
-        start = end.end()
-    spans.append((start, len(text)))
+        spans.append((begin, close))
+        begin = end.end()
+    spans.append((begin, stop))
     out = []
     for a, b in spans:
         piece = text[a:b]
@@ -52,13 +72,37 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def word_spans(text: str, start: int = 0, stop: int | None = None) -> list[Span]:
+    """The spans of the words of ``text[start:stop]``."""
+    return [m.span() for m in WORD.finditer(text, start, len(text) if stop is None else stop)]
+
+
+def mark_spans(text: str, spans: Iterable[Span], wrap: Callable[[str], str], escape: Callable[[str], str] = str) -> str:
+    """``text`` with each of ``spans`` (not overlapping) through ``wrap``, everything through ``escape`` first."""
+    parts, last = [], 0
+    for a, b in sorted(spans):
+        parts += [escape(text[last:a]), wrap(escape(text[a:b]))]
+        last = b
+    parts.append(escape(text[last:]))
+    return "".join(parts)
+
+
 @dataclass(frozen=True)
 class TextInstance:
-    """One input split into its features (words, or sentences) and the text between them."""
+    """One input split into its features (words, sentences, or both) and the text between them.
+
+    ``unit``: what the features are: "word", "sentence", or "word in sentence" (coarse to fine: the words
+    of some sentences and the other sentences whole); ``p_hide``: the rate at which its sampler hides
+    them; ``pinned``: parts never perturbed (no feature lies in them); ``context``: features perturbed but
+    never part of an anchor (coarse to fine: the sentences around those refined)."""
 
     text: str
     words: tuple[str, ...]
-    spans: tuple[tuple[int, int], ...]
+    spans: tuple[Span, ...]
+    unit: str = "word"
+    p_hide: HideRate = 0.5
+    pinned: tuple[Span, ...] = ()
+    context: tuple[int, ...] = ()
 
     @property
     def query(self) -> str:
@@ -71,12 +115,26 @@ class TextInstance:
         return self.words
 
     @classmethod
-    def parse(cls, text: str, unit: Unit = "word") -> TextInstance:
-        if unit == "sentence":
-            spans = sentence_spans(text)
-            return cls(text, tuple(text[a:b] for a, b in spans), tuple(spans))
-        matches = list(WORD.finditer(text))
-        return cls(text, tuple(m.group() for m in matches), tuple(m.span() for m in matches))
+    def parse(
+        cls, text: str, unit: Literal["word", "sentence"] = "word", p_hide: HideRate = 0.5, pinned: Sequence[Span] = ()
+    ) -> TextInstance:
+        """``text`` split into words or sentences, none of them inside a ``pinned`` span."""
+        split = sentence_spans if unit == "sentence" else word_spans
+        spans = [s for a, b in free_regions(len(text), pinned) for s in split(text, a, b)]
+        return cls(text, tuple(text[a:b] for a, b in spans), tuple(spans), unit, p_hide, tuple(sorted(pinned)))
+
+    def refine(self, kept: Rule) -> TextInstance:
+        """Coarse to fine: the words inside the sentences ``kept`` (this instance's sentences), the other
+        sentences whole."""
+        spans: list[Span] = []
+        context: list[int] = []
+        for i, (a, b) in enumerate(self.spans):
+            if i not in kept:
+                context.append(len(spans))
+            spans += word_spans(self.text, a, b) if i in kept else [(a, b)]
+        words = tuple(self.text[a:b] for a, b in spans)
+        unit = "word in sentence"
+        return TextInstance(self.text, words, tuple(spans), unit, self.p_hide, self.pinned, tuple(context))
 
     def render(self, keep: np.ndarray, mask: str) -> str:
         """The text with every feature not kept replaced by ``mask``."""
@@ -89,64 +147,133 @@ class TextInstance:
         parts.append(self.text[last:])
         return "".join(parts)
 
-    def mark(self, positions: Iterable[int], wrap: Callable[[str], str], escape: Callable[[str], str] = str) -> str:
-        """The text with the words at ``positions`` passed through ``wrap``
-        (for display), everything through ``escape`` first."""
-        marked = set(positions)
-        parts: list[str] = []
-        last = 0
-        for i, (start, end) in enumerate(self.spans):
-            parts.append(escape(self.text[last:start]))
-            word = escape(self.text[start:end])
-            parts.append(wrap(word) if i in marked else word)
-            last = end
-        parts.append(escape(self.text[last:]))
+    def mark(
+        self,
+        positions: Iterable[int],
+        wrap: Callable[[str], str],
+        escape: Callable[[str], str] = str,
+        outer: Iterable[Span] = (),
+        wrap_outer: Callable[[str], str] = str,
+    ) -> str:
+        """The text with the features at ``positions`` passed through ``wrap`` (for display), everything
+        through ``escape`` first; ``outer`` spans (a coarse anchor's sentences) through ``wrap_outer``."""
+        inner = [self.spans[p] for p in positions]
+
+        def marked(a: int, b: int) -> str:
+            return mark_spans(self.text[a:b], [(s - a, e - a) for s, e in inner if a <= s and e <= b], wrap, escape)
+
+        parts, last = [], 0
+        for a, b in sorted(outer):
+            parts += [marked(last, a), wrap_outer(marked(a, b))]
+            last = b
+        parts.append(marked(last, len(self.text)))
         return "".join(parts)
+
+
+def free_regions(length: int, pinned: Sequence[Span]) -> list[Span]:
+    """The parts of a text of ``length`` characters outside the ``pinned`` spans."""
+    regions, start = [], 0
+    for a, b in sorted(pinned):
+        if a > start:
+            regions.append((start, a))
+        start = max(start, b)
+    if start < length:
+        regions.append((start, length))
+    return regions
+
+
+def pinned_spans(text: str, pinned: object) -> list[Span]:
+    """The spans of ``pinned`` in ``text``: each a substring (every place it occurs) or a [start, end] pair."""
+    if not isinstance(pinned, list | tuple):
+        raise InvalidInputError(f"pinned must be a list of substrings or [start, end] pairs, got {pinned!r}")
+    spans: list[Span] = []
+    for part in pinned:
+        if isinstance(part, str) and part.strip():
+            found = [(m.start(), m.start() + len(part)) for m in re.finditer(re.escape(part), text)]
+            if not found:
+                raise InvalidInputError(f"pinned part {part[:60]!r} is not in the text")
+            spans += found
+        elif (
+            isinstance(part, list | tuple)
+            and len(part) == 2
+            and all(isinstance(i, int) and not isinstance(i, bool) for i in part)
+            and 0 <= part[0] < part[1] <= len(text)
+        ):
+            spans.append((part[0], part[1]))
+        else:
+            raise InvalidInputError(
+                f"pinned part {part!r} is neither a non-empty substring nor a [start, end] pair within "
+                f"the text's {len(text)} characters"
+            )
+    return spans
 
 
 class TextSampler:
     """Perturbs a text by hiding words (or sentences), keeping a rule's.
 
-    ``unit``: what a feature is: a word (Anchors'), or a sentence, hidden
-    whole. ``p_hide``: the probability that a feature outside the rule is
-    replaced by ``mask``, independently: a number (Anchors' own
-    distribution is 0.5), or "uniform", a rate drawn for each perturbation
-    from U(0, 1) — on a long text a fixed 0.5 keeps half of it in every
-    sample, which often names the label whatever the rule is; a drawn rate
-    also asks what the rule holds when most of the text is gone.
-    ``max_words`` bounds the input: the search's cost grows with it.
+    ``unit``: what a feature is: a word (Anchors'); a sentence, hidden whole; or "auto" (the default): a
+    text of at least ``sentences_from`` sentences is searched coarse to fine (which sentences keep the
+    label, then which words inside them, the other sentences hidden as before), a shorter one by words.
+    ``p_hide``: the probability that a feature outside the rule is replaced by ``mask``, independently:
+    a number (Anchors' own distribution is 0.5); "uniform", a rate drawn for each perturbation from
+    U(0, 1) (on a long text a fixed 0.5 keeps half of it in every sample, which often names the label
+    whatever the rule is; a drawn rate also asks what the rule holds when most of the text is gone); or
+    "auto" (the default): "uniform" for a text searched by sentences, Anchors' 0.5 for one searched by
+    words. ``max_words`` bounds the input. An input is a str, or a mapping ``{"text": str, "pinned":
+    [...]}`` whose pinned parts (substrings, or [start, end] character offsets) are never perturbed.
     """
 
     def __init__(
         self,
         *,
-        unit: Unit = "word",
+        unit: Unit = "auto",
         mode: str = "unk",
         mask: str = "UNK",
-        p_hide: HideRate = 0.5,
-        max_words: int = 256,
+        p_hide: HideRate | Literal["auto"] = "auto",
+        max_words: int = MAX_WORDS,
+        sentences_from: int = 3,
     ) -> None:
-        if unit not in ("word", "sentence"):
-            raise ConfigError(f"unit must be 'word' or 'sentence', got {unit!r}")
+        if unit not in ("word", "sentence", "auto"):
+            raise ConfigError(f"unit must be 'word', 'sentence' or 'auto', got {unit!r}")
         if mode != "unk":
             raise ConfigError(f"unknown perturbation mode {mode!r}; available: 'unk'")
-        if p_hide != "uniform":
+        if p_hide not in ("uniform", "auto"):
             check_number("p_hide", p_hide, high=1.0)
         check_int("max_words", max_words)
+        check_int("sentences_from", sentences_from)
         if not isinstance(mask, str) or not mask.strip():
             raise ConfigError(f"mask must be a non-empty string (it replaces a word), got {mask!r}")
         self.unit: Unit = unit
         self.mode = mode
         self.mask = mask
-        self.p_hide: HideRate = p_hide
+        self.p_hide: HideRate | Literal["auto"] = p_hide
         self.max_words = max_words
+        self.sentences_from = sentences_from
 
     @property
     def distribution(self) -> str:
-        """The perturbation distribution, in words (the claim names it)."""
-        drawn = self.p_hide == "uniform"
-        rate = "a probability drawn per sample from U(0, 1)" if drawn else f"probability {self.p_hide:g}"
-        return f"each {self.unit} outside the anchor replaced by {self.mask!r} with {rate}, independently"
+        """The perturbation distribution, in words (the run's configuration names it)."""
+        if self.unit != "auto" and self.p_hide != "auto":
+            return self._describe(self.unit, self.p_hide)
+        return (
+            f"auto: a text of {self.sentences_from}+ sentences, "
+            f"{self._describe('sentence', self._rate('sentence'))}, then each word of the anchor's sentences and "
+            f"each other sentence likewise; a shorter one, {self._describe('word', self._rate('word'))}"
+        )
+
+    def describe(self, instance: TextInstance) -> str:
+        """The distribution one explanation's precision is about (its claim names it)."""
+        return self._describe(instance.unit, instance.p_hide)
+
+    def _describe(self, unit: str, p_hide: HideRate) -> str:
+        rate = "a probability drawn per sample from U(0, 1)" if p_hide == "uniform" else f"probability {p_hide:g}"
+        what = {"word in sentence": "word of the anchor's sentences and each other sentence"}.get(unit, unit)
+        return f"each {what} outside the anchor replaced by {self.mask!r} with {rate}, independently"
+
+    def _rate(self, unit: str) -> HideRate:
+        if self.p_hide != "auto":
+            return self.p_hide
+        return 0.5 if unit == "word" else "uniform"
 
     def settings(self) -> dict[str, object]:
         return {
@@ -156,34 +283,39 @@ class TextSampler:
             "mask": self.mask,
             "p_hide": self.p_hide,
             "max_words": self.max_words,
+            "sentences_from": self.sentences_from,
             "distribution": self.distribution,
         }
 
-    def features(self, text: object) -> TextInstance:
-        """Split ``text`` into words; reject what cannot be explained."""
-        if not isinstance(text, str):
-            raise InvalidInputError(f"text to explain must be a str, got {type(text).__name__}")
-        if not text.strip():
-            raise InvalidInputError("text to explain is empty or whitespace only")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(
-                f"text to explain is not valid Unicode ({exc.reason} at character {exc.start}): no model can read it"
-            ) from None
+    def features(self, x: object) -> TextInstance:
+        """Split a text (or ``{"text": ..., "pinned": [...]}``) into its features; reject what cannot be explained."""
+        text, pinned = _text_and_pinned(x)
         words = sum(1 for _ in WORD.finditer(text))
         if not words:
             raise InvalidInputError(f"text to explain has no words: {text[:80]!r}")
         if words > self.max_words:
             raise InvalidInputError(
-                f"text to explain has {words} words, over the limit of {self.max_words} "
-                "(max_words, --max-words: the search's cost grows with the words)"
+                f"text to explain has {words} words, over the limit of {self.max_words} (max_words, --max-words)"
             )
-        return TextInstance.parse(text, self.unit)
+        unit = self.unit
+        if unit == "auto":
+            sentences = len(TextInstance.parse(text, "sentence", pinned=pinned).spans)
+            unit = "sentence" if sentences >= self.sentences_from else "word"
+        instance = TextInstance.parse(text, unit, self._rate(unit), pinned)
+        if not instance.spans:
+            raise InvalidInputError("every word of the text is pinned: nothing is left to explain")
+        return instance
+
+    def refine(self, instance: TextInstance, rule: Rule) -> TextInstance | None:
+        """The finer instance a coarse anchor ``rule`` leads to ("auto": the words inside its sentences),
+        or None when there is nothing finer to search."""
+        if self.unit != "auto" or instance.unit != "sentence" or not rule:
+            return None
+        return instance.refine(rule)
 
     def sample_present(self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
         """An (n × features) boolean matrix: which words (sentences) each perturbation keeps."""
-        return keep_independently(n, len(instance.words), rule, self.p_hide, rng)
+        return keep_independently(n, len(instance.words), rule, instance.p_hide, rng)
 
     def sample(
         self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator
@@ -194,3 +326,25 @@ class TextSampler:
 
     def render(self, instance: TextInstance, present: Sequence[np.ndarray] | np.ndarray) -> list[str]:
         return [instance.render(row, self.mask) for row in present]
+
+
+def _text_and_pinned(x: object) -> tuple[str, list[Span]]:
+    """The text of an input, and its pinned spans (an input is a str, or a mapping with "text" and "pinned")."""
+    pinned: object = []
+    if isinstance(x, Mapping):
+        record = cast(Mapping[str, object], x)
+        if set(record) - {"text", "pinned"} or "text" not in record:
+            keys = sorted(map(str, record))
+            raise InvalidInputError(f"a text input is a str or {{'text': ..., 'pinned': [...]}}, got keys {keys}")
+        x, pinned = record["text"], record.get("pinned", [])
+    if not isinstance(x, str):
+        raise InvalidInputError(f"text to explain must be a str, got {type(x).__name__}")
+    if not x.strip():
+        raise InvalidInputError("text to explain is empty or whitespace only")
+    try:
+        x.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"text to explain is not valid Unicode ({exc.reason} at character {exc.start}): no model can read it"
+        ) from None
+    return x, pinned_spans(x, pinned)

@@ -9,7 +9,7 @@ in one list, so a caller can send them as one batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -260,11 +260,17 @@ class Search:
     ``coverage_pool`` is a boolean (perturbations × features) matrix of unlabelled perturbations; a
     rule's coverage is the fraction of its rows that keep every feature of the rule. ``certifier``:
     one shared with an earlier search of the same explanation (its rules' shares go on from that
-    search's, so δ covers both); by default a new one.
+    search's, so δ covers both); by default a new one. ``context``: features perturbed like the others
+    but never part of a rule (coarse to fine: the sentences around the ones refined).
     """
 
     def __init__(
-        self, n_features: int, coverage_pool: np.ndarray, params: SearchParams, certifier: Certifier | None = None
+        self,
+        n_features: int,
+        coverage_pool: np.ndarray,
+        params: SearchParams,
+        certifier: Certifier | None = None,
+        context: Collection[int] = (),
     ) -> None:
         if n_features < 1:
             raise ConfigError("an input needs at least one feature to be explained")
@@ -281,7 +287,11 @@ class Search:
         self._rounds: list[RoundTrace] = []
         self._samples_used = 0
         self._best: Candidate | None = None
-        self._max_size = min(params.max_anchor_size or n_features, n_features)
+        if not all(0 <= f < n_features for f in context) or len(set(context)) >= n_features:
+            raise ConfigError(f"context {sorted(context)} must be some, not all, of the {n_features} features")
+        self.choosable = tuple(f for f in range(n_features) if f not in set(context))
+        """The features a rule may hold (all but the context), in order."""
+        self._max_size = min(params.max_anchor_size or n_features, len(self.choosable))
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
         raise NotImplementedError
@@ -374,7 +384,7 @@ class Search:
     def _extend(self, beam: Sequence[Candidate]) -> list[Candidate]:
         """Every parent in the beam extended by every feature it lacks."""
         made: dict[Rule, Candidate] = {}
-        for f in range(self.n_features):
+        for f in self.choosable:
             for parent in beam:
                 rule = parent.rule | {f}
                 if f in parent.rule or rule in made:

@@ -12,7 +12,7 @@ drawn after. The differences from the reference are noted where they occur.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 
 import numpy as np
 
@@ -40,10 +40,13 @@ class BeamSearch(Search):
         params: SearchParams | None = None,
         start: Rule | None = None,
         certifier: Certifier | None = None,
+        context: Collection[int] = (),
     ) -> None:
-        super().__init__(n_features, coverage_pool, params or SearchParams(), certifier)
-        if start is not None and not all(0 <= f < n_features for f in start):
-            raise ConfigError(f"start rule {sorted(start)} names a feature outside 0..{n_features - 1}")
+        super().__init__(n_features, coverage_pool, params or SearchParams(), certifier, context)
+        if start is not None and not set(start) <= set(self.choosable):
+            raise ConfigError(
+                f"start rule {sorted(start)} names a feature outside 0..{n_features - 1} or in the context"
+            )
         self.start = frozenset(start) if start is not None else None
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:

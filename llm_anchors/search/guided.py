@@ -32,7 +32,7 @@ so the claim holds of the anchor returned however many were tested.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -136,8 +136,9 @@ class GuidedSearch(Search):
         guided: GuidedParams | None = None,
         proposers: Sequence[Proposer] = (),
         certifier: Certifier | None = None,
+        context: Collection[int] = (),
     ) -> None:
-        super().__init__(n_features, coverage_pool, params, certifier)
+        super().__init__(n_features, coverage_pool, params, certifier, context)
         self.guided = guided or GuidedParams()
         self.proposers = list(proposers)
         self.sources: dict[Rule, str] = {}
@@ -153,7 +154,7 @@ class GuidedSearch(Search):
         path = [root]
         while len(path[-1].rule) < self._max_size and (best is None or len(path[-1].rule) + 1 < len(best.rule)):
             parent = path[-1]
-            wanted = min(g.parent_samples, g.per_feature * (self.n_features - len(parent.rule)))
+            wanted = min(g.parent_samples, g.per_feature * (len(self.choosable) - len(parent.rule)))
             if parent.n < wanted:
                 yield from self._sample([(parent, wanted - parent.n)], f"greedy-{len(parent.rule)}")
             step = self._grow(parent, best)
@@ -197,12 +198,14 @@ class GuidedSearch(Search):
         return None
 
     def _checked(self, rules: Sequence[Rule]) -> list[Rule]:
-        """Distinct non-empty rules, shortest first, each naming features of this input."""
+        """Distinct non-empty rules, shortest first, each naming features of this input (a rule holding
+        a context feature is passed over)."""
         ordered = sorted(dict.fromkeys(frozenset(r) for r in rules if r), key=len)
         for rule in ordered:
             if not all(0 <= f < self.n_features for f in rule):
                 raise ConfigError(f"proposed rule {sorted(rule)} names a feature outside 0..{self.n_features - 1}")
-        return ordered
+        choosable = set(self.choosable)
+        return [rule for rule in ordered if rule <= choosable]
 
     # -- growth -----------------------------------------------------------
 
@@ -233,7 +236,7 @@ class GuidedSearch(Search):
         coverage above ``floor``, never a rule tried before. A rule its samples refused is not tried
         again; one the fit only predicted to fail may be, by `_bisect`."""
         cand = step
-        rest = iter(sorted((f for f in range(self.n_features) if f not in step.rule), key=lambda f: -weights[f]))
+        rest = iter(sorted((f for f in self.choosable if f not in step.rule), key=lambda f: -weights[f]))
         while len(cand.rule) < limit:
             refused = self._refused_by_reuse(cand)
             lookahead = self.guided.lookahead
