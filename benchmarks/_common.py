@@ -155,7 +155,8 @@ async def explain_rows(
         started = time.perf_counter()
         exp = await explainer.explain(text)
         elapsed = time.perf_counter() - started
-        fresh = await explainer.estimate_precision(text, exp.data.positions, n=fresh_samples)
+        coarse = exp.data.coarse.positions if exp.data.coarse is not None else None
+        fresh = await explainer.estimate_precision(text, exp.data.positions, coarse=coarse, n=fresh_samples)
         row: dict[str, Any] = {
             "index": int(index),
             "text": exp.data.query,

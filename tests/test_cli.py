@@ -468,3 +468,41 @@ def test_a_pinned_field_that_is_not_a_list_is_refused_with_its_line(tmp_path):
     source.write_text('{"text": "a b"}\n{"text": "a b", "pinned": "a"}\n')
     with pytest.raises(ConfigError, match=r"in.jsonl:2: pinned must be a list"):
         read_inputs(str(source))
+
+
+TOPICS = {"scored": "sport", "shares": "business", "minister": "politics", "software": "tech", "album": "entertainment"}
+
+
+def keyword_topic(prompt: str) -> str:
+    words = prompt.split("Article: ")[-1].split()
+    return next((topic for word, topic in TOPICS.items() if word in words), "none")  # no label: UNPARSED
+
+
+async def test_a_run_and_its_report_with_five_labels_and_documents_explained_coarse_to_fine(tmp_path):
+    import json
+
+    from tests.fault_server import FaultServer
+
+    documents = [
+        f"It rained in the morning. The {word} was the talk of the day. People went home early."
+        for word in ("striker scored twice", "firm's shares fell", "minister resigned", "software update failed",
+                     "new album leaked")
+    ]  # fmt: skip
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": d}) + "\n" for d in documents))
+    out = tmp_path / "out.jsonl"
+    labels = "business,entertainment,politics,sport,tech"
+    async with FaultServer(answer=keyword_topic) as server:
+        args = ["run", str(source), "--out", str(out), "--base-url", server.base_url, "--prompt",
+                "Article: {text}\nTopic:", "--labels", labels, "--max-queries", "100000"]  # fmt: skip
+        code, err = await cli(*args)
+        assert code == 0, err
+    records = sorted(lines(out), key=lambda r: r["index"])
+    found = [(r["explanation"]["data"]["label"], r["explanation"]["data"]["anchor"]) for r in records]
+    assert found == [("sport", ["scored"]), ("business", ["shares"]), ("politics", ["minister"]),
+                     ("tech", ["software"]), ("entertainment", ["album"])]  # fmt: skip
+    assert all(r["explanation"]["data"]["coarse"]["positions"] == [1] for r in records)
+    code, err = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
+    page = (tmp_path / "report.html").read_text()
+    assert code == 0 and all(f"<h3>{label}</h3>" in page for label in labels.split(","))
+    assert page.count("<span class=coarse") == 5 and "perturbed as: each word of the anchor" in page

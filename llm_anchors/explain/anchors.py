@@ -409,8 +409,8 @@ class AnchorsExplainer:
     async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
         pool = await self._coverage_pool(run)
-        n, context = len(run.instance.features), context_of(run.instance)
-        return await self._drive(run, BeamSearch(n, pool, self.params, start, run.certifier, context))
+        n, (context, max_size) = len(run.instance.features), scope(run.instance)
+        return await self._drive(run, BeamSearch(n, pool, self.params, start, run.certifier, context, max_size))
 
     async def _levels(self, run: Explaining, search: Callable[[], Awaitable[SearchResult]]) -> SearchResult:
         """Run ``search`` on the input and, when the sampler has a finer level under the anchor found (the
@@ -555,9 +555,10 @@ class AnchorsExplainer:
         return Explanation(meta, data)
 
 
-def context_of(instance: Instance) -> tuple[int, ...]:
-    """The features of ``instance`` perturbed but never part of an anchor (a text's, coarse to fine)."""
-    return instance.context if isinstance(instance, TextInstance) else ()
+def scope(instance: Instance) -> tuple[tuple[int, ...], int | None]:
+    """The features of ``instance`` perturbed but never part of an anchor, and the most features an anchor
+    may hold (a text's, coarse to fine; else none, and any number)."""
+    return (instance.context, instance.max_anchor) if isinstance(instance, TextInstance) else ((), None)
 
 
 def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[str, float], ...]:

@@ -43,7 +43,7 @@ from ..search.certify import Certifier
 from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
 from ..search.proxy import ProxyParams
 from ..search.rules import Rule
-from .anchors import AnchorsExplainer, Explaining, context_of, draw
+from .anchors import AnchorsExplainer, Explaining, draw, scope
 from .explanation import Explanation, MemorySettings, MemoryUse, ProxyUse, Settings
 from .progress import Progress
 from .proxy import Proxy, ProxyRun
@@ -292,7 +292,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         proposers: list[Proposer] = [Proposals("memory", tuple(proposals))] if proposals else []
         if (proxy := await self._proxy_proposer(run, proxied, keys)) is not None:
             proposers.append(proxy)
-        search = self.guided_search(n, pool, proposers, run.certifier, context_of(run.instance))
+        search = self.guided_search(n, pool, proposers, run.certifier, *scope(run.instance))
         result = await self._drive(run, search)
         if similar:
             looked_up = replace(looked_up, source=similar[0].query, proposals=named)
@@ -307,12 +307,13 @@ class MAnchorsExplainer(AnchorsExplainer):
         proposers: Sequence[Proposer] = (),
         certifier: Certifier | None = None,
         context: Sequence[int] = (),
+        max_size: int | None = None,
     ) -> GuidedSearch:
         """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``),
         asking ``proposers`` (the memory's, the proxy's), certified by ``certifier`` (the explanation's);
-        ``context``: features never in a rule."""
+        ``context``: features never in a rule; ``max_size``: the most features in one."""
         return GuidedSearch(n_features, pool, self.params, guided=self.guided, proposers=proposers,
-                            certifier=certifier, context=context)  # fmt: skip
+                            certifier=certifier, context=context, max_size=max_size)  # fmt: skip
 
     async def _proxy_proposer(self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]) -> Proposer | None:
         """What `GuidedSearch` asks for the proxy's rules once the root is refused (None: no proxy).

@@ -94,7 +94,8 @@ class TextInstance:
     ``unit``: what the features are: "word", "sentence", or "word in sentence" (coarse to fine: the words
     of some sentences and the other sentences whole); ``p_hide``: the rate at which its sampler hides
     them; ``pinned``: parts never perturbed (no feature lies in them); ``context``: features perturbed but
-    never part of an anchor (coarse to fine: the sentences around those refined)."""
+    never part of an anchor (coarse to fine: the sentences around those refined); ``max_anchor``: the most
+    features an anchor of it may hold (None: any number)."""
 
     text: str
     words: tuple[str, ...]
@@ -103,6 +104,7 @@ class TextInstance:
     p_hide: HideRate = 0.5
     pinned: tuple[Span, ...] = ()
     context: tuple[int, ...] = ()
+    max_anchor: int | None = None
 
     @property
     def query(self) -> str:
@@ -123,9 +125,9 @@ class TextInstance:
         spans = [s for a, b in free_regions(len(text), pinned) for s in split(text, a, b)]
         return cls(text, tuple(text[a:b] for a, b in spans), tuple(spans), unit, p_hide, tuple(sorted(pinned)))
 
-    def refine(self, kept: Rule) -> TextInstance:
+    def refine(self, kept: Rule, max_anchor: int | None = None) -> TextInstance:
         """Coarse to fine: the words inside the sentences ``kept`` (this instance's sentences), the other
-        sentences whole."""
+        sentences whole (``context``); an anchor of at most ``max_anchor`` words."""
         spans: list[Span] = []
         context: list[int] = []
         for i, (a, b) in enumerate(self.spans):
@@ -134,7 +136,7 @@ class TextInstance:
             spans += word_spans(self.text, a, b) if i in kept else [(a, b)]
         words = tuple(self.text[a:b] for a, b in spans)
         unit = "word in sentence"
-        return TextInstance(self.text, words, tuple(spans), unit, self.p_hide, self.pinned, tuple(context))
+        return TextInstance(self.text, words, tuple(spans), unit, self.p_hide, self.pinned, tuple(context), max_anchor)
 
     def render(self, keep: np.ndarray, mask: str) -> str:
         """The text with every feature not kept replaced by ``mask``."""
@@ -219,8 +221,11 @@ class TextSampler:
     U(0, 1) (on a long text a fixed 0.5 keeps half of it in every sample, which often names the label
     whatever the rule is; a drawn rate also asks what the rule holds when most of the text is gone); or
     "auto" (the default): "uniform" for a text searched by sentences, Anchors' 0.5 for one searched by
-    words. ``max_words`` bounds the input. An input is a str, or a mapping ``{"text": str, "pinned":
-    [...]}`` whose pinned parts (substrings, or [start, end] character offsets) are never perturbed.
+    words. ``refine_max``: the most words a finer anchor may hold; when no rule of that many words
+    inside the anchor's sentences is certified, the sentences are the anchor (a longer list of words
+    would say little more than they do). ``max_words`` bounds the input. An input is a str, or a mapping
+    ``{"text": str, "pinned": [...]}`` whose pinned parts (substrings, or [start, end] character offsets)
+    are never perturbed.
     """
 
     def __init__(
@@ -232,6 +237,7 @@ class TextSampler:
         p_hide: HideRate | Literal["auto"] = "auto",
         max_words: int = MAX_WORDS,
         sentences_from: int = 3,
+        refine_max: int = 10,
     ) -> None:
         if unit not in ("word", "sentence", "auto"):
             raise ConfigError(f"unit must be 'word', 'sentence' or 'auto', got {unit!r}")
@@ -241,6 +247,7 @@ class TextSampler:
             check_number("p_hide", p_hide, high=1.0)
         check_int("max_words", max_words)
         check_int("sentences_from", sentences_from)
+        check_int("refine_max", refine_max)
         if not isinstance(mask, str) or not mask.strip():
             raise ConfigError(f"mask must be a non-empty string (it replaces a word), got {mask!r}")
         self.unit: Unit = unit
@@ -249,6 +256,7 @@ class TextSampler:
         self.p_hide: HideRate | Literal["auto"] = p_hide
         self.max_words = max_words
         self.sentences_from = sentences_from
+        self.refine_max = refine_max
 
     @property
     def distribution(self) -> str:
@@ -258,7 +266,8 @@ class TextSampler:
         return (
             f"auto: a text of {self.sentences_from}+ sentences, "
             f"{self._describe('sentence', self._rate('sentence'))}, then each word of the anchor's sentences and "
-            f"each other sentence likewise; a shorter one, {self._describe('word', self._rate('word'))}"
+            f"each other sentence likewise (an anchor of at most {self.refine_max} of those words); a shorter one, "
+            f"{self._describe('word', self._rate('word'))}"
         )
 
     def describe(self, instance: TextInstance) -> str:
@@ -284,6 +293,7 @@ class TextSampler:
             "p_hide": self.p_hide,
             "max_words": self.max_words,
             "sentences_from": self.sentences_from,
+            "refine_max": self.refine_max,
             "distribution": self.distribution,
         }
 
@@ -311,7 +321,7 @@ class TextSampler:
         or None when there is nothing finer to search."""
         if self.unit != "auto" or instance.unit != "sentence" or not rule:
             return None
-        return instance.refine(rule)
+        return instance.refine(rule, self.refine_max)
 
     def sample_present(self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
         """An (n × features) boolean matrix: which words (sentences) each perturbation keeps."""

@@ -261,7 +261,9 @@ class Search:
     rule's coverage is the fraction of its rows that keep every feature of the rule. ``certifier``:
     one shared with an earlier search of the same explanation (its rules' shares go on from that
     search's, so δ covers both); by default a new one. ``context``: features perturbed like the others
-    but never part of a rule (coarse to fine: the sentences around the ones refined).
+    but never part of a rule (coarse to fine: the sentences around the ones refined); ``max_size``: the
+    most features a rule may hold, below ``params.max_anchor_size`` (coarse to fine: a finer anchor
+    must be short to be worth more than the coarse one).
     """
 
     def __init__(
@@ -271,6 +273,7 @@ class Search:
         params: SearchParams,
         certifier: Certifier | None = None,
         context: Collection[int] = (),
+        max_size: int | None = None,
     ) -> None:
         if n_features < 1:
             raise ConfigError("an input needs at least one feature to be explained")
@@ -291,7 +294,7 @@ class Search:
             raise ConfigError(f"context {sorted(context)} must be some, not all, of the {n_features} features")
         self.choosable = tuple(f for f in range(n_features) if f not in set(context))
         """The features a rule may hold (all but the context), in order."""
-        self._max_size = min(params.max_anchor_size or n_features, len(self.choosable))
+        self._max_size = min(params.max_anchor_size or n_features, max_size or n_features, len(self.choosable))
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
         raise NotImplementedError

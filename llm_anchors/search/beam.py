@@ -41,8 +41,9 @@ class BeamSearch(Search):
         start: Rule | None = None,
         certifier: Certifier | None = None,
         context: Collection[int] = (),
+        max_size: int | None = None,
     ) -> None:
-        super().__init__(n_features, coverage_pool, params or SearchParams(), certifier, context)
+        super().__init__(n_features, coverage_pool, params or SearchParams(), certifier, context, max_size)
         if start is not None and not set(start) <= set(self.choosable):
             raise ConfigError(
                 f"start rule {sorted(start)} names a feature outside 0..{n_features - 1} or in the context"

@@ -137,8 +137,9 @@ class GuidedSearch(Search):
         proposers: Sequence[Proposer] = (),
         certifier: Certifier | None = None,
         context: Collection[int] = (),
+        max_size: int | None = None,
     ) -> None:
-        super().__init__(n_features, coverage_pool, params, certifier, context)
+        super().__init__(n_features, coverage_pool, params, certifier, context, max_size)
         self.guided = guided or GuidedParams()
         self.proposers = list(proposers)
         self.sources: dict[Rule, str] = {}
