@@ -372,3 +372,13 @@ async def test_pinned_parts_of_an_input_stay_in_every_perturbation():
     assert exp.data.anchor == ()  # the pinned "good" is in every perturbation: no word is needed
     assert all(t.startswith("Subject: a good movie\n") for t in seen)
     assert exp.data.query == x["text"] and "Subject" not in exp.data.features
+
+
+async def test_an_empty_finer_anchor_leaves_the_sentence_anchor():
+    # Any one of the 40 words of the second sentence keeps the label: hidden whole, the sentence is needed;
+    # its words hidden one by one, a few stay in almost every sample, so the empty rule of words would pass.
+    goals = " ".join(f"goal{i}" for i in range(40))
+    text = f"It rained all day. Then {goals}. The crowd went home. Tickets were cheap."
+    clf = FunctionClassifier(lambda ts: ["sport" if "goal" in t else "other" for t in ts], name="any-goal")
+    exp = await MAnchorsExplainer(clf, seed=0).explain(text)
+    assert exp.data.success and exp.data.coarse is None and exp.data.anchor == (f"Then {goals}.",)

@@ -280,3 +280,24 @@ def test_a_shared_certifier_must_hold_the_search_s_own_parameters():
 
     with pytest.raises(ConfigError, match="shared certifier"):
         BeamSearch(F, pool(F), SearchParams(), certifier=Certifier(SearchParams(delta=0.05)))
+
+
+@pytest.mark.parametrize("kind", ["beam", "guided"])
+def test_context_features_are_perturbed_but_never_in_a_rule_and_max_size_bounds_the_rule(kind):
+    from llm_anchors.search import GuidedSearch
+
+    def make(**kw):
+        if kind == "beam":
+            return BeamSearch(F, pool(F), SearchParams(), **kw)
+        return GuidedSearch(F, pool(F), SearchParams(), **kw)
+
+    # The label needs 3 and 7; 7 is context: the best rule without it must do, or no rule is certified.
+    result, batches = run_search(make(context=(7,)), conj(3, 7))
+    assert all(7 not in r.rule for batch in batches for r in batch) and 7 not in result.rule
+    assert not result.success
+    free, _ = run_search(make(context=(0, 1)), conj(3, 7))
+    assert free.rule == {3, 7} and free.success
+    capped, batches = run_search(make(max_size=1), conj(3, 7))
+    assert all(len(r.rule) <= 1 for batch in batches for r in batch) and not capped.success
+    with pytest.raises(ConfigError, match="context"):
+        make(context=tuple(range(F)))

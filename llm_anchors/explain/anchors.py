@@ -415,8 +415,9 @@ class AnchorsExplainer:
     async def _levels(self, run: Explaining, search: Callable[[], Awaitable[SearchResult]]) -> SearchResult:
         """Run ``search`` on the input and, when the sampler has a finer level under the anchor found (the
         words inside a text's anchor sentences), again on that level, with the same certifier: the finer
-        anchor is returned when one is certified, else the coarse one (``run.coarse`` records the coarse
-        anchor under a finer one)."""
+        anchor is returned when a non-empty one is certified, else the coarse one (``run.coarse`` records
+        the coarse anchor under a finer one). An empty finer anchor says less than the coarse one: its
+        words, hidden one by one, leave a few of them in most samples, and a few suffice."""
         coarse = await search()
         if not (isinstance(self.sampler, Refines) and coarse.success) or run.budget_exhausted:
             return coarse
@@ -425,7 +426,7 @@ class AnchorsExplainer:
             return coarse
         instance, run.instance = run.instance, finer
         fine = await search()
-        if not fine.success:
+        if not (fine.success and fine.rule):  # none certified, or no word needed once they may stay one by one
             run.instance = instance
             return coarse
         positions = tuple(sorted(coarse.rule))
