@@ -41,7 +41,9 @@ from ._common import ci, write_json
 from ._models import train_bbc_rf
 
 EXPLAINERS: dict[str, Callable[..., AnchorsExplainer]] = {"manchors": MAnchorsExplainer, "anchors": AnchorsExplainer}
-TOPIC_PROMPT = """Give the topic of each news article: business, entertainment, politics, sport or tech.
+LLM_TOPICS = ("business", "entertainment", "politics", "sport", "technology")
+"""The label words the LLM answers with: the BBC topics, "tech" as the word Gemma says first ("technology")."""
+TOPIC_PROMPT = """Give the topic of each news article: business, entertainment, politics, sport or technology.
 
 Article: Shares in the bank rose 3% after it reported record annual profits and raised its dividend.
 Topic: business
@@ -56,7 +58,7 @@ Article: The striker scored twice as the champions won the cup final in front of
 Topic: sport
 
 Article: The firm unveiled a faster mobile phone chip and new software for broadband networks.
-Topic: tech
+Topic: technology
 
 Article: {text}
 Topic:"""
@@ -293,9 +295,11 @@ async def llm_rows(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     texts, topics = load_bbc_news(args.split, args.data)
     order = [int(i) for i in shuffled(len(texts), args.shuffle_seed)[: args.n]]
     cut = [first_words(texts[i], args.words) for i in order]
-    clf = embedded_classifier(base_url, prompt=TOPIC_PROMPT, labels=BBC_TOPICS)
+    clf = embedded_classifier(base_url, prompt=TOPIC_PROMPT, labels=LLM_TOPICS)
     predicted = [str(label) for i in range(0, len(cut), 8) for label in (await clf.classify(cut[i : i + 8])).labels]
-    accuracy = float(np.mean([p == topics[i] for p, i in zip(predicted, order, strict=True)]))
+    accuracy = float(
+        np.mean([p.replace("technology", "tech") == topics[i] for p, i in zip(predicted, order, strict=True)])
+    )
     rows = []
     async with MAnchorsExplainer(clf, seed=args.seed, max_concurrency=8) as explainer:
         for text, i in zip(cut, order, strict=True):
