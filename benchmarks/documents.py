@@ -193,13 +193,16 @@ def run_bbc(args: argparse.Namespace) -> None:
 # -- the cost curve ------------------------------------------------------------------------
 
 
-def texts_of_length(words: int, count: int, data: str | None) -> list[tuple[str, str]]:
-    """``count`` texts of ``words`` words (and their topic), one topic each: the first words of val articles,
-    articles of that topic joined by blank lines when one is too short."""
+def texts_of_length(words: int, count: int, data: str | None, mixed: bool = False) -> list[tuple[str, str]]:
+    """``count`` texts of ``words`` words (and the topic they start with): the first words of val articles of
+    one topic each, joined by blank lines when one is too short; ``mixed``: the val articles in file order
+    (topics mixed), from the ``count``-th article on, so that a long text's label rests on some of it."""
     articles, topics = load_bbc_news("val", data)
     out = []
-    for topic in BBC_TOPICS[:count]:
+    for k, topic in enumerate(BBC_TOPICS[:count]):
         joined = "\n\n".join(a for a, t in zip(articles, topics, strict=True) if t == topic)
+        if mixed:
+            joined, topic = "\n\n".join(articles[k * 7 :]), topics[k * 7]
         ends = [m.end() for m in WORD.finditer(joined)]
         out.append((joined[: ends[min(words, len(ends)) - 1]], topic))
     return out
@@ -208,7 +211,7 @@ def texts_of_length(words: int, count: int, data: str | None) -> list[tuple[str,
 def curve_point(args: argparse.Namespace) -> dict[str, Any]:
     """One (explainer, length) point, in this process: its rows and its peak memory."""
     model, _ = train_bbc_rf(data=args.data)
-    pairs = texts_of_length(args.point_words, args.per_length, args.data)
+    pairs = texts_of_length(args.point_words, args.per_length, args.data, args.texts == "mixed")
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows = asyncio.run(explain_articles(args.point_kind, model, [t for t, _ in pairs], [c for _, c in pairs], 1000))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -220,8 +223,8 @@ def run_curve(args: argparse.Namespace) -> None:
     points = []
     for kind in args.explainers.split(","):
         for words in (int(w) for w in args.words.split(",")):
-            command = [sys.executable, "-m", "benchmarks.documents", "curve", "--point-kind", kind,
-                       "--point-words", str(words), "--per-length", str(args.per_length)]  # fmt: skip
+            command = [sys.executable, "-m", "benchmarks.documents", "curve", "--point-kind", kind, "--point-words",
+                       str(words), "--per-length", str(args.per_length), "--texts", args.texts]  # fmt: skip
             if args.data:
                 command += ["--data", args.data]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -229,7 +232,7 @@ def run_curve(args: argparse.Namespace) -> None:
             points.append(point)
             print(f"{kind:9s} {words:5d} words: {_curve_cells(point)}", flush=True)
     print(curve_table(points))
-    path = write_json(f"documents_curve_{args.per_length}", {"params": vars(args), "points": points})
+    path = write_json(f"documents_curve_{args.texts}_{args.per_length}", {"params": vars(args), "points": points})
     print(f"\nwrote {path}")
     plot_curve(points, path.with_suffix(".png"))
 
@@ -343,6 +346,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--words", default="10,30,100,300,1000,2000", help="curve: lengths; llm: one length")
     parser.add_argument("--per-length", type=int, default=3, help="curve: texts per length (one topic each)")
+    parser.add_argument(
+        "--texts", default="one-topic", choices=["one-topic", "mixed"], help="curve: articles of one topic, or mixed"
+    )
     parser.add_argument("--point-kind", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--point-words", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ctx", type=int, default=8192, help="llm: llama-server's context (shared by 8 slots)")

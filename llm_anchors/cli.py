@@ -410,6 +410,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{out}: all {len(texts):,} inputs are done already ({done:,} explained, {len(failed):,} failed)",
                   file=sys.stderr)  # fmt: skip
             return 0
+        print(f"{len(results.todo(texts)):,} inputs to explain; perturbed as: {_sampler(args).distribution}",
+              file=sys.stderr)  # fmt: skip
         try:
             with _stopped_after_spending(journal):
                 report = asyncio.run(_run_async(args, model, memory, texts, results, stopped_by))

@@ -496,7 +496,7 @@ async def test_a_run_and_its_report_with_five_labels_and_documents_explained_coa
         args = ["run", str(source), "--out", str(out), "--base-url", server.base_url, "--prompt",
                 "Article: {text}\nTopic:", "--labels", labels, "--max-queries", "100000"]  # fmt: skip
         code, err = await cli(*args)
-        assert code == 0, err
+        assert code == 0 and "5 inputs to explain; perturbed as: auto: a text of 3+ sentences" in err, err
     records = sorted(lines(out), key=lambda r: r["index"])
     found = [(r["explanation"]["data"]["label"], r["explanation"]["data"]["anchor"]) for r in records]
     assert found == [("sport", ["scored"]), ("business", ["shares"]), ("politics", ["minister"]),
