@@ -40,6 +40,8 @@ from llm_anchors.samplers.text import WORD
 from ._common import ci, write_json
 from ._models import train_bbc_rf
 
+LEVELS = ("words in sentences", "sentences", "words")
+"""An anchor's level: words inside the sentences found first, the sentences, or words (a short text)."""
 EXPLAINERS: dict[str, Callable[..., AnchorsExplainer]] = {"manchors": MAnchorsExplainer, "anchors": AnchorsExplainer}
 LLM_TOPICS = ("business", "entertainment", "politics", "sport", "technology")
 """The label words the LLM answers with: the BBC topics, "tech" as the word Gemma says first ("technology")."""
@@ -144,9 +146,7 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "fresh_at_least_0.95": float(np.mean([p >= 0.95 for p in fresh])) if fresh else None,
         "queries": ci([r["queries"] for r in rows]),
         "cpu_ms_per_query": sum(r["explainer_cpu_s"] for r in rows) * 1000 / max(sum(r["queries"] for r in rows), 1),
-        "levels": {
-            level: sum(r["level"] == level for r in rows) for level in ("words in sentences", "sentences", "words")
-        },
+        "levels": {level: sum(r["level"] == level for r in rows) for level in LEVELS},
         "success": float(np.mean([r["success"] for r in rows])),
     }
 

@@ -148,3 +148,26 @@ def test_the_claims_benchmark_counts_the_false_claims_of_a_flat_null_through_the
     claims.main(["--explainer", "manchors", "--seeds", "2", "--features", "5", "--json"])
     line = json.loads(capsys.readouterr().out)
     assert {"false_rate", "se", "delta"} <= set(line) and line["explainer"] == "manchors"
+
+
+def test_the_documents_benchmark_explains_articles_and_summarizes_the_targets(tmp_path, monkeypatch, capsys):
+    from benchmarks import _common, documents
+
+    monkeypatch.setattr(_common, "RESULTS", tmp_path)
+    documents.main(["bbc", "--split", "val", "--n", "3", "--explainers", "manchors", "--fresh-samples", "100"])
+    out = capsys.readouterr().out
+    assert "| manchors | 3 |" in out
+    written = json.loads((tmp_path / "documents_bbc_val_n3.json").read_text())
+    rows = written["runs"]["manchors"]["rows"]
+    assert len(rows) == 3 and all(r["level"] in documents.LEVELS and 0 <= r["fresh_precision"] <= 1 for r in rows)
+    assert all(r["coarse_length"] is None or r["level"] == "words in sentences" for r in rows)
+
+
+def test_curve_texts_have_the_words_asked_for():
+    from benchmarks.documents import texts_of_length
+    from llm_anchors.samplers.text import WORD
+
+    for mixed in (False, True):
+        texts = texts_of_length(2000, 3, None, mixed)
+        assert len(texts) == 3 and all(len(WORD.findall(t)) == 2000 for t, _ in texts)
+    assert len({topic for _, topic in texts_of_length(30, 3, None)}) == 3
