@@ -42,7 +42,7 @@ from .run.resumable import (
     memory_saved,
     run_config,
 )
-from .samplers.text import MAX_WORDS, TextSampler
+from .samplers.text import MAX_WORDS, PERTURBATIONS, TextSampler
 
 __all__ = ["main"]
 
@@ -110,6 +110,13 @@ def _model_options() -> argparse.ArgumentParser:
         default="auto",
         help="what a feature is: a word; a sentence; auto (default): a text of 3+ sentences is searched by "
         "sentences, then by the words inside the anchor's sentences; a shorter one by words",
+    )
+    common.add_argument(
+        "--perturbation",
+        choices=list(PERTURBATIONS),
+        default="unk",
+        help="what becomes of a hidden word: replaced by UNK (default, Anchors'), deleted, or replaced by one "
+        "of its nearest words (similar)",
     )
     common.add_argument(
         "--p-hide",
@@ -190,6 +197,18 @@ def _parser() -> argparse.ArgumentParser:
         help="when a cap is reached: fail, or print the best rule so far (default)",
     )
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    check = sub.add_parser(
+        "check",
+        parents=[common],
+        help="a given anchor's precision and coverage, under any perturbation",
+        description="Estimate the precision (on --n fresh perturbations, paid queries) and the coverage (no "
+        "query) of the anchor --anchor of TEXT under --perturbation: a second opinion on an anchor found "
+        "under another operator, or by hand.",
+    )
+    check.add_argument("text", help="the text the anchor is of")
+    check.add_argument("--anchor", required=True, help='the anchor\'s words, e.g. "not bad"')
+    check.add_argument("--n", type=_number("count"), default=1000, help="fresh perturbations (default 1000)")
+    check.add_argument("--json", action="store_true", help="print the estimates as one JSON object")
     inputs = _input_options()
     run = sub.add_parser(
         "run",
@@ -267,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _report(args)
             if args.command == "estimate":
                 return asyncio.run(_estimate(args))
+            if args.command == "check":
+                return asyncio.run(_check(args))
             return asyncio.run(_explain(args))
         except LLMAnchorsError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -356,7 +377,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def _sampler(args: argparse.Namespace) -> TextSampler:
     """The perturbation distribution the options name (recorded in the run's configuration)."""
-    return TextSampler(unit=args.unit, p_hide=args.p_hide, max_words=args.max_words)
+    return TextSampler(perturbation=args.perturbation, unit=args.unit, p_hide=args.p_hide, max_words=args.max_words)
 
 
 def _memory_dir(args: argparse.Namespace) -> str | None:
@@ -383,6 +404,29 @@ async def _explain(args: argparse.Namespace) -> int:
             with _ProgressLine(sys.stderr) as progress:
                 exp = await explainer.explain(args.text, progress=progress)
     print(exp.to_json(indent=2) if args.json else render(exp, color=sys.stdout.isatty()))
+    return 0
+
+
+async def _check(args: argparse.Namespace) -> int:
+    sampler = _sampler(args)
+    positions, coarse, instance = sampler.rule_of(args.text, args.anchor)  # refused before any model starts
+    model = _Model(args)
+    with _backend(args) as (base_urls, name, embedded):
+        clf = model.classifier(base_urls, name, embedded=embedded)
+        budget = None
+        if args.max_usd is not None or args.max_queries is not None:
+            budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
+        async with AnchorsExplainer(clf, budget=budget, **_settings(args)) as explainer:
+            precision = await explainer.estimate_precision(args.text, positions, coarse=coarse, n=args.n)
+            coverage = await explainer.estimate_coverage(args.text, positions, coarse=coarse)
+    under = sampler.describe(instance)
+    found = {"anchor": args.anchor, "positions": list(positions), "coarse": coarse, "precision": precision,
+             "coverage": coverage, "n": args.n, "perturbation": args.perturbation, "perturbed_as": under}  # fmt: skip
+    if args.json:
+        print(json.dumps(found))
+    else:
+        print(f"anchor      {args.anchor}\nprecision   {precision:.3f}  (on {args.n:,} fresh perturbations)\n"
+              f"coverage    {coverage:.3f}\nperturbed   {under}")  # fmt: skip
     return 0
 
 

@@ -169,8 +169,9 @@ def keyword_sentiment(prompt: str) -> str:
     return "positive" if "good" in words and "great" in words else "negative"
 
 
-async def cli(*args: str, fsize: int | None = None) -> tuple[int, str]:
-    """``llm-anchors ARGS`` in a subprocess, awaited (the test's fake server keeps answering meanwhile)."""
+async def cli(*args: str, fsize: int | None = None, stdout: bool = False) -> tuple[int, str]:
+    """``llm-anchors ARGS`` in a subprocess, awaited (the test's fake server keeps answering meanwhile):
+    its exit code and its stderr (with ``stdout``: its stdout)."""
     import asyncio
     import os
     import resource
@@ -183,12 +184,13 @@ async def cli(*args: str, fsize: int | None = None) -> tuple[int, str]:
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "llm_anchors.cli", *args, env=env, stdout=asyncio.subprocess.DEVNULL,
+        sys.executable, "-m", "llm_anchors.cli", *args, env=env,
+        stdout=asyncio.subprocess.PIPE if stdout else asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE, preexec_fn=limit if fsize is not None else None,
     )  # fmt: skip
-    _, err = await process.communicate()
+    out, err = await process.communicate()
     assert process.returncode is not None
-    return process.returncode, err.decode()
+    return process.returncode, (out if stdout else err).decode()
 
 
 def inputs(tmp_path, texts=SENTENCES, name="in.jsonl"):
@@ -506,3 +508,28 @@ async def test_a_run_and_its_report_with_five_labels_and_documents_explained_coa
     page = (tmp_path / "report.html").read_text()
     assert code == 0 and all(f"<h3>{label}</h3>" in page for label in labels.split(","))
     assert page.count("<span class=coarse") == 5 and "perturbed as: each word of the anchor" in page
+
+
+def thrown_by_unk_sentiment(prompt: str) -> str:
+    words = prompt.split("Review: ")[-1].split()
+    return "positive" if "good" in words and "UNK" not in words else "negative"
+
+
+async def test_check_gives_an_anchor_s_precision_and_coverage_under_each_perturbation():
+    import json
+
+    from tests.fault_server import FaultServer
+
+    text = "a good and pleasant film"
+    async with FaultServer(answer=thrown_by_unk_sentiment) as server:
+        base = ["check", text, "--anchor", "good", "--base-url", server.base_url, "--prompt", PROMPT, "--n", "200"]
+        code, out = await cli(*base, "--json", "--perturbation", "delete", stdout=True)
+        assert code == 0, out
+        found = json.loads(out)
+        assert found["precision"] == 1.0 and found["positions"] == [1] and "deleted" in found["perturbed_as"]
+        assert abs(found["coverage"] - 0.5) < 0.02
+        code, out = await cli(*base, "--json", stdout=True)  # unk: the mask throws this model
+        assert code == 0 and json.loads(out)["precision"] < 0.2
+        served = server.prompts_served
+        code, err = await cli(*base[:2], "--anchor", "great", *base[4:])
+        assert code == 2 and "'great' is not in the text" in err and server.prompts_served == served

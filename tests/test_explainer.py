@@ -382,3 +382,35 @@ async def test_an_empty_finer_anchor_leaves_the_sentence_anchor():
     clf = FunctionClassifier(lambda ts: ["sport" if "goal" in t else "other" for t in ts], name="any-goal")
     exp = await MAnchorsExplainer(clf, seed=0).explain(text)
     assert exp.data.success and exp.data.coarse is None and exp.data.anchor == (f"Then {goals}.",)
+
+
+def thrown_by_unk(texts):
+    """A model that knows "good" and is thrown by a mask: the label is 1 with "good" and no UNK."""
+    return [int("good" in t.split() and "UNK" not in t) for t in texts]
+
+
+@pytest.mark.parametrize("perturbation", ["unk", "delete", "similar"])
+async def test_every_perturbation_explains_and_is_named_in_the_claim_and_settings(perturbation):
+    exp = await explainer(needs_all("good", "great"), perturbation=perturbation).explain(SENTENCE)
+    assert exp.data.anchor == ("good", "great") and exp.data.success
+    assert exp.meta.settings.sampler["perturbation"] == perturbation
+    said = {"unk": "replaced by 'UNK'", "delete": "deleted", "similar": "nearest words"}[perturbation]
+    assert said in exp.claim and said in exp.data.perturbation
+
+
+async def test_a_second_opinion_measures_the_same_rule_under_another_perturbation():
+    e = explainer(thrown_by_unk)
+    text = "a good and pleasant film"
+    under_unk = await e.estimate_precision(text, (1,), n=300)
+    under_delete = await e.estimate_precision(text, (1,), perturbation="delete", n=300)
+    assert under_unk < 0.2 and under_delete == 1.0  # the mask, not the words, moved the label
+    assert await e.estimate_coverage(text, (1,)) == pytest.approx(0.5, abs=0.02)
+    with pytest.raises(ConfigError, match="not beside it"):
+        explainer(thrown_by_unk, sampler=TextSampler(), perturbation="delete")
+
+
+def test_the_memory_is_kept_per_perturbation():
+    clf = FunctionClassifier(needs_all("good"), name="kw")
+    unk, delete = (MAnchorsExplainer(clf, perturbation=p, use_memory=True) for p in ("unk", "delete"))
+    assert unk.memory_scope != delete.memory_scope and unk.memory_scope.endswith("perturbation:unk")
+    assert unk.memory.scope == unk.memory_scope and unk.memory_identity[2] == unk.memory_scope

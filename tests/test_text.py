@@ -79,7 +79,7 @@ def test_word_limit():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"mode": "bert"},
+        {"perturbation": "bert"},
         {"p_hide": 0.0},
         {"p_hide": "0.5"},
         {"p_hide": "beta"},
@@ -212,3 +212,59 @@ def test_pinned_parts_are_never_features_and_always_kept():
 def test_bad_pinned_parts_are_refused_by_name(x, why):
     with pytest.raises(InvalidInputError, match=why.replace("[", r"\[").replace("]", r"\]")):
         TextSampler().features(x)
+
+
+def test_delete_removes_words_and_leaves_readable_spacing():
+    inst = TextInstance.parse("a good film , really. Not bad!")
+    keep = lambda *kept: np.array([i in kept for i in range(6)])  # noqa: E731
+    assert inst.render(keep(0, 2, 3, 4, 5), None) == "a film , really. Not bad!"
+    assert inst.render(keep(0, 1, 3, 4, 5), None) == "a good, really. Not bad!"
+    assert inst.render(keep(0, 1, 2, 3, 4), None) == "a good film , really. Not!"
+    assert inst.render(keep(*range(6)), None) == "a good film , really. Not bad!"
+    sampler = TextSampler(perturbation="delete", unit="word")
+    texts, present = sampler.sample(
+        sampler.features("a charming and funny film"), frozenset({1}), 50, np.random.default_rng(0)
+    )
+    assert all("charming" in t and "UNK" not in t and "  " not in t and t == t.strip() for t in texts)
+    assert "deleted" in sampler.describe(sampler.features("a film"))
+
+
+def test_similar_replaces_hidden_words_by_near_words_drawn_by_the_seed():
+    sampler = TextSampler(perturbation="similar", unit="word")
+    inst = sampler.features("A funny movie")
+    pools = sampler.stand_ins_of(inst)
+    assert pools[0] is not None and "An" in pools[0][0]  # capitalised as the word is
+    names, probabilities = pools[1]
+    assert "hilarious" in names and "funny" not in names and abs(probabilities.sum() - 1) < 1e-9
+    assert pools[2] is not None and "film" in pools[2][0]
+    draw = lambda seed: sampler.sample(inst, frozenset({1}), 40, np.random.default_rng(seed))[0]  # noqa: E731
+    texts = draw(0)
+    assert texts == draw(0) and texts != draw(1)
+    assert all(t.split()[1] == "funny" for t in texts)
+    hidden = {t.split()[2] for t in texts} - {"movie"}
+    assert hidden and hidden <= set(pools[2][0])  # each hidden "movie" became one of its neighbours
+    assert TextSampler(perturbation="similar").stand_ins_of(TextInstance.parse("Zzqxv film"))[0] is None  # fallback
+    assert "nearest words" in sampler.describe(inst) and sampler.settings()["similar"]["neighbours"] == 20
+
+
+def test_an_unknown_perturbation_is_refused_by_name():
+    with pytest.raises(ConfigError, match="unknown perturbation 'bert'; available: unk, delete, similar"):
+        TextSampler(perturbation="bert")
+
+
+def test_a_user_anchor_is_found_at_the_level_an_explanation_would_give_it():
+    sampler = TextSampler()
+    positions, coarse, inst = sampler.rule_of(DOCUMENT, "striker twice")
+    assert coarse == (2,) and [inst.features[p] for p in positions] == ["striker", "twice"]
+    positions, coarse, inst = sampler.rule_of("a film, a GOOD film", "good film")
+    assert coarse is None and positions == (3, 4)  # the phrase, before the first "film"
+    with pytest.raises(InvalidInputError, match="'great' is not in the text"):
+        sampler.rule_of("a good film", "great")
+
+
+@pytest.mark.parametrize("kwargs", [{"neighbours": 0}, {"min_similarity": 1.5}, {"temperature": 0}, {"fallback": "x"}])
+def test_bad_similar_settings(kwargs):
+    from llm_anchors.samplers.similar import Similar
+
+    with pytest.raises(ConfigError):
+        Similar(**kwargs)

@@ -22,12 +22,12 @@ from ..money.budget import SpendCap
 from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
-from ..samplers.text import MAX_WORDS, TextInstance, TextSampler
+from ..samplers.text import MAX_WORDS, Perturbation, TextInstance, TextSampler
 from ..search.base import SampleRequest, Samples, Search, SearchResult
 from ..search.beam import BeamSearch
 from ..search.certify import Certifier
 from ..search.params import SearchParams
-from ..search.rules import Rule, make_rule
+from ..search.rules import Rule, covers, make_rule
 from .explanation import AnchorData, Cost, Explanation, Level, Meta, Recheck, Settings, Stage
 from .progress import Progress, StreamProgress, stream_reporter
 
@@ -77,7 +77,9 @@ class AnchorsExplainer:
     beam_size, min_samples_start, max_arms, arms, max_anchor_size,
     coverage_samples, certify, first_look, looks, refute, first_share: the search's and
     its certifier's parameters, see `SearchParams`. ``seed`` fixes every random
-    draw (None: fresh entropy, recorded in the explanation's meta).
+    draw (None: fresh entropy, recorded in the explanation's meta). ``sampler``: how
+    inputs are split and perturbed (default: `TextSampler` with ``perturbation``,
+    "unk" unless told: "delete", "similar"; and ``max_words``).
     ``max_concurrency`` bounds model requests in flight; ``request_size`` is
     the most texts per request (default: ``batch_size``). ``cache`` may be shared
     between explainers of the same classifier; ``retry`` says how failed
@@ -131,6 +133,7 @@ class AnchorsExplainer:
         first_share: float = 0.2,
         seed: int | None = None,
         sampler: Sampler | None = None,
+        perturbation: Perturbation | None = None,
         max_words: int = MAX_WORDS,
         max_concurrency: int = 8,
         request_size: int | None = None,
@@ -169,7 +172,9 @@ class AnchorsExplainer:
         self.seed = seed
         if sampler is not None and not isinstance(sampler, Sampler):
             raise ConfigError(f"{sampler!r} is not a Sampler (it needs features, sample, sample_present, settings)")
-        self.sampler: Sampler = sampler or TextSampler(max_words=max_words)
+        if sampler is not None and perturbation is not None:
+            raise ConfigError("give the perturbation to the sampler (TextSampler(perturbation=...)), not beside it")
+        self.sampler: Sampler = sampler or TextSampler(perturbation=perturbation or "unk", max_words=max_words)
         self.engine = QueryEngine(
             complete,
             cache=cache,
@@ -369,27 +374,48 @@ class AnchorsExplainer:
         positions: Sequence[int],
         *,
         coarse: Sequence[int] | None = None,
+        perturbation: Perturbation | None = None,
         n: int = 1000,
         seed: int = 2**31 - 1,
     ) -> float:
         """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``. ``positions`` index the
         input's features; coarse to fine, the features under the coarse anchor ``coarse``
-        (``exp.data.coarse.positions``): ``exp.data.features``."""
+        (``exp.data.coarse.positions``): ``exp.data.features``. ``perturbation``: another operator's
+        opinion of the rule (a text's: "unk", "delete", "similar"; default: the explainer's own)."""
+        sampler = self.sampler
+        if perturbation is not None:
+            if not isinstance(sampler, TextSampler):
+                raise ConfigError("perturbation= is for text: this explainer's sampler is not a TextSampler")
+            sampler = sampler.with_perturbation(perturbation)
         run = self._start(text, seed)
+        self._refine_to(run, coarse, positions)
+        await self._label_target(run)
+        texts, _ = await asyncio.to_thread(sampler.sample, run.instance, make_rule(positions), n, run.rng)
+        return float((await self._label(run, texts, "estimate")).mean())
+
+    estimate_precision_sync = sync_twin(estimate_precision)
+
+    async def estimate_coverage(
+        self, text: Any, positions: Sequence[int], *, coarse: Sequence[int] | None = None, n: int = 10_000,
+        seed: int = 2**31 - 1,
+    ) -> float:  # fmt: skip
+        """Coverage of a rule: the share of ``n`` perturbations of the empty rule that keep its features
+        (no model query). ``positions`` and ``coarse`` as `estimate_precision`."""
+        run = self._start(text, seed)
+        self._refine_to(run, coarse, positions)
+        pool = await asyncio.to_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
+        return float(covers(make_rule(positions), pool).mean())
+
+    def _refine_to(self, run: Explaining, coarse: Sequence[int] | None, positions: Sequence[int]) -> None:
+        """The instance a rule's ``positions`` index: the input's, or the finer one under ``coarse``."""
         if coarse is not None:
             finer = self.sampler.refine(run.instance, make_rule(coarse)) if isinstance(self.sampler, Refines) else None
             if finer is None:
                 raise ConfigError("coarse positions given, but this input has no finer level under them")
             run.instance = finer
-        if any(not 0 <= p < len(run.instance.features) for p in positions):
-            raise ConfigError(
-                f"positions {list(positions)} are not all among the input's {len(run.instance.features)} features"
-            )
-        await self._label_target(run)
-        texts, _ = await asyncio.to_thread(self.sampler.sample, run.instance, make_rule(positions), n, run.rng)
-        return float((await self._label(run, texts, "estimate")).mean())
-
-    estimate_precision_sync = sync_twin(estimate_precision)
+        n = len(run.instance.features)
+        if any(not 0 <= p < n for p in positions):
+            raise ConfigError(f"positions {list(positions)} are not all among the input's {n} features")
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 

@@ -36,8 +36,9 @@ from ..memory.store import Memory, MemoryEntry, RuleMemory
 from ..models.classifier import Classifier, require_stable_identity
 from ..money.budget import SpendCap
 from ..query.engine import QueryStats
-from ..samplers.text import TextInstance
-from ..samplers.text_memory import SentenceEmbedder, TextMemoryFeatures
+from ..samplers.embedder import SentenceEmbedder
+from ..samplers.text import TextInstance, TextSampler
+from ..samplers.text_memory import TextMemoryFeatures
 from ..search.base import SampleRequest, SearchResult
 from ..search.certify import Certifier
 from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
@@ -181,7 +182,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     def memory(self) -> Memory:
         """Where this explainer keeps and looks up earlier explanations (a new `RuleMemory` by default)."""
         if self._memory is None:
-            self._memory = RuleMemory(self.features.dim, self.features.identity, self.classifier.identity)
+            self._memory = RuleMemory(self.features.dim, self.features.identity, self.memory_scope)
         return self._memory
 
     @memory.setter
@@ -189,9 +190,17 @@ class MAnchorsExplainer(AnchorsExplainer):
         self._memory = memory
 
     @property
+    def memory_scope(self) -> str:
+        """What the memory's rules hold for: the explained model and, for text, the perturbation (a rule
+        learned under one operator is never proposed under another)."""
+        if isinstance(self.sampler, TextSampler):
+            return f"{self.classifier.identity}|perturbation:{self.sampler.perturbation}"
+        return self.classifier.identity
+
+    @property
     def memory_identity(self) -> tuple[int, str, str]:
-        """What a memory for this explainer is made for: vector size, embedder, explained model."""
-        return self.features.dim, self.features.identity, self.classifier.identity
+        """What a memory for this explainer is made for: vector size, embedder, explained model and perturbation."""
+        return self.features.dim, self.features.identity, self.memory_scope
 
     @property
     def local_memory(self) -> RuleMemory:
@@ -223,7 +232,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Replace the memory by one saved for this classifier and embedder."""
         self._memory = RuleMemory.load(
-            directory, embedder_id=self.features.identity, dim=self.features.dim, scope=self.classifier.identity
+            directory, embedder_id=self.features.identity, dim=self.features.dim, scope=self.memory_scope
         )
 
     def entry_vectors(self, entries: Sequence[MemoryEntry]) -> np.ndarray:

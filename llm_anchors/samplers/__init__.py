@@ -1,10 +1,11 @@
 """Kinds of input: text, rows, images; each its instance, sampler, classifier and memory features."""
 
 from .base import Instance, Refines, Sampler
+from .embedder import SentenceEmbedder
 from .image import ImageClassifier, ImageInstance, ImageMemoryFeatures, ImageSampler
 from .tabular import TabularClassifier, TabularInstance, TabularMemoryFeatures, TabularSampler
 from .text import TextInstance, TextSampler
-from .text_memory import SentenceEmbedder, TextMemoryFeatures
+from .text_memory import TextMemoryFeatures
 
 __all__ = [
     "ImageClassifier",

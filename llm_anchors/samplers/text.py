@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal, cast
 
 import numpy as np
@@ -13,6 +16,9 @@ from .._checks import check_int, check_number
 from .._exceptions import ConfigError, InvalidInputError
 from ..search.rules import Rule
 from .base import HideRate, keep_independently
+from .embedder import SentenceEmbedder
+from .similar import Similar, StandIns, stand_ins
+from .words import WORD
 
 __all__ = [
     "MAX_WORDS",
@@ -26,10 +32,11 @@ __all__ = [
     "sentence_spans",
 ]
 
-# A word: letters/digits, with inner apostrophes or hyphens ("century's",
-# "jean-claud"). Everything between words (spaces, punctuation) is kept
-# verbatim, so a perturbation reads like the original.
-WORD = re.compile(r"\w+(?:['’\-]\w+)*")
+
+Perturbation = Literal["unk", "delete", "similar"]
+"""What becomes of a hidden feature: replaced by a mask ("unk", Anchors'), deleted, or (a word) replaced by
+one of its nearest words ("similar")."""
+PERTURBATIONS: tuple[Perturbation, ...] = ("unk", "delete", "similar")
 
 Unit = Literal["word", "sentence", "auto"]
 """What a feature of a text is: a word; a sentence (hidden whole); or "auto": a text of a few sentences or
@@ -138,15 +145,19 @@ class TextInstance:
         unit = "word in sentence"
         return TextInstance(self.text, words, tuple(spans), unit, self.p_hide, self.pinned, tuple(context), max_anchor)
 
-    def render(self, keep: np.ndarray, mask: str) -> str:
-        """The text with every feature not kept replaced by ``mask``."""
+    def render(self, keep: np.ndarray, fill: str | None | Sequence[str | None]) -> str:
+        """The text with every feature not kept replaced by ``fill``: a mask; None, deleted (the space
+        before it goes with it, and before closing punctuation after it); or one of those per feature."""
         parts: list[str] = []
-        last = 0
-        for (start, end), word, kept in zip(self.spans, self.words, keep, strict=True):
-            parts.append(self.text[last:start])
-            parts.append(word if kept else mask)
+        last, deleted = 0, False
+        for i, ((start, end), word, kept) in enumerate(zip(self.spans, self.words, keep, strict=True)):
+            parts.append(_after_deletion(parts, self.text[last:start]) if deleted else self.text[last:start])
+            instead = fill if fill is None or isinstance(fill, str) else fill[i]
+            deleted = not kept and instead is None
+            parts.append(word if kept else instead or "")
             last = end
-        parts.append(self.text[last:])
+        tail = self.text[last:]
+        parts.append(_after_deletion(parts, tail, end=True) if deleted else tail)
         return "".join(parts)
 
     def mark(
@@ -170,6 +181,22 @@ class TextInstance:
             last = b
         parts.append(marked(last, len(self.text)))
         return "".join(parts)
+
+
+def _after_deletion(parts: list[str], gap: str, end: bool = False) -> str:
+    """The text between a deleted feature and the next (or the ``end``), joined so that no double space
+    is left: its leading spaces go when the text before ends in one (or is empty), and that space too
+    when the gap opens with closing punctuation or ends the text."""
+    before = next((p for p in reversed(parts) if p), "")
+    if before and before[-1] not in " \t":
+        return gap
+    stripped = gap.lstrip(" \t")
+    if (stripped[:1] in tuple(".,;:!?)]}") or (end and not stripped)) and before:
+        for k in range(len(parts) - 1, -1, -1):
+            if parts[k]:
+                parts[k] = parts[k].rstrip(" \t")
+                break
+    return stripped
 
 
 def free_regions(length: int, pinned: Sequence[Span]) -> list[Span]:
@@ -231,18 +258,20 @@ class TextSampler:
     def __init__(
         self,
         *,
+        perturbation: Perturbation = "unk",
         unit: Unit = "auto",
-        mode: str = "unk",
         mask: str = "UNK",
         p_hide: HideRate | Literal["auto"] = "auto",
         max_words: int = MAX_WORDS,
         sentences_from: int = 3,
         refine_max: int = 10,
+        similar: Similar | None = None,
+        embedder: SentenceEmbedder | None = None,
     ) -> None:
         if unit not in ("word", "sentence", "auto"):
             raise ConfigError(f"unit must be 'word', 'sentence' or 'auto', got {unit!r}")
-        if mode != "unk":
-            raise ConfigError(f"unknown perturbation mode {mode!r}; available: 'unk'")
+        if perturbation not in PERTURBATIONS:
+            raise ConfigError(f"unknown perturbation {perturbation!r}; available: {', '.join(PERTURBATIONS)}")
         if p_hide not in ("uniform", "auto"):
             check_number("p_hide", p_hide, high=1.0)
         check_int("max_words", max_words)
@@ -251,8 +280,12 @@ class TextSampler:
         if not isinstance(mask, str) or not mask.strip():
             raise ConfigError(f"mask must be a non-empty string (it replaces a word), got {mask!r}")
         self.unit: Unit = unit
-        self.mode = mode
+        self.perturbation: Perturbation = perturbation
         self.mask = mask
+        self.similar = similar or Similar()
+        self._embedder = embedder
+        self._stand_ins: OrderedDict[tuple[str, tuple[Span, ...]], list[StandIns]] = OrderedDict()
+        self._lock = threading.Lock()
         self.p_hide: HideRate | Literal["auto"] = p_hide
         self.max_words = max_words
         self.sentences_from = sentences_from
@@ -277,7 +310,26 @@ class TextSampler:
     def _describe(self, unit: str, p_hide: HideRate) -> str:
         rate = "a probability drawn per sample from U(0, 1)" if p_hide == "uniform" else f"probability {p_hide:g}"
         what = {"word in sentence": "word of the anchor's sentences and each other sentence"}.get(unit, unit)
-        return f"each {what} outside the anchor replaced by {self.mask!r} with {rate}, independently"
+        if self.perturbation == "similar":
+            by = self.similar.describe(self.embedder, self.mask)
+            return f"each {what} outside the anchor replaced, with {rate}, independently, by {by}"
+        done = f"replaced by {self.mask!r}" if self.perturbation == "unk" else "deleted"
+        return f"each {what} outside the anchor {done} with {rate}, independently"
+
+    @property
+    def embedder(self) -> SentenceEmbedder:
+        """Where ``similar`` finds a word's nearest words (default: the packaged all-MiniLM-L6-v2)."""
+        if self._embedder is None:
+            self._embedder = SentenceEmbedder()
+        return self._embedder
+
+    def with_perturbation(self, perturbation: Perturbation) -> TextSampler:
+        """This sampler with another perturbation (a second opinion on a rule), every other setting kept."""
+        other = copy.copy(self)
+        TextSampler.__init__(other, perturbation=perturbation, unit=self.unit, mask=self.mask, p_hide=self.p_hide,
+                             max_words=self.max_words, sentences_from=self.sentences_from,
+                             refine_max=self.refine_max, similar=self.similar, embedder=self._embedder)  # fmt: skip
+        return other
 
     def _rate(self, unit: str) -> HideRate:
         if self.p_hide != "auto":
@@ -287,9 +339,10 @@ class TextSampler:
     def settings(self) -> dict[str, object]:
         return {
             "kind": "text",
+            "perturbation": self.perturbation,
             "unit": self.unit,
-            "mode": self.mode,
             "mask": self.mask,
+            **({"similar": asdict(self.similar)} if self.perturbation == "similar" else {}),
             "p_hide": self.p_hide,
             "max_words": self.max_words,
             "sentences_from": self.sentences_from,
@@ -323,6 +376,43 @@ class TextSampler:
             return None
         return instance.refine(rule, self.refine_max)
 
+    def rule_of(self, x: object, words: str) -> tuple[tuple[int, ...], tuple[int, ...] | None, TextInstance]:
+        """The rule a user's anchor names: the positions of ``words`` (each the first unused occurrence,
+        exact, else case aside) and, for a text searched by sentences, the sentences holding them (the
+        coarse rule the positions are under), as an explanation of it would give them; and the instance
+        the positions index."""
+        wanted = WORD.findall(words)
+        if not wanted:
+            raise InvalidInputError(f"the anchor {words!r} has no words")
+        instance = self.features(x)
+        coarse: tuple[int, ...] | None = None
+        if instance.unit == "sentence":
+            text = instance.text
+            holding = {
+                i
+                for i, (a, b) in enumerate(instance.spans)
+                for w in wanted
+                if re.search(rf"\b{re.escape(w)}\b", text[a:b], re.I)
+            }
+            coarse = tuple(sorted(holding))
+            instance = instance.refine(frozenset(coarse))
+        words = [w.lower() for w in instance.words]
+        run = [w.lower() for w in wanted]
+        for start in range(len(words) - len(run) + 1):  # the words as a phrase of the text, first
+            if words[start : start + len(run)] == run and not set(range(start, start + len(run))) & set(
+                instance.context
+            ):
+                return tuple(range(start, start + len(run))), coarse, instance
+        taken: list[int] = []
+        for word in wanted:
+            free = [i for i in range(len(instance.words)) if i not in taken and i not in instance.context]
+            exact = [i for i in free if instance.words[i] == word]
+            loose = [i for i in free if instance.words[i].lower() == word.lower()]
+            if not (exact or loose):
+                raise InvalidInputError(f"the anchor's word {word!r} is not in the text (or not once more)")
+            taken.append((exact or loose)[0])
+        return tuple(sorted(taken)), coarse, instance
+
     def sample_present(self, instance: TextInstance, rule: Rule, n: int, rng: np.random.Generator) -> np.ndarray:
         """An (n × features) boolean matrix: which words (sentences) each perturbation keeps."""
         return keep_independently(n, len(instance.words), rule, instance.p_hide, rng)
@@ -332,10 +422,41 @@ class TextSampler:
     ) -> tuple[list[str], np.ndarray]:
         """``n`` perturbed texts that keep the words of ``rule``, and their matrix."""
         present = self.sample_present(instance, rule, n, rng)
-        return self.render(instance, present), present
+        return self.render(instance, present, rng), present
 
-    def render(self, instance: TextInstance, present: Sequence[np.ndarray] | np.ndarray) -> list[str]:
-        return [instance.render(row, self.mask) for row in present]
+    def render(
+        self, instance: TextInstance, present: Sequence[np.ndarray] | np.ndarray, rng: np.random.Generator | None = None
+    ) -> list[str]:
+        """The texts of a kept matrix: each hidden feature masked, deleted or (``similar``, drawn with
+        ``rng``, after the matrix) replaced by a stand-in."""
+        if self.perturbation != "similar":
+            return [instance.render(row, self.mask if self.perturbation == "unk" else None) for row in present]
+        if rng is None:
+            raise ConfigError("the similar perturbation draws its stand-ins: render needs the generator")
+        fallback = self.mask if self.similar.fallback == "unk" else None
+        pools = self.stand_ins_of(instance)
+        picks = [rng.choice(len(p[0]), size=len(present), p=p[1]) if p else None for p in pools]
+        return [
+            instance.render(
+                row, [p[0][k[i]] if p and k is not None else fallback for p, k in zip(pools, picks, strict=True)]
+            )
+            for i, row in enumerate(present)
+        ]
+
+    def stand_ins_of(self, instance: TextInstance) -> list[StandIns]:
+        """Each feature's stand-ins under ``similar`` (none for a sentence), computed once per input."""
+        key = (instance.text, instance.spans)
+        with self._lock:
+            if key in self._stand_ins:
+                self._stand_ins.move_to_end(key)
+                return self._stand_ins[key]
+        words = [w if WORD.fullmatch(w) else None for w in instance.words]
+        pools = stand_ins(words, self.embedder, self.similar)
+        with self._lock:
+            self._stand_ins[key] = pools
+            while len(self._stand_ins) > 64:
+                self._stand_ins.popitem(last=False)
+        return pools
 
 
 def _text_and_pinned(x: object) -> tuple[str, list[Span]]:
