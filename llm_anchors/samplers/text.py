@@ -396,13 +396,15 @@ class TextSampler:
             }
             coarse = tuple(sorted(holding))
             instance = instance.refine(frozenset(coarse))
-        words = [w.lower() for w in instance.words]
-        run = [w.lower() for w in wanted]
-        for start in range(len(words) - len(run) + 1):  # the words as a phrase of the text, first
-            if words[start : start + len(run)] == run and not set(range(start, start + len(run))) & set(
-                instance.context
-            ):
-                return tuple(range(start, start + len(run))), coarse, instance
+        lowered, phrase, context = (
+            [w.lower() for w in instance.words],
+            [w.lower() for w in wanted],
+            set(instance.context),
+        )
+        for start in range(len(lowered) - len(phrase) + 1):  # the words as a phrase of the text, first
+            span = range(start, start + len(phrase))
+            if lowered[start : span.stop] == phrase and not set(span) & context:
+                return tuple(span), coarse, instance
         taken: list[int] = []
         for word in wanted:
             free = [i for i in range(len(instance.words)) if i not in taken and i not in instance.context]
