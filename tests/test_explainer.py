@@ -414,3 +414,38 @@ def test_the_memory_is_kept_per_perturbation():
     unk, delete = (MAnchorsExplainer(clf, perturbation=p, use_memory=True) for p in ("unk", "delete"))
     assert unk.memory_scope != delete.memory_scope and unk.memory_scope.endswith("perturbation:unk")
     assert unk.memory.scope == unk.memory_scope and unk.memory_identity[2] == unk.memory_scope
+
+
+def fill_or_sentiment(prompt: str) -> str:
+    """A fake LLM: the blank's word ("superb") when asked to fill one, else the review's sentiment."""
+    if prompt.startswith("Fill in the blank"):
+        return "superb"
+    words = prompt.split("Review: ")[-1].split()
+    return "positive" if "good" in words else "negative"
+
+
+async def test_infill_asks_the_filler_once_per_content_word_and_reports_its_cost_apart():
+    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors import Budget, LLMClassifier
+    from llm_anchors.extend import FREE
+    from tests.fault_server import FaultServer
+
+    text = "a good and pleasant film overall"
+    async with FaultServer(answer=fill_or_sentiment) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "m", endpoint="completions", max_request_size=8)
+        clf = LLMClassifier(backend, "Review: {text}\nSentiment:", ["negative", "positive"], price=FREE)
+        async with AnchorsExplainer(clf, seed=0, perturbation="infill", budget=Budget(max_queries=10_000)) as e:
+            exp = await e.explain(text)
+            fills = [p for p in server.prompts if p.startswith("Fill in the blank")]
+            assert sorted(f.split("Text: ")[-1].split("\n")[0] for f in fills) == sorted(
+                text.replace(w, "___") for w in ("good", "pleasant", "film", "overall")
+            )  # one blank per content word, stop words left to the mask, each asked once
+            assert exp.data.anchor == ("good",) and exp.meta.infill is not None
+            assert exp.meta.infill.settled.queries == 4 and exp.meta.queries == len(server.prompts) - 4
+            assert "filler model" in exp.claim
+            assert e.budget.settled.queries == exp.meta.queries + 4  # both reserve against the one cap
+            served = server.prompts_served
+            again = await e.explain(text)  # the pool is cached: the same fills cost nothing again
+            assert again.meta.infill.settled.queries == 0 and server.prompts_served == served
+    with pytest.raises(ConfigError, match="infill needs a filler"):
+        explainer(needs_all("good"), perturbation="infill")

@@ -17,11 +17,13 @@ from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidI
 from .._sync import SyncRunner, close_when_dropped, sync_twin
 from .._version import __version__
 from ..models.classifier import UNPARSED, Classifier, Label, as_classifier
+from ..models.llm import LLMClassifier
 from ..models.retry import RetryPolicy
 from ..money.budget import SpendCap
 from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
+from ..samplers.infill import Filler
 from ..samplers.text import MAX_WORDS, Perturbation, TextInstance, TextSampler
 from ..search.base import SampleRequest, Samples, Search, SearchResult
 from ..search.beam import BeamSearch
@@ -54,6 +56,7 @@ class Explaining:
     stats: QueryStats
     started: float
     certifier: Certifier
+    infill: QueryStats
     target: Label = None
     coarse: Level | None = None
     samples: int = 0
@@ -188,12 +191,19 @@ class AnchorsExplainer:
         self.on_budget = on_budget
         self.n_examples = n_examples
         self.verify_determinism = verify_determinism
+        self._fillers: dict[str, QueryEngine] = {}
+        if isinstance(self.sampler, TextSampler) and self.sampler.perturbation == "infill":
+            self._filler_engine(self.sampler)  # no filler to be had: refused now, before any query
         self._sync = SyncRunner()
         close_when_dropped(self, self._sync, self.engine.classifier.aclose)  # dropped unclosed: no thread left
 
     async def aclose(self) -> None:
-        """Close the classifier's connections, if it holds any."""
-        await self.engine.classifier.aclose()
+        """Close the classifier's connections, if it holds any (and an infill filler's)."""
+        try:
+            await self.engine.classifier.aclose()
+        finally:
+            for engine in self._fillers.values():
+                await engine.classifier.aclose()
 
     def close(self) -> None:
         """`aclose` for code that used the sync methods: also stops their event loop."""
@@ -225,6 +235,8 @@ class AnchorsExplainer:
     @budget.setter
     def budget(self, cap: SpendCap | None) -> None:
         self.engine.budget = cap
+        for filler in self._fillers.values():
+            filler.budget = cap
 
     def settings(self) -> Settings:
         """Every parameter that shapes an explanation, for its meta."""
@@ -389,7 +401,7 @@ class AnchorsExplainer:
             sampler = sampler.with_perturbation(perturbation)
         run = self._start(text, seed)
         self._refine_to(run, coarse, positions)
-        await self._label_target(run)
+        await self._label_target(run, sampler)
         texts, _ = await asyncio.to_thread(sampler.sample, run.instance, make_rule(positions), n, run.rng)
         return float((await self._label(run, texts, "estimate")).mean())
 
@@ -427,10 +439,39 @@ class AnchorsExplainer:
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
         rng, stats = np.random.default_rng(seed), QueryStats(budget=budget)
-        return Explaining(instance, seed, rng, stats, time.perf_counter(), Certifier(self.params))
+        infill = QueryStats(budget=budget)
+        return Explaining(instance, seed, rng, stats, time.perf_counter(), Certifier(self.params), infill)
 
-    async def _label_target(self, run: Explaining) -> None:
+    async def _label_target(self, run: Explaining, sampler: Sampler | None = None) -> None:
+        """Label the input, and make its instance ready to be perturbed by ``sampler`` (the explainer's)."""
         (run.target,) = await self.engine.classify([run.instance.query], run.stats)
+        run.instance = await self._prepared(run, run.instance, sampler)
+
+    async def _prepared(self, run: Explaining, instance: Instance, sampler: Sampler | None = None) -> Instance:
+        """``instance`` ready to be perturbed: under ``infill``, its words' fills asked of the filler
+        (paid under the explanation's caps, counted in ``run.infill``); else itself."""
+        sampler = sampler or self.sampler
+        if not isinstance(sampler, TextSampler) or sampler.perturbation != "infill":
+            return instance
+        assert isinstance(instance, TextInstance)
+        engine = self._filler_engine(sampler)
+        return await sampler.prepare(instance, lambda prompts: engine.classify(prompts, run.infill))
+
+    def _filler_engine(self, sampler: TextSampler) -> QueryEngine:
+        """The engine of ``sampler``'s filler (default: the explained LLM's own backend), made once."""
+        filler = sampler.filler
+        if filler is None:
+            if not isinstance(self.classifier, LLMClassifier):
+                raise ConfigError(
+                    "infill needs a filler model: TextSampler(perturbation='infill', filler=Filler(backend))"
+                )
+            filler = Filler(self.classifier.backend)
+        if filler.identity not in self._fillers:
+            e = self.engine
+            engine = QueryEngine(filler, cache=e.cache, max_concurrency=e.max_concurrency, request_size=e.request_size,
+                                 retry=e.retry, budget=e.budget)  # fmt: skip
+            self._fillers[filler.identity] = engine
+        return self._fillers[filler.identity]
 
     async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
@@ -450,6 +491,7 @@ class AnchorsExplainer:
         finer = await asyncio.to_thread(self.sampler.refine, run.instance, coarse.rule)
         if finer is None:
             return coarse
+        finer = await self._prepared(run, finer)
         instance, run.instance = run.instance, finer
         fine = await search()
         if not (fine.success and fine.rule):  # none certified, or no word needed once they may stay one by one
@@ -577,6 +619,7 @@ class AnchorsExplainer:
             unparsed=run.unparsed + int(run.target == UNPARSED),
             budget_exhausted=run.budget_exhausted,
             stages=dict(run.stages),
+            infill=self._cost(run.infill) if self._fillers else None,
             **extra,
         )
         return Explanation(meta, data)

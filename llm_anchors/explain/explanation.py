@@ -199,6 +199,9 @@ class Meta:
     memory: MemoryUse | None = None
     proxy: ProxyUse | None = None
     determinism: Recheck | None = None
+    infill: Cost | None = None
+    """Under the ``infill`` perturbation: what the filler model's calls cost (apart from ``queries`` and
+    ``cost``, the explained model's)."""
 
 
 @dataclass(frozen=True)
@@ -404,6 +407,7 @@ def _meta(raw: dict[str, Any]) -> Meta:
             "stages": {name: Stage(**counts) for name, counts in raw["stages"].items()},
             "memory": memory,
             "determinism": Recheck(**raw["determinism"]) if raw.get("determinism") is not None else None,
+            "infill": _cost(raw["infill"]) if raw.get("infill") is not None else None,
         }
     )
 

@@ -6,17 +6,19 @@ import copy
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Literal, cast
 
 import numpy as np
 
 from .._checks import check_int, check_number
 from .._exceptions import ConfigError, InvalidInputError
+from ..models.classifier import Label
 from ..search.rules import Rule
 from .base import HideRate, keep_independently
 from .embedder import SentenceEmbedder
+from .infill import Filler, fill_prompt, fillable, pool_of
 from .similar import Similar, StandIns, stand_ins
 from .words import WORD
 
@@ -33,10 +35,10 @@ __all__ = [
 ]
 
 
-Perturbation = Literal["unk", "delete", "similar"]
+Perturbation = Literal["unk", "delete", "similar", "infill"]
 """What becomes of a hidden feature: replaced by a mask ("unk", Anchors'), deleted, or (a word) replaced by
-one of its nearest words ("similar")."""
-PERTURBATIONS: tuple[Perturbation, ...] = ("unk", "delete", "similar")
+one of its nearest words ("similar") or by a word a language model puts in its place ("infill")."""
+PERTURBATIONS: tuple[Perturbation, ...] = ("unk", "delete", "similar", "infill")
 
 Unit = Literal["word", "sentence", "auto"]
 """What a feature of a text is: a word; a sentence (hidden whole); or "auto": a text of a few sentences or
@@ -102,7 +104,8 @@ class TextInstance:
     of some sentences and the other sentences whole); ``p_hide``: the rate at which its sampler hides
     them; ``pinned``: parts never perturbed (no feature lies in them); ``context``: features perturbed but
     never part of an anchor (coarse to fine: the sentences around those refined); ``max_anchor``: the most
-    features an anchor of it may hold (None: any number)."""
+    features an anchor of it may hold (None: any number); ``fills``: each feature's stand-ins under
+    ``infill``, once its filler was asked (`TextSampler.prepare`)."""
 
     text: str
     words: tuple[str, ...]
@@ -112,6 +115,7 @@ class TextInstance:
     pinned: tuple[Span, ...] = ()
     context: tuple[int, ...] = ()
     max_anchor: int | None = None
+    fills: tuple[StandIns, ...] | None = None
 
     @property
     def query(self) -> str:
@@ -267,6 +271,7 @@ class TextSampler:
         refine_max: int = 10,
         similar: Similar | None = None,
         embedder: SentenceEmbedder | None = None,
+        filler: Filler | None = None,
     ) -> None:
         if unit not in ("word", "sentence", "auto"):
             raise ConfigError(f"unit must be 'word', 'sentence' or 'auto', got {unit!r}")
@@ -284,6 +289,7 @@ class TextSampler:
         self.mask = mask
         self.similar = similar or Similar()
         self._embedder = embedder
+        self.filler = filler
         self._stand_ins: OrderedDict[tuple[str, tuple[Span, ...]], list[StandIns]] = OrderedDict()
         self._lock = threading.Lock()
         self.p_hide: HideRate | Literal["auto"] = p_hide
@@ -313,6 +319,10 @@ class TextSampler:
         if self.perturbation == "similar":
             by = self.similar.describe(self.embedder, self.mask)
             return f"each {what} outside the anchor replaced, with {rate}, independently, by {by}"
+        if self.perturbation == "infill":
+            by = "a word its filler model puts in that blank (drawn from the model's alternatives)"
+            return (f"each {what} outside the anchor replaced, with {rate}, independently, by {by}; a stop word, "
+                    f"a word with no fill, or a sentence, by {self.mask!r}")  # fmt: skip
         done = f"replaced by {self.mask!r}" if self.perturbation == "unk" else "deleted"
         return f"each {what} outside the anchor {done} with {rate}, independently"
 
@@ -328,7 +338,8 @@ class TextSampler:
         other = copy.copy(self)
         TextSampler.__init__(other, perturbation=perturbation, unit=self.unit, mask=self.mask, p_hide=self.p_hide,
                              max_words=self.max_words, sentences_from=self.sentences_from,
-                             refine_max=self.refine_max, similar=self.similar, embedder=self._embedder)  # fmt: skip
+                             refine_max=self.refine_max, similar=self.similar, embedder=self._embedder,
+                             filler=self.filler)  # fmt: skip
         return other
 
     def _rate(self, unit: str) -> HideRate:
@@ -429,14 +440,20 @@ class TextSampler:
     def render(
         self, instance: TextInstance, present: Sequence[np.ndarray] | np.ndarray, rng: np.random.Generator | None = None
     ) -> list[str]:
-        """The texts of a kept matrix: each hidden feature masked, deleted or (``similar``, drawn with
-        ``rng``, after the matrix) replaced by a stand-in."""
-        if self.perturbation != "similar":
+        """The texts of a kept matrix: each hidden feature masked, deleted or (``similar``, ``infill``:
+        drawn with ``rng``, after the matrix) replaced by a stand-in."""
+        if self.perturbation in ("unk", "delete"):
             return [instance.render(row, self.mask if self.perturbation == "unk" else None) for row in present]
         if rng is None:
-            raise ConfigError("the similar perturbation draws its stand-ins: render needs the generator")
-        fallback = self.mask if self.similar.fallback == "unk" else None
-        pools = self.stand_ins_of(instance)
+            raise ConfigError(f"the {self.perturbation} perturbation draws its stand-ins: render needs the generator")
+        fallback: str | None = self.mask
+        if self.perturbation == "infill":
+            if instance.fills is None:
+                raise ConfigError("infill: this input's fills were never asked for (TextSampler.prepare)")
+            pools = list(instance.fills)
+        else:
+            pools = self.stand_ins_of(instance)
+            fallback = self.mask if self.similar.fallback == "unk" else None
         picks = [rng.choice(len(p[0]), size=len(present), p=p[1]) if p else None for p in pools]
         return [
             instance.render(
@@ -444,6 +461,20 @@ class TextSampler:
             )
             for i, row in enumerate(present)
         ]
+
+    async def prepare(
+        self, instance: TextInstance, ask: Callable[[list[str]], Awaitable[Sequence[Label]]]
+    ) -> TextInstance:
+        """The instance ready to be perturbed: under ``infill``, with each content word's fills, ``ask``
+        (the filler's engine: paid, capped, cached) answering one blanked prompt per word; else itself."""
+        if self.perturbation != "infill":
+            return instance
+        positions = [i for i in fillable(instance.words) if i not in instance.context]
+        answers = await ask([fill_prompt(instance.text, instance.spans[i]) for i in positions]) if positions else []
+        fills: list[StandIns] = [None] * len(instance.words)
+        for i, answer in zip(positions, answers, strict=True):
+            fills[i] = pool_of(answer, instance.words[i])
+        return replace(instance, fills=tuple(fills))
 
     def stand_ins_of(self, instance: TextInstance) -> list[StandIns]:
         """Each feature's stand-ins under ``similar`` (none for a sentence), computed once per input."""
