@@ -3,9 +3,10 @@
     python -m benchmarks.perturbations --n 100                    # TF-IDF + RF on RT-Polarity
     python -m benchmarks.perturbations --classifier llm --n 60    # the embedded local LLM
 
-For each operator A (``unk``, ``delete``, ``similar``) the default ``MAnchorsExplainer`` explains the
-same N inputs (RT-Polarity's seeded order, sentences of at most ``--max-words`` words) under A: paid
-queries, anchor length, coverage, the empty share. Then each anchor's precision is measured on
+For each operator A (``unk``, ``delete``, ``similar``; ``infill`` with the LLM, its own backend
+filling) the default ``MAnchorsExplainer`` explains the same N inputs (RT-Polarity's seeded order,
+sentences of at most ``--max-words`` words) under A: paid queries (the model's and the filler's
+apart), anchor length, coverage, the empty share. Then each anchor's precision is measured on
 ``--fresh-samples`` fresh perturbations under every operator B (`estimate_precision(perturbation=B)`):
 the cross-operator matrix, the mean precision and the share at ≥ τ of the anchors found under A
 (rows) measured under B (columns). Inputs are chosen in the seeded order, never by their results.
@@ -44,7 +45,9 @@ async def run(args: argparse.Namespace, clf: Any, texts: list[str]) -> dict[str,
                     for b in args.operators
                 }  # fmt: skip
                 row = {"text": text, "anchor": list(d.anchor), "length": len(d.anchor), "coverage": d.coverage}
-                rows.append({**row, "queries": exp.meta.queries, "success": d.success, "precision_under": measured})
+                infill = exp.meta.infill.settled.queries if exp.meta.infill is not None else 0
+                rows.append({**row, "queries": exp.meta.queries, "infill_queries": infill, "success": d.success,
+                             "precision_under": measured})  # fmt: skip
         out[found_under] = rows
         print(f"{found_under}: {len(rows)} explained", flush=True)
     return out
@@ -54,6 +57,7 @@ def summary(rows: list[dict[str, Any]], operators: list[str]) -> dict[str, Any]:
     non_empty = [r for r in rows if r["length"]]
     return {
         "queries": ci([r["queries"] for r in rows]),
+        "infill_queries": ci([r["infill_queries"] for r in rows]),
         "empty": 1 - len(non_empty) / len(rows),
         "length_non_empty": ci([r["length"] for r in non_empty]),
         "coverage_non_empty": ci([r["coverage"] for r in non_empty]),
@@ -66,7 +70,7 @@ def markdown(summaries: dict[str, dict[str, Any]], operators: list[str], title: 
     lines = [
         f"### {title}",
         "",
-        "| found under | paid queries / input | empty | length, non-empty | coverage, non-empty | "
+        "| found under | paid queries / input: model + in-fill | empty | length, non-empty | coverage, non-empty | "
         + " | ".join(f"precision under {b} (≥ τ)" for b in operators)
         + " |",
         "| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in operators) + " |",
@@ -74,7 +78,8 @@ def markdown(summaries: dict[str, dict[str, Any]], operators: list[str], title: 
     for a, s in summaries.items():
         cells = " | ".join(f"{s['precision_under'][b]['mean']:.3f} ({s['at_tau_under'][b]:.0%})" for b in operators)
         lines.append(
-            f"| {a} | {s['queries']['mean']:,.1f} | {s['empty']:.0%} | {s['length_non_empty']['mean']:.2f} "
+            f"| {a} | {s['queries']['mean']:,.1f} + {s['infill_queries']['mean']:,.1f} "
+            f"| {s['empty']:.0%} | {s['length_non_empty']['mean']:.2f} "
             f"| {s['coverage_non_empty']['mean']:.3f} | {cells} |"
         )
     return "\n".join(lines)
@@ -98,13 +103,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--classifier", choices=["rf", "llm"], default="rf")
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--max-words", type=int, default=12, help="longest sentence explained (the LLM stream's 12)")
-    parser.add_argument("--operators", default=",".join(PERTURBATIONS), help="comma-separated operators")
+    parser.add_argument(
+        "--operators", default=None, help="comma-separated (default: unk,delete,similar; with the LLM, infill too)"
+    )
     parser.add_argument("--fresh-samples", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shuffle-seed", type=int, default=42)
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
-    args.operators = [o.strip() for o in args.operators.split(",") if o.strip()]
+    default = [p for p in PERTURBATIONS if p != "infill" or args.classifier == "llm"]
+    args.operators = [o.strip() for o in args.operators.split(",") if o.strip()] if args.operators else default
     started = time.perf_counter()
     clf, texts, server = classifier(args)
     try:
