@@ -3,11 +3,14 @@
 from .base import Instance, Refines, Sampler
 from .embedder import SentenceEmbedder
 from .image import ImageClassifier, ImageInstance, ImageMemoryFeatures, ImageSampler
+from .infill import Filler
+from .similar import Similar
 from .tabular import TabularClassifier, TabularInstance, TabularMemoryFeatures, TabularSampler
 from .text import TextInstance, TextSampler
 from .text_memory import TextMemoryFeatures
 
 __all__ = [
+    "Filler",
     "ImageClassifier",
     "ImageInstance",
     "ImageMemoryFeatures",
@@ -16,6 +19,7 @@ __all__ = [
     "Refines",
     "Sampler",
     "SentenceEmbedder",
+    "Similar",
     "TabularClassifier",
     "TabularInstance",
     "TabularMemoryFeatures",
