@@ -268,3 +268,21 @@ def test_bad_similar_settings(kwargs):
 
     with pytest.raises(ConfigError):
         Similar(**kwargs)
+
+
+def test_a_filler_answer_becomes_a_pool_without_the_word_itself():
+    from llm_anchors.models.backend import Completion
+    from llm_anchors.samplers.infill import Filler, fill_prompt, fillable, pool_of
+
+    from llm_anchors.extend import MockBackend
+
+    filler = Filler(MockBackend(lambda prompt: "great"))
+    answer = filler.read(Completion(" great", {" great": -0.1, " Funny": -1.0, " ,": -2.0, " funny": -3.0}))
+    assert answer == "great=-0.1000\tFunny=-1.0000\tfunny=-3.0000"
+    names, p = pool_of(answer, "Funny")
+    assert names == ("Great",) and p.tolist() == [1.0]  # the word itself left out, capitalised as it
+    names, p = pool_of(answer, "dull")
+    assert names == ("great", "funny") and p[0] > p[1] and abs(p.sum() - 1) < 1e-12
+    assert pool_of("<unparsed>", "dull") is None and filler.identity.startswith("infill:")
+    assert fill_prompt("a dull film", (2, 6)) == "a ___ film"
+    assert fillable(["a", "dull", "film", "The", "and"]) == [1, 2]
