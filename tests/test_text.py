@@ -271,10 +271,9 @@ def test_bad_similar_settings(kwargs):
 
 
 def test_a_filler_answer_becomes_a_pool_without_the_word_itself():
+    from llm_anchors.extend import MockBackend
     from llm_anchors.models.backend import Completion
     from llm_anchors.samplers.infill import Filler, fill_prompt, fillable, pool_of
-
-    from llm_anchors.extend import MockBackend
 
     filler = Filler(MockBackend(lambda prompt: "great"))
     answer = filler.read(Completion(" great", {" great": -0.1, " Funny": -1.0, " ,": -2.0, " funny": -3.0}))
