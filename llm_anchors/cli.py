@@ -393,14 +393,18 @@ def _explainer(args: argparse.Namespace) -> tuple[type[AnchorsExplainer], dict[s
     return MAnchorsExplainer, {**_settings(args), "use_memory": args.memory is not None}
 
 
+def _cap(args: argparse.Namespace) -> Budget | None:
+    """The cap ``--max-usd`` / ``--max-queries`` name for one command (None: no cap)."""
+    if args.max_usd is None and args.max_queries is None:
+        return None
+    return Budget(max_usd=args.max_usd, max_queries=args.max_queries)
+
+
 async def _explain(args: argparse.Namespace) -> int:
     model = _Model(args)
     with _backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
-        budget = None
-        if args.max_usd is not None or args.max_queries is not None:
-            budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
-        async with AnchorsExplainer(clf, budget=budget, on_budget=args.on_budget, **_settings(args)) as explainer:
+        async with AnchorsExplainer(clf, budget=_cap(args), on_budget=args.on_budget, **_settings(args)) as explainer:
             with _ProgressLine(sys.stderr) as progress:
                 exp = await explainer.explain(args.text, progress=progress)
     print(exp.to_json(indent=2) if args.json else render(exp, color=sys.stdout.isatty()))
@@ -413,10 +417,7 @@ async def _check(args: argparse.Namespace) -> int:
     model = _Model(args)
     with _backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
-        budget = None
-        if args.max_usd is not None or args.max_queries is not None:
-            budget = Budget(max_usd=args.max_usd, max_queries=args.max_queries)
-        async with AnchorsExplainer(clf, budget=budget, **_settings(args)) as explainer:
+        async with AnchorsExplainer(clf, budget=_cap(args), **_settings(args)) as explainer:
             precision = await explainer.estimate_precision(args.text, positions, coarse=coarse, n=args.n)
             coverage = await explainer.estimate_coverage(args.text, positions, coarse=coarse)
     under = sampler.describe(instance)
