@@ -35,7 +35,7 @@ import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.datasets import BBC_TOPICS, load_bbc_news, shuffled
-from llm_anchors.samplers.text import WORD
+from llm_anchors.samplers.words import WORD
 
 from ._common import ci, write_json
 from ._models import train_bbc_rf

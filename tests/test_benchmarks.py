@@ -165,7 +165,7 @@ def test_the_documents_benchmark_explains_articles_and_summarizes_the_targets(tm
 
 def test_curve_texts_have_the_words_asked_for():
     from benchmarks.documents import texts_of_length
-    from llm_anchors.samplers.text import WORD
+    from llm_anchors.samplers.words import WORD
 
     for mixed in (False, True):
         texts = texts_of_length(2000, 3, None, mixed)

@@ -4,7 +4,7 @@ import pytest
 from llm_anchors import ConfigError, InvalidInputError, TextSampler
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.samplers import TextInstance
-from llm_anchors.samplers.text import sentence_spans
+from llm_anchors.samplers.text_instance import sentence_spans
 
 ODD = [
     "the rock is destined to be the 21st century's new \" conan \" and  that he's going .",

@@ -24,7 +24,8 @@ from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.infill import Filler
-from ..samplers.text import MAX_WORDS, Perturbation, TextInstance, TextSampler
+from ..samplers.text import MAX_WORDS, Perturbation, TextSampler
+from ..samplers.text_instance import TextInstance
 from ..search.base import SampleRequest, Samples, Search, SearchResult
 from ..search.beam import BeamSearch
 from ..search.certify import Certifier

@@ -18,7 +18,7 @@ from ..models.classifier import Label
 from ..money.budget import Charge
 from ..money.pricing import Price
 from ..query.engine import QueryStats
-from ..samplers.text import TextInstance
+from ..samplers.text_instance import TextInstance
 from ..search.base import RoundTrace, RuleStats
 from ..search.guided import GuidedParams
 from ..search.params import SearchParams

@@ -37,7 +37,8 @@ from ..models.classifier import Classifier, require_stable_identity
 from ..money.budget import SpendCap
 from ..query.engine import QueryStats
 from ..samplers.embedder import SentenceEmbedder
-from ..samplers.text import TextInstance, TextSampler
+from ..samplers.text import TextSampler
+from ..samplers.text_instance import TextInstance
 from ..samplers.text_memory import TextMemoryFeatures
 from ..search.base import SampleRequest, SearchResult
 from ..search.certify import Certifier

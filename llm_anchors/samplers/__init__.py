@@ -6,7 +6,8 @@ from .image import ImageClassifier, ImageInstance, ImageMemoryFeatures, ImageSam
 from .infill import Filler
 from .similar import Similar
 from .tabular import TabularClassifier, TabularInstance, TabularMemoryFeatures, TabularSampler
-from .text import TextInstance, TextSampler
+from .text import TextSampler
+from .text_instance import TextInstance
 from .text_memory import TextMemoryFeatures
 
 __all__ = [

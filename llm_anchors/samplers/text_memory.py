@@ -8,7 +8,7 @@ import numpy as np
 
 from ..memory.store import MemoryEntry, nearest_unused
 from .embedder import SentenceEmbedder
-from .text import TextInstance
+from .text_instance import TextInstance
 
 __all__ = ["TextMemoryFeatures"]
 
