@@ -533,3 +533,18 @@ async def test_check_gives_an_anchor_s_precision_and_coverage_under_each_perturb
         served = server.prompts_served
         code, err = await cli(*base[:2], "--anchor", "great", *base[4:])
         assert code == 2 and "'great' is not in the text" in err and server.prompts_served == served
+
+
+async def test_a_run_under_another_perturbation_records_it_and_never_sends_the_mask(tmp_path):
+    from tests.fault_server import FaultServer
+
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        code, err = await cli(
+            *run_args(server.base_url, inputs(tmp_path, SENTENCES[:3]), out, "--perturbation", "delete")
+        )
+        assert code == 0 and "perturbed as: " in err and "deleted" in err, err
+        assert server.prompts and not any("UNK" in p for p in server.prompts)
+    records = lines(out)
+    assert len(records) == 3 and all("deleted" in r["explanation"]["data"]["perturbation"] for r in records)
+    assert all(r["explanation"]["meta"]["settings"]["sampler"]["perturbation"] == "delete" for r in records)
