@@ -200,3 +200,17 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError("llama-server outlived its parent")
+
+
+async def test_infill_fills_blanks_with_the_real_model_and_its_anchor_holds(llama_url):
+    clf = embedded_classifier(llama_url)
+    async with AnchorsExplainer(clf, seed=0, perturbation="infill") as explainer:
+        exp = await explainer.explain(POSITIVE)
+        fresh = await explainer.estimate_precision(POSITIVE, exp.data.positions, n=200, seed=99)
+        sent = list(explainer.cache.labels(clf.identity))
+    content = ["exhilarating", "beautifully", "acted", "film"]  # "an", "and": stop words, masked
+    assert exp.meta.infill is not None and exp.meta.infill.settled.queries == len(content)  # one blank a word
+    assert exp.data.label == "positive" and exp.data.success and fresh >= 0.85
+    original = set(POSITIVE.split()) | {"UNK"}
+    assert any(set(t.split()) - original for t in sent)  # the model read the filler's words, not only masks
+    assert "filler model" in exp.claim
