@@ -449,3 +449,42 @@ async def test_infill_asks_the_filler_once_per_content_word_and_reports_its_cost
             assert again.meta.infill.settled.queries == 0 and server.prompts_served == served
     with pytest.raises(ConfigError, match="infill needs a filler"):
         explainer(needs_all("good"), perturbation="infill")
+
+
+async def test_a_cap_that_refuses_the_finer_level_s_fills_leaves_the_sentence_anchor():
+    from decimal import Decimal
+
+    from llm_anchors import Budget, BudgetExceeded
+    from llm_anchors.extend import Charge, MockBackend
+    from llm_anchors.samplers import Filler
+
+    class DearFiller(Filler):
+        async def quote(self, texts):  # every fill would cost more than the whole cap
+            return Charge(len(texts), usd=Decimal(100))
+
+    filler = DearFiller(MockBackend(lambda prompt: "superb"))
+    sampler = TextSampler(perturbation="infill", filler=filler)
+    clf = FunctionClassifier(sport_if_scored, name="kw")
+    refused = AnchorsExplainer(clf, seed=0, sampler=sampler, budget=Budget(max_usd=1), on_budget="return")
+    exp = await refused.explain(ARTICLE)  # the sentences ask the filler nothing; their words would
+    assert exp.meta.budget_exhausted and exp.data.success and exp.data.coarse is None
+    assert exp.data.anchor == ("The striker scored twice before the break.",)
+    assert exp.meta.infill is not None and exp.meta.infill.settled.queries == 0
+    raising = AnchorsExplainer(clf, seed=0, sampler=sampler, budget=Budget(max_usd=1))
+    with pytest.raises(BudgetExceeded):
+        await raising.explain(ARTICLE)
+
+
+def test_the_default_filler_is_priced_and_counted_as_the_explained_model():
+    from decimal import Decimal
+
+    from llm_anchors import LLMClassifier
+    from llm_anchors.extend import MockBackend, Price
+
+    price = Price(input=Decimal(1), output=Decimal(2))
+    clf = LLMClassifier(MockBackend(lambda p: "positive"), "Review: {text}\nSentiment:", ["negative", "positive"],
+                        price=price)  # fmt: skip
+    e = AnchorsExplainer(clf, perturbation="infill")
+    (engine,) = e._fillers.values()
+    assert engine.classifier.price == clf.price and engine.classifier.token_counter is clf.token_counter
+    assert engine.budget is e.budget and engine.cache is e.cache

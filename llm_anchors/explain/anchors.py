@@ -8,7 +8,7 @@ import warnings
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self, TypeVar, overload
+from typing import Any, Literal, Self, TypeGuard, TypeVar, overload
 
 import numpy as np
 
@@ -193,7 +193,7 @@ class AnchorsExplainer:
         self.n_examples = n_examples
         self.verify_determinism = verify_determinism
         self._fillers: dict[str, QueryEngine] = {}
-        if isinstance(self.sampler, TextSampler) and self.sampler.perturbation == "infill":
+        if _infills(self.sampler):
             self._filler_engine(self.sampler)  # no filler to be had: refused now, before any query
         self._sync = SyncRunner()
         close_when_dropped(self, self._sync, self.engine.classifier.aclose)  # dropped unclosed: no thread left
@@ -452,21 +452,23 @@ class AnchorsExplainer:
         """``instance`` ready to be perturbed: under ``infill``, its words' fills asked of the filler
         (paid under the explanation's caps, counted in ``run.infill``); else itself."""
         sampler = sampler or self.sampler
-        if not isinstance(sampler, TextSampler) or sampler.perturbation != "infill":
+        if not _infills(sampler):
             return instance
         assert isinstance(instance, TextInstance)
         engine = self._filler_engine(sampler)
         return await sampler.prepare(instance, lambda prompts: engine.classify(prompts, run.infill))
 
     def _filler_engine(self, sampler: TextSampler) -> QueryEngine:
-        """The engine of ``sampler``'s filler (default: the explained LLM's own backend), made once."""
+        """The engine of ``sampler``'s filler, made once. Default: the explained LLM's own backend, priced and
+        counted as the explained model is (its price, a price file's included, and its token counter)."""
         filler = sampler.filler
         if filler is None:
-            if not isinstance(self.classifier, LLMClassifier):
+            clf = self.classifier
+            if not isinstance(clf, LLMClassifier):
                 raise ConfigError(
                     "infill needs a filler model: TextSampler(perturbation='infill', filler=Filler(backend))"
                 )
-            filler = Filler(self.classifier.backend)
+            filler = Filler(clf.backend, price=clf.price, token_counter=clf.token_counter)
         if filler.identity not in self._fillers:
             e = self.engine
             engine = QueryEngine(filler, cache=e.cache, max_concurrency=e.max_concurrency, request_size=e.request_size,
@@ -492,7 +494,13 @@ class AnchorsExplainer:
         finer = await asyncio.to_thread(self.sampler.refine, run.instance, coarse.rule)
         if finer is None:
             return coarse
-        finer = await self._prepared(run, finer)
+        try:
+            finer = await self._prepared(run, finer)
+        except BudgetExceeded:  # the cap refused the finer level's fills: the coarse anchor stands
+            if self.on_budget == "raise":
+                raise
+            run.budget_exhausted = True
+            return coarse
         instance, run.instance = run.instance, finer
         fine = await search()
         if not (fine.success and fine.rule):  # none certified, or no word needed once they may stay one by one
@@ -502,7 +510,7 @@ class AnchorsExplainer:
         spans = tuple(instance.spans[p] for p in positions) if isinstance(instance, TextInstance) else ()
         stats, unit = coarse.stats, getattr(instance, "unit", "")
         words = tuple(instance.features[p] for p in positions)
-        run.coarse = Level(unit, words, positions, spans, stats.precision, stats.coverage, True)
+        run.coarse = Level(unit, words, positions, spans, stats.precision, stats.coverage)
         return fine
 
     async def _coverage_pool(self, run: Explaining) -> np.ndarray:
@@ -620,10 +628,15 @@ class AnchorsExplainer:
             unparsed=run.unparsed + int(run.target == UNPARSED),
             budget_exhausted=run.budget_exhausted,
             stages=dict(run.stages),
-            infill=self._cost(run.infill) if self._fillers else None,
+            infill=self._cost(run.infill) if _infills(self.sampler) else None,
             **extra,
         )
         return Explanation(meta, data)
+
+
+def _infills(sampler: Sampler) -> TypeGuard[TextSampler]:
+    """Whether ``sampler`` perturbs by a filler model's fills (which are asked for before the search)."""
+    return isinstance(sampler, TextSampler) and sampler.perturbation == "infill"
 
 
 def scope(instance: Instance) -> tuple[tuple[int, ...], int | None]:

@@ -208,9 +208,9 @@ class Meta:
 class Level:
     """The coarse anchor of a search coarse to fine: the sentences found first, before the words inside them.
 
-    ``anchor``: the sentences; ``positions``: their indices among the text's sentences (their spans in
-    ``spans``); ``precision``, ``coverage``, ``success``: as the search judged them on its samples at that
-    level (``data.claim`` is about ``data.anchor``, the words, not these).
+    ``anchor``: the sentences, certified at their level; ``positions``: their indices among the text's
+    sentences (their spans in ``spans``); ``precision``, ``coverage``: as the search judged them on its
+    samples at that level (``data.claim`` is about ``data.anchor``, the words, not these).
     """
 
     unit: str
@@ -219,7 +219,6 @@ class Level:
     spans: tuple[tuple[int, int], ...]
     precision: float
     coverage: float
-    success: bool
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ import numpy as np
 from ..models.backend import Backend, Completion, CompletionParams
 from ..models.classifier import UNPARSED, Label
 from ..models.llm import LLMClassifier
+from ..money.pricing import Price
+from ..money.tokens import TokenCounter
 from .similar import StandIns
 from .words import WORD
 
@@ -50,13 +52,20 @@ BLANK = "___"
 class Filler(LLMClassifier):
     """Asks a model for the word of a blank: a completion's alternatives for its first token, as one
     label (``"word=logprob"`` pairs, tab-separated). ``backend``: where (any `Backend`); ``prompt``: a
-    template with ``{text}`` (default `FILL_PROMPT`); ``top_logprobs``: alternatives per blank."""
+    template with ``{text}`` (default `FILL_PROMPT`); ``top_logprobs``: alternatives per blank; ``price``,
+    ``token_counter``: as `LLMClassifier`'s (what every call reserves and is billed at)."""
 
     def __init__(
-        self, backend: Backend, prompt: str = FILL_PROMPT, *, top_logprobs: int = 10, **kwargs: object
+        self,
+        backend: Backend,
+        prompt: str = FILL_PROMPT,
+        *,
+        top_logprobs: int = 10,
+        price: Price | None = None,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         params = CompletionParams(max_tokens=1, top_logprobs=top_logprobs)
-        super().__init__(backend, prompt, ("fill", "word"), params=params, **kwargs)  # type: ignore[arg-type]
+        super().__init__(backend, prompt, ("fill", "word"), params=params, price=price, token_counter=token_counter)
 
     @property
     def identity(self) -> str:
