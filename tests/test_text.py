@@ -260,6 +260,10 @@ def test_a_user_anchor_is_found_at_the_level_an_explanation_would_give_it():
     assert coarse is None and positions == (3, 4)  # the phrase, before the first "film"
     with pytest.raises(InvalidInputError, match="'great' is not in the text"):
         sampler.rule_of("a good film", "great")
+    with pytest.raises(InvalidInputError, match="names no words this sampler can search"):
+        sampler.rule_of(DOCUMENT, "goalkeeper")  # in no sentence
+    with pytest.raises(InvalidInputError, match="names no words this sampler can search"):
+        TextSampler(unit="sentence").rule_of(DOCUMENT, "striker")  # whole sentences are its features
 
 
 @pytest.mark.parametrize("kwargs", [{"neighbours": 0}, {"min_similarity": 1.5}, {"temperature": 0}, {"fallback": "x"}])

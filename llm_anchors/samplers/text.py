@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import re
 import threading
 from collections import OrderedDict
@@ -135,12 +134,9 @@ class TextSampler:
 
     def with_perturbation(self, perturbation: Perturbation) -> TextSampler:
         """This sampler with another perturbation (a second opinion on a rule), every other setting kept."""
-        other = copy.copy(self)
-        TextSampler.__init__(other, perturbation=perturbation, unit=self.unit, mask=self.mask, p_hide=self.p_hide,
-                             max_words=self.max_words, sentences_from=self.sentences_from,
-                             refine_max=self.refine_max, similar=self.similar, embedder=self._embedder,
-                             filler=self.filler)  # fmt: skip
-        return other
+        return TextSampler(perturbation=perturbation, unit=self.unit, mask=self.mask, p_hide=self.p_hide,
+                           max_words=self.max_words, sentences_from=self.sentences_from, refine_max=self.refine_max,
+                           similar=self.similar, embedder=self._embedder, filler=self.filler)  # fmt: skip
 
     def _rate(self, unit: str) -> HideRate:
         if self.p_hide != "auto":
@@ -171,11 +167,13 @@ class TextSampler:
             raise InvalidInputError(
                 f"text to explain has {words} words, over the limit of {self.max_words} (max_words, --max-words)"
             )
-        unit = self.unit
-        if unit == "auto":
-            sentences = len(TextInstance.parse(text, "sentence", pinned=pinned).spans)
-            unit = "sentence" if sentences >= self.sentences_from else "word"
-        instance = TextInstance.parse(text, unit, self._rate(unit), pinned)
+        instance = None
+        if self.unit != "word":  # by sentences, if there are enough of them ("auto")
+            instance = TextInstance.parse(text, "sentence", self._rate("sentence"), pinned)
+            if self.unit == "auto" and len(instance.spans) < self.sentences_from:
+                instance = None
+        if instance is None:
+            instance = TextInstance.parse(text, "word", self._rate("word"), pinned)
         if not instance.spans:
             raise InvalidInputError("every word of the text is pinned: nothing is left to explain")
         return instance
@@ -206,7 +204,10 @@ class TextSampler:
                 if re.search(rf"\b{re.escape(w)}\b", text[a:b], re.I)
             }
             coarse = tuple(sorted(holding))
-            instance = instance.refine(frozenset(coarse))
+            finer = self.refine(instance, frozenset(coarse))
+            if finer is None:  # no sentence holds the words, or sentences are the features ("sentence")
+                raise InvalidInputError(f"the anchor {words!r} names no words this sampler can search in the text")
+            instance = finer
         lowered, phrase, context = (
             [w.lower() for w in instance.words],
             [w.lower() for w in wanted],
@@ -218,7 +219,7 @@ class TextSampler:
                 return tuple(span), coarse, instance
         taken: list[int] = []
         for word in wanted:
-            free = [i for i in range(len(instance.words)) if i not in taken and i not in instance.context]
+            free = [i for i in range(len(instance.words)) if i not in taken and i not in context]
             exact = [i for i in free if instance.words[i] == word]
             loose = [i for i in free if instance.words[i].lower() == word.lower()]
             if not (exact or loose):

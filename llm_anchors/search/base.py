@@ -290,9 +290,10 @@ class Search:
         self._rounds: list[RoundTrace] = []
         self._samples_used = 0
         self._best: Candidate | None = None
-        if not all(0 <= f < n_features for f in context) or len(set(context)) >= n_features:
+        hidden = set(context)
+        if not all(0 <= f < n_features for f in hidden) or len(hidden) >= n_features:
             raise ConfigError(f"context {sorted(context)} must be some, not all, of the {n_features} features")
-        self.choosable = tuple(f for f in range(n_features) if f not in set(context))
+        self.choosable = tuple(f for f in range(n_features) if f not in hidden)
         """The features a rule may hold (all but the context), in order."""
         self._max_size = min(params.max_anchor_size or n_features, max_size or n_features, len(self.choosable))
 
