@@ -449,13 +449,14 @@ def _run(args: argparse.Namespace) -> int:
         results.check_inputs(texts)
         journal = results.check_journal()
         failed = sorted(results.failed)
-        still = invalid_reasons(_sampler(args), [texts[i] for i in failed])
+        sampler = _sampler(args)
+        still = invalid_reasons(sampler, [texts[i] for i in failed])
         if not results.todo(texts) and all(still) and memory_saved(results, memory):  # no server, no model
             done = len(texts) - len(failed)
             print(f"{out}: all {len(texts):,} inputs are done already ({done:,} explained, {len(failed):,} failed)",
                   file=sys.stderr)  # fmt: skip
             return 0
-        print(f"{len(results.todo(texts)):,} inputs to explain; perturbed as: {_sampler(args).distribution}",
+        print(f"{len(results.todo(texts)):,} inputs to explain; perturbed as: {sampler.distribution}",
               file=sys.stderr)  # fmt: skip
         try:
             with _stopped_after_spending(journal):
