@@ -23,7 +23,14 @@ from ._exceptions import (
     RateLimitError,
 )
 from ._version import __version__
-from .explain import AnchorsExplainer, Explanation, ImageExplainer, MAnchorsExplainer, TabularExplainer
+from .explain import (
+    AnchorsExplainer,
+    Explanation,
+    ImageExplainer,
+    MAnchorsExplainer,
+    SecondOpinion,
+    TabularExplainer,
+)
 from .models import UNPARSED, FunctionClassifier, LLMClassifier, RetryPolicy
 from .money import Budget
 from .query import CacheWriteWarning, QueryCache
@@ -54,6 +61,7 @@ __all__ = [
     "QueryCache",
     "RateLimitError",
     "RetryPolicy",
+    "SecondOpinion",
     "TabularClassifier",
     "TabularExplainer",
     "TabularSampler",

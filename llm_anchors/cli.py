@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from ._exceptions import ConfigError, LLMAnchorsError
 from ._version import __version__
 from .explain.anchors import AnchorsExplainer
-from .explain.explanation import Explanation
+from .explain.explanation import Explanation, SecondOpinion
 from .explain.manchors import MAnchorsExplainer
 from .explain.progress import Progress, ProgressBar
 from .models.backend import CompletionParams
@@ -117,6 +117,16 @@ def _model_options() -> argparse.ArgumentParser:
         default="unk",
         help="what becomes of a hidden word: replaced by UNK (default, Anchors'), deleted, or replaced by one "
         "of its nearest words (similar)",
+    )
+    common.add_argument(
+        "--second-opinion",
+        choices=list(PERTURBATIONS),
+        default=None,
+        help="explain and run: after the search, measure each anchor's precision under this other perturbation "
+        "too, on --second-opinion-samples fresh samples (paid queries, counted in the explanation)",
+    )
+    common.add_argument(
+        "--second-opinion-samples", type=_number("count"), default=200, help="fresh samples of a second opinion"
     )
     common.add_argument(
         "--p-hide",
@@ -372,7 +382,14 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "sampler": _sampler(args),
         "max_concurrency": args.max_concurrency,
         "retry": RetryPolicy(max_attempts=args.max_attempts),
+        "second_opinion": _second_opinion(args),
     }
+
+
+def _second_opinion(args: argparse.Namespace) -> SecondOpinion | None:
+    if args.second_opinion is None or args.command == "check":  # check is itself a second opinion
+        return None
+    return SecondOpinion(args.second_opinion, args.second_opinion_samples)
 
 
 def _sampler(args: argparse.Namespace) -> TextSampler:
@@ -682,6 +699,14 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         f"precision   {d.precision:.3f}  (KL bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
         f"claim       {exp.claim}",
         f"coverage    {d.coverage:.3f}",
+        *(
+            [
+                f"2nd opinion {o.precision:.3f}  (precision under {o.perturbation}, {o.samples:,} fresh samples: "
+                f"{o.perturbed_as})"
+            ]
+            if (o := d.second_opinion) is not None
+            else []
+        ),
         f"samples     {m.samples:,}",
         f"queries     {m.queries:,}  ({c.cache_hits:,} cache hits, {c.retries} retries)",
         f"tokens      {c.settled.prompt_tokens:,} prompt{_cached(c.settled)} + {c.settled.completion_tokens:,} "

@@ -548,3 +548,21 @@ async def test_a_run_under_another_perturbation_records_it_and_never_sends_the_m
     records = lines(out)
     assert len(records) == 3 and all("deleted" in r["explanation"]["data"]["perturbation"] for r in records)
     assert all(r["explanation"]["meta"]["settings"]["sampler"]["perturbation"] == "delete" for r in records)
+
+
+async def test_a_run_with_a_second_opinion_records_it_and_the_report_shows_it_beside_the_precision(tmp_path):
+    from tests.fault_server import FaultServer
+
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        more = ("--second-opinion", "delete", "--second-opinion-samples", "60")
+        code, err = await cli(*run_args(server.base_url, inputs(tmp_path, SENTENCES[:3]), out, *more))
+        assert code == 0, err
+    records = lines(out)
+    opinions = [r["explanation"]["data"]["second_opinion"] for r in records]
+    assert len(records) == 3 and all(o["perturbation"] == "delete" and o["samples"] == 60 for o in opinions)
+    assert all(r["explanation"]["meta"]["stages"]["second opinion"]["samples"] == 60 for r in records)
+    code, _ = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
+    page = (tmp_path / "report.html").read_text()
+    assert code == 0 and "<th data-key=second" in page and "precision under delete" in page
+    assert page.count("data-second=") == 3 and "under delete" in page

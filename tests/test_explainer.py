@@ -409,6 +409,56 @@ async def test_a_second_opinion_measures_the_same_rule_under_another_perturbatio
         explainer(thrown_by_unk, sampler=TextSampler(), perturbation="delete")
 
 
+def good_and_long(texts):
+    """A model that needs "good" and at least 4 words: a mask keeps the length, deletion does not."""
+    return [int("good" in t.split() and len(t.split()) >= 4) for t in texts]
+
+
+async def test_an_explainer_asked_for_a_second_opinion_records_it_paid_and_apart_from_the_search():
+    from llm_anchors import Explanation, SecondOpinion
+    from llm_anchors.cli import render
+
+    text = "a good and pleasant film"
+    plain = await explainer(good_and_long).explain(text)
+    asked = await explainer(good_and_long, second_opinion=SecondOpinion("delete", samples=300)).explain(text)
+    assert plain.data.anchor == ("good",) and plain.data.success
+    assert asked.data.anchor == plain.data.anchor and asked.data.precision == plain.data.precision  # same search
+    o = asked.data.second_opinion
+    assert o is not None and o.perturbation == "delete" and o.samples == 300 and "deleted" in o.perturbed_as
+    assert 0.2 < o.precision < 0.45 and plain.data.second_opinion is None  # ≥ 3 of the 4 others kept: 5/16
+    stage = asked.meta.stages["second opinion"]
+    assert stage.samples == 300 and asked.meta.samples == plain.meta.samples + 300
+    assert asked.meta.queries == plain.meta.queries + stage.queries and stage.queries > 0
+    assert asked.meta.settings.second_opinion == SecondOpinion("delete", 300)
+    assert Explanation.from_json(asked.to_json()) == asked
+    assert "2nd opinion 0." in render(asked) and "2nd opinion" not in render(plain)
+    for strategy in ("guided", "paper"):  # MAnchors' searches, memory hit or not, ask it as well
+        clf = FunctionClassifier(good_and_long)
+        m = MAnchorsExplainer(clf, seed=0, strategy=strategy, use_memory=True,
+                              second_opinion=SecondOpinion("delete", samples=300))
+        first, second = [await m.explain(t) for t in (text, "a good and lovely film")]
+        assert second.meta.memory_hit and all(e.data.second_opinion is not None for e in (first, second))
+    with pytest.raises(ConfigError, match="this explainer's own"):
+        explainer(good_and_long, second_opinion=SecondOpinion("unk"))
+    with pytest.raises(ConfigError, match="perturbation must be one of"):
+        SecondOpinion("garble")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="samples must be an integer"):
+        SecondOpinion("delete", samples=0)
+
+
+async def test_a_second_opinion_the_cap_refuses_leaves_the_anchor_and_marks_the_cap():
+    from llm_anchors import Budget, BudgetExceeded, SecondOpinion
+
+    text = "a good and pleasant film"
+    plain = await explainer(good_and_long).explain(text)
+    second = SecondOpinion("delete", samples=300)
+    cap = lambda: Budget(max_queries=plain.meta.queries + 5)  # noqa: E731  (the search fits; the opinion not)
+    exp = await explainer(good_and_long, second_opinion=second, budget=cap(), on_budget="return").explain(text)
+    assert exp.data.anchor == plain.data.anchor and exp.data.second_opinion is None and exp.meta.budget_exhausted
+    with pytest.raises(BudgetExceeded):
+        await explainer(good_and_long, second_opinion=second, budget=cap()).explain(text)
+
+
 def test_the_memory_is_kept_per_perturbation():
     clf = FunctionClassifier(needs_all("good"), name="kw")
     unk, delete = (MAnchorsExplainer(clf, perturbation=p, use_memory=True) for p in ("unk", "delete"))
@@ -449,6 +499,10 @@ async def test_infill_asks_the_filler_once_per_content_word_and_reports_its_cost
             assert again.meta.infill.settled.queries == 0 and server.prompts_served == served
     with pytest.raises(ConfigError, match="infill needs a filler"):
         explainer(needs_all("good"), perturbation="infill")
+    with pytest.raises(ConfigError, match="infill needs a filler"):  # a second opinion's filler: refused up front
+        from llm_anchors import SecondOpinion
+
+        explainer(needs_all("good"), second_opinion=SecondOpinion("infill"))
 
 
 async def test_a_cap_that_refuses_the_finer_level_s_fills_leaves_the_sentence_anchor():

@@ -31,7 +31,7 @@ from ..search.beam import BeamSearch
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule, covers, make_rule
-from .explanation import AnchorData, Cost, Explanation, Level, Meta, Recheck, Settings, Stage
+from .explanation import AnchorData, Cost, Explanation, Level, Meta, Opinion, Recheck, SecondOpinion, Settings, Stage
 from .progress import Progress, StreamProgress, stream_reporter
 
 __all__ = ["AnchorsExplainer", "Explaining", "InputError"]
@@ -60,6 +60,7 @@ class Explaining:
     infill: QueryStats
     target: Label = None
     coarse: Level | None = None
+    opinion: Opinion | None = None
     samples: int = 0
     unparsed: int = 0
     budget_exhausted: bool = False
@@ -101,7 +102,9 @@ class AnchorsExplainer:
     ``certify="strict"``, else 0) asks the model again, bypassing the cache,
     about k of the explanation's texts (paid queries, counted): the count
     that changed label is in ``meta.determinism``, and any change warns
-    (`NondeterminismWarning`).
+    (`NondeterminismWarning`). ``second_opinion`` (`SecondOpinion`): after the
+    search, the anchor's precision under another perturbation, on fresh
+    samples (paid), in ``data.second_opinion``.
 
     What an anchor guarantees (``exp.claim`` says it for each): with
     probability ≥ 1 − δ, the anchor returned has precision ≥ τ − epsilon_stop
@@ -147,6 +150,7 @@ class AnchorsExplainer:
         on_budget: Literal["raise", "return"] = "raise",
         n_examples: int = 5,
         verify_determinism: int | None = None,
+        second_opinion: SecondOpinion | None = None,
     ) -> None:
         complete = as_classifier(classifier)
         check_int("seed", seed, minimum=0, optional=True)
@@ -192,9 +196,12 @@ class AnchorsExplainer:
         self.on_budget = on_budget
         self.n_examples = n_examples
         self.verify_determinism = verify_determinism
+        self.second_opinion = second_opinion
+        self._second = self._second_sampler(second_opinion)
         self._fillers: dict[str, QueryEngine] = {}
-        if _infills(self.sampler):
-            self._filler_engine(self.sampler)  # no filler to be had: refused now, before any query
+        for s in (self.sampler, self._second):
+            if s is not None and _infills(s):
+                self._filler_engine(s)  # no filler to be had: refused now, before any query
         self._sync = SyncRunner()
         close_when_dropped(self, self._sync, self.engine.classifier.aclose)  # dropped unclosed: no thread left
 
@@ -252,6 +259,7 @@ class AnchorsExplainer:
             budget=repr(budget) if budget is not None else None,
             on_budget=self.on_budget,
             price=self.engine.classifier.price,
+            second_opinion=self.second_opinion,
         )
 
     async def explain(
@@ -530,8 +538,11 @@ class AnchorsExplainer:
             return search.best_so_far()
 
     async def _recheck(self, run: Explaining, result: SearchResult | None = None) -> dict[str, Any]:
-        """Ask the model again about ``verify_determinism`` texts (those the anchor was judged on, when
-        there is one; else any of the explanation's); meta fields."""
+        """After the search: the anchor's second opinion (``run.opinion``), then ask the model again about
+        ``verify_determinism`` texts (those the anchor was judged on, when there is one; else any of the
+        explanation's); meta fields."""
+        if result is not None and self._second is not None and not run.budget_exhausted:
+            await self._opinion(run, self._second, result.rule)
         texts = list(dict.fromkeys(run.texts))
         if result is not None and len(result.rows) and result.success:
             texts = list(dict.fromkeys(run.texts[r] for r in result.rows))
@@ -550,6 +561,34 @@ class AnchorsExplainer:
                 stacklevel=3,
             )
         return {"determinism": Recheck(len(chosen), changed)}
+
+    def _second_sampler(self, second: SecondOpinion | None) -> TextSampler | None:
+        """The sampler a second opinion perturbs with: this explainer's, under another operator."""
+        if second is None:
+            return None
+        if not isinstance(self.sampler, TextSampler):
+            raise ConfigError("a second opinion is for text: this explainer's sampler is not a TextSampler")
+        if second.perturbation == self.sampler.perturbation:
+            raise ConfigError(f"the second opinion's perturbation is this explainer's own ({second.perturbation!r})")
+        return self.sampler.with_perturbation(second.perturbation)
+
+    async def _opinion(self, run: Explaining, sampler: TextSampler, rule: Rule) -> None:
+        """The precision of ``rule`` under ``sampler`` on fresh samples, drawn apart from the search's
+        (the anchor is the same with or without it); a cap that refuses it leaves it out
+        (``on_budget="return"``)."""
+        assert self.second_opinion is not None
+        n, rng = self.second_opinion.samples, np.random.default_rng([run.seed, 0x5EC])
+        try:
+            instance = await self._prepared(run, run.instance, sampler)
+            assert isinstance(instance, TextInstance)
+            texts, _ = await asyncio.to_thread(sampler.sample, instance, rule, n, rng)
+            precision = float((await self._label(run, texts, "second opinion")).mean())
+        except BudgetExceeded:
+            if self.on_budget == "raise":
+                raise
+            run.budget_exhausted = True
+            return
+        run.opinion = Opinion(sampler.perturbation, sampler.describe(instance), precision, n)
 
     async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
         """Draw, label and return the samples one round of the search asked for."""
@@ -614,6 +653,7 @@ class AnchorsExplainer:
             spans=instance.spans if isinstance(instance, TextInstance) else (),
             perturbation=self.sampler.describe(instance),
             coarse=run.coarse,
+            second_opinion=run.opinion,
         )
         meta = Meta(
             explainer=self.name,

@@ -12,12 +12,14 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .._checks import check_int
 from .._exceptions import ConfigError
 from .._version import __version__
 from ..models.classifier import Label
 from ..money.budget import Charge
 from ..money.pricing import Price
 from ..query.engine import QueryStats
+from ..samplers.text import PERTURBATIONS, Perturbation
 from ..samplers.text_instance import TextInstance
 from ..search.base import RoundTrace, RuleStats
 from ..search.guided import GuidedParams
@@ -32,8 +34,10 @@ __all__ = [
     "MemorySettings",
     "MemoryUse",
     "Meta",
+    "Opinion",
     "ProxyUse",
     "Recheck",
+    "SecondOpinion",
     "Settings",
     "Stage",
 ]
@@ -128,6 +132,32 @@ class Recheck:
 
 
 @dataclass(frozen=True)
+class SecondOpinion:
+    """Ask, after the search, for the anchor's precision under another text perturbation
+    (``perturbation``: "unk", "delete", "similar", "infill") on ``samples`` fresh perturbations: paid
+    queries, counted in the explanation (stage "second opinion"), read in ``data.second_opinion``."""
+
+    perturbation: Perturbation
+    samples: int = 200
+
+    def __post_init__(self) -> None:
+        if self.perturbation not in PERTURBATIONS:
+            raise ConfigError(f"second opinion: perturbation must be one of {PERTURBATIONS}, got {self.perturbation!r}")
+        check_int("second opinion samples", self.samples, minimum=1)
+
+
+@dataclass(frozen=True)
+class Opinion:
+    """The anchor's precision under another perturbation (`SecondOpinion`): measured on ``samples``
+    fresh perturbations, ``perturbed_as`` says how; no certificate, an estimate."""
+
+    perturbation: str
+    perturbed_as: str
+    precision: float
+    samples: int
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every parameter that shaped an explanation.
 
@@ -148,6 +178,7 @@ class Settings:
     memory: MemorySettings | None = None
     price: Price | None = None
     """What the model's tokens cost when it was explained (rates per million, their date and source)."""
+    second_opinion: SecondOpinion | None = None
 
 
 @dataclass(frozen=True)
@@ -265,6 +296,8 @@ class AnchorData:
     spans: tuple[tuple[int, int], ...] = ()
     perturbation: str = ""
     coarse: Level | None = None
+    second_opinion: Opinion | None = None
+    """The anchor's precision under another perturbation, when the explainer was asked (`SecondOpinion`)."""
 
 
 @dataclass(frozen=True)
@@ -391,6 +424,8 @@ def _meta(raw: dict[str, Any]) -> Meta:
         settings["memory"] = MemorySettings(**recorded)
     if settings.get("price") is not None:
         settings["price"] = Price(**settings["price"])
+    if settings.get("second_opinion") is not None:
+        settings["second_opinion"] = SecondOpinion(**settings["second_opinion"])
     cost = _cost(raw["cost"])
     memory = raw.get("memory")
     if memory is not None:
@@ -433,6 +468,8 @@ def _data(raw: dict[str, Any]) -> AnchorData:
         coarse = data["coarse"]
         data["coarse"] = Level(**{**coarse, "anchor": tuple(coarse["anchor"]), "positions": tuple(coarse["positions"]),
                                   "spans": _spans(coarse["spans"])})  # fmt: skip
+    if data.get("second_opinion") is not None:
+        data["second_opinion"] = Opinion(**data["second_opinion"])
     data["rounds"] = tuple(
         RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"]), r["n_arms"])
         for r in data["rounds"]

@@ -379,7 +379,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             ht_rule=tuple(names[p] for p in mapped),
             ht_pruned=tuple(names[p] for p in mapped if p not in kept),
         )
-        return self._explanation(run, result, memory_hit=True, memory=memory, **await self._recheck(run))
+        return self._explanation(run, result, memory_hit=True, memory=memory, **await self._recheck(run, result))
 
     def horizontal(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
         """Text HT: each rule word → the position of the most similar unused word of ``instance``."""

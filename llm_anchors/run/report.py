@@ -168,12 +168,30 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
             ),  # fmt: skip
         ),
         ("time", _duration(sum(m.wall_time_s for m in metas)), "Σ per input (inputs explained at once overlap)"),
+        *_second_opinions(rows),
     ]
     html_cards = "".join(
         f"<div class=card><div class=k>{k}</div><div class=v>{v}</div><div class=muted>{_e(note)}</div></div>"
         for k, v, note in cards
     )
     return f"<section id=summary><div class=cards>{html_cards}</div>{_savings(rows, matched)}</section>"
+
+
+def _second_opinions(rows: Sequence[ReportRow]) -> list[tuple[str, str, str]]:
+    """A card per second-opinion perturbation: how many anchors hold at ≥ τ under it."""
+    by: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if (o := r.explanation.data.second_opinion) is not None:
+            by.setdefault(o.perturbation, []).append((o.precision, r.explanation.meta.settings.search.threshold))
+    return [
+        (
+            f"under {name}",
+            f"{sum(p >= tau for p, tau in pairs):,} / {len(pairs):,}",
+            f"anchors at precision ≥ τ under {name} too (mean {sum(p for p, _ in pairs) / len(pairs):.3f}; "
+            "fresh samples, no certificate)",
+        )
+        for name, pairs in sorted(by.items())
+    ]
 
 
 def _savings(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow]] | None) -> str:
@@ -327,23 +345,33 @@ _COLUMNS = (
 )
 
 
+def _columns(rows: Sequence[ReportRow]) -> tuple[tuple[str, str], ...]:
+    """The table's columns: a second opinion's after the precision, when the run asked for one."""
+    second = sorted({o.perturbation for r in rows if (o := r.explanation.data.second_opinion) is not None})
+    if not second:
+        return _COLUMNS
+    at = [key for key, _ in _COLUMNS].index("precision") + 1
+    return (*_COLUMNS[:at], ("second", f"precision under {' / '.join(second)}"), *_COLUMNS[at:])
+
+
 def _table(rows: Sequence[ReportRow]) -> str:
     labels = sorted({r.label for r in rows})
     options = "".join(f'<option value="{_e(label)}">{_e(label)}</option>' for label in labels)
-    head = "".join(f"<th data-key={key} aria-sort=none tabindex=0>{name}</th>" for key, name in _COLUMNS)
+    columns = _columns(rows)
+    head = "".join(f"<th data-key={key} aria-sort=none tabindex=0>{name}</th>" for key, name in columns)
     controls = (
         f'<label>label <select id=label-filter><option value="">all</option>{options}</select></label> '
         '<label>text <input id=text-filter type=search placeholder="words…"></label> '
         f"<span class=muted>showing <b id=shown>{len(rows):,}</b> of {len(rows):,}</span>"
     )
-    body = "\n".join(_row(r) for r in rows)
+    body = "\n".join(_row(r, len(columns) > len(_COLUMNS)) for r in rows)
     return (
         f"<section id=inputs-section><h2>Every input</h2><div class=controls>{controls}</div>"
         f"<table id=inputs><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table></section>"
     )
 
 
-def _row(r: ReportRow) -> str:
+def _row(r: ReportRow, second: bool = False) -> str:
     d, m = r.explanation.data, r.explanation.meta
     low = d.precision_bounds[0]
     memory = {None: ("—", -1), True: ("hit", 1), False: ("miss", 0)}[m.memory_hit]
@@ -361,12 +389,22 @@ def _row(r: ReportRow) -> str:
         "memory": memory[1],
         "text": _e(d.query.lower()),
     }
+    opinion = ""
+    if second:
+        o = d.second_opinion
+        keys["second"] = f"{o.precision:.4f}" if o is not None else -1
+        opinion = (
+            f'<td class=num title="{_e(f"{o.samples:,} fresh samples; perturbed as: {o.perturbed_as}")}">'
+            f"{o.precision:.3f}</td>"
+            if o is not None
+            else "<td class=num>—</td>"
+        )
     attrs = " ".join(f'data-{k}="{v}"' for k, v in keys.items())
     return (
         f"<tr {attrs}><td class=num>{r.index}</td>"
         f"<td class=text>{r.explanation.marked_html(_mark, _sentence)}{flags}</td>"
         f'<td>{_e(r.label)}</td><td class=num title="{_e(r.explanation.claim)}">{d.precision:.3f} '
-        f"<span class=muted>≥ {low:.3f}{' strict' if d.certified_samples else ''}</span></td>"
+        f"<span class=muted>≥ {low:.3f}{' strict' if d.certified_samples else ''}</span></td>{opinion}"
         f"<td class=num>{d.coverage:.3f}</td><td class=num>{m.queries:,}</td>"
         f"<td class=num>{_usd(m.cost.settled.usd)}</td>"
         f"<td class=mem-{memory[0] if memory[1] >= 0 else 'none'}>{memory[0]}</td></tr>"
