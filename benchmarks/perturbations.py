@@ -3,13 +3,14 @@
     python -m benchmarks.perturbations --n 100                    # TF-IDF + RF on RT-Polarity
     python -m benchmarks.perturbations --classifier llm --n 60    # the embedded local LLM
 
-For each operator A (``unk``, ``delete``, ``similar``; ``infill`` with the LLM, its own backend
-filling) the default ``MAnchorsExplainer`` explains the same N inputs (RT-Polarity's seeded order,
-sentences of at most ``--max-words`` words) under A: paid queries (the model's and the filler's
-apart), anchor length, coverage, the empty share. Then each anchor's precision is measured on
-``--fresh-samples`` fresh perturbations under every operator B (`estimate_precision(perturbation=B)`):
-the cross-operator matrix, the mean precision and the share at ≥ τ of the anchors found under A
-(rows) measured under B (columns). Inputs are chosen in the seeded order, never by their results.
+For each operator A (``unk``, ``delete``, ``similar``, ``infill``: with the LLM its own backend fills the
+blanks; beside the forest, the embedded local LLM does, a `Filler` on its server) the default
+``MAnchorsExplainer`` explains the same N inputs (RT-Polarity's seeded order, sentences of at most
+``--max-words`` words) under A: paid queries (the model's and the filler's apart), anchor length, coverage, the empty
+share. Then each anchor's precision is measured on ``--fresh-samples`` fresh perturbations under every
+operator B (`estimate_precision(perturbation=B)`): the cross-operator matrix, the mean precision and the share
+at ≥ τ of the anchors found under A (rows) measured under B (columns). Inputs are chosen in the seeded order,
+never by their results.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import FunctionClassifier, MAnchorsExplainer
+from llm_anchors import FunctionClassifier, MAnchorsExplainer, TextSampler
 from llm_anchors.datasets import load_rt_polarity
+from llm_anchors.samplers import Filler
 from llm_anchors.samplers.text import PERTURBATIONS
 
 from ._common import TAU, ci, short_order, write_json
@@ -34,7 +36,8 @@ async def run(args: argparse.Namespace, clf: Any, texts: list[str]) -> dict[str,
     out: dict[str, Any] = {}
     for found_under in args.operators:
         rows = []
-        async with MAnchorsExplainer(clf, seed=args.seed, perturbation=found_under) as explainer:
+        sampler = TextSampler(perturbation=found_under, filler=args.filler)
+        async with MAnchorsExplainer(clf, seed=args.seed, sampler=sampler) as explainer:
             for text in texts:
                 exp = await explainer.explain(text)
                 d = exp.data
@@ -86,14 +89,20 @@ def markdown(summaries: dict[str, dict[str, Any]], operators: list[str], title: 
 
 
 def classifier(args: argparse.Namespace) -> tuple[Any, list[str], Any]:
-    """The model explained, the texts, and what to close (the embedded server)."""
-    if args.classifier == "rf":
-        model, texts, _ = train_text_rf(args.seed, data=args.data)
-        return FunctionClassifier(lambda t: [int(x) for x in model.predict(t)], name="text-rf"), texts, None
+    """The model explained, the texts, and what to close (the embedded server, which also fills
+    ``infill``'s blanks beside the forest: ``args.filler``)."""
     from adapters.llamacpp import LlamaServer, embedded_classifier
 
-    server = LlamaServer()
-    server.__enter__()
+    args.filler, server = None, None
+    if args.classifier == "llm" or "infill" in args.operators:
+        server = LlamaServer()
+        server.__enter__()
+    if args.classifier == "rf":
+        model, texts, _ = train_text_rf(args.seed, data=args.data)
+        if server is not None:
+            args.filler = Filler(embedded_classifier(server.base_url).backend)
+        return FunctionClassifier(lambda t: [int(x) for x in model.predict(t)], name="text-rf"), texts, server
+    assert server is not None
     texts, _ = load_rt_polarity(args.data)
     return embedded_classifier(server.base_url), texts, server
 
@@ -103,16 +112,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--classifier", choices=["rf", "llm"], default="rf")
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--max-words", type=int, default=12, help="longest sentence explained (the LLM stream's 12)")
-    parser.add_argument(
-        "--operators", default=None, help="comma-separated (default: unk,delete,similar; with the LLM, infill too)"
-    )
+    parser.add_argument("--operators", default=",".join(PERTURBATIONS), help="comma-separated (default: all four)")
     parser.add_argument("--fresh-samples", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shuffle-seed", type=int, default=42)
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
-    default = [p for p in PERTURBATIONS if p != "infill" or args.classifier == "llm"]
-    args.operators = [o.strip() for o in args.operators.split(",") if o.strip()] if args.operators else default
+    args.operators = [o.strip() for o in args.operators.split(",") if o.strip()]
     started = time.perf_counter()
     clf, texts, server = classifier(args)
     try:
@@ -125,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     title = (f"Anchors found under each operator, measured under each ({args.classifier}, RT-Polarity, N={args.n}, "
              f"{args.fresh_samples} fresh samples a cell)")  # fmt: skip
     print(markdown(summaries, args.operators, title))
-    payload = {"params": vars(args), "time_s": time.perf_counter() - started, "summaries": summaries, "rows": rows}
+    params = {k: v for k, v in vars(args).items() if k != "filler"}
+    payload = {"params": params, "time_s": time.perf_counter() - started, "summaries": summaries, "rows": rows}
     print(f"\nwrote {write_json(f'perturbations_{args.classifier}_n{args.n}', payload)}")
 
 

@@ -75,6 +75,9 @@ class Filler(LLMClassifier):
     def __repr__(self) -> str:
         return f"Filler({self.backend.identity!r})"
 
+    def _say_cut(self, items: Sequence[Completion]) -> None:
+        """Nothing to say: a blank's answer is its first token, so every answer ends at the bound."""
+
     def read(self, completion: Completion) -> Label:
         """The alternatives as ``word=logprob`` pairs, or `UNPARSED` when none is a word."""
         alternatives = completion.top_logprobs or ({completion.text: 0.0} if completion.text.strip() else {})
