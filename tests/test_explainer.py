@@ -434,8 +434,9 @@ async def test_an_explainer_asked_for_a_second_opinion_records_it_paid_and_apart
     assert "2nd opinion 0." in render(asked) and "2nd opinion" not in render(plain)
     for strategy in ("guided", "paper"):  # MAnchors' searches, memory hit or not, ask it as well
         clf = FunctionClassifier(good_and_long)
-        m = MAnchorsExplainer(clf, seed=0, strategy=strategy, use_memory=True,
-                              second_opinion=SecondOpinion("delete", samples=300))
+        m = MAnchorsExplainer(
+            clf, seed=0, strategy=strategy, use_memory=True, second_opinion=SecondOpinion("delete", samples=300)
+        )
         first, second = [await m.explain(t) for t in (text, "a good and lovely film")]
         assert second.meta.memory_hit and all(e.data.second_opinion is not None for e in (first, second))
     with pytest.raises(ConfigError, match="this explainer's own"):
