@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import AnchorsExplainer, MAnchorsExplainer
+from llm_anchors import AnchorsExplainer, MAnchorsExplainer, SearchParams
 from llm_anchors.datasets import shuffled
 from llm_anchors.explain import ProgressBar
 from llm_anchors.money import Charge, price_for
@@ -114,8 +114,9 @@ def run_suffix(args: argparse.Namespace) -> str:
 
 def search_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The search settings every explainer of a run shares: the defaults, or the reference implementation's."""
-    reference = {"min_samples_start": 1, "max_arms": None} if getattr(args, "reference", False) else {}
-    return {**reference, "certify": getattr(args, "certify", "default"), "arms": getattr(args, "arms", "top")}
+    reference: dict[str, Any] = {"min_samples_start": 1, "max_arms": None} if getattr(args, "reference", False) else {}
+    chosen: dict[str, Any] = {"certify": getattr(args, "certify", "default"), "arms": getattr(args, "arms", "top")}
+    return {"search": SearchParams(**reference, **chosen)}
 
 
 def rss_mb() -> float:

@@ -19,15 +19,15 @@ import asyncio
 import hashlib
 from typing import Any
 
-from llm_anchors import AnchorsExplainer, FunctionClassifier
+from llm_anchors import AnchorsExplainer, FunctionClassifier, SearchParams
 
 from ._common import write_json
 
 SENTENCE = "key " + " ".join(f"w{i}" for i in range(14))
 SETTINGS: dict[str, dict[str, Any]] = {
-    "top 3 (default)": {"arms": "top", "max_arms": 3},
-    "every arm": {"arms": "top", "max_arms": None},
-    "plausible": {"arms": "plausible"},
+    "top 3 (default)": {"search": SearchParams(arms="top", max_arms=3)},
+    "every arm": {"search": SearchParams(arms="top", max_arms=None)},
+    "plausible": {"search": SearchParams(arms="plausible")},
 }
 
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, TextSampler
+from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
 from llm_anchors.explain.proxy import ProxyRun
 from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync
 from llm_anchors.search.guided import Proposer
@@ -41,10 +41,10 @@ EDGE = 0.001
 def explainer(kind: str, certify: Certify) -> AnchorsExplainer:
     clf = FunctionClassifier(lambda texts: ["pos"] * len(texts), name="flat-null")
     if kind == "anchors":
-        return AnchorsExplainer(clf, certify=certify)
+        return AnchorsExplainer(clf, search=SearchParams(certify=certify))
     if kind == "manchors-surrogate":
-        return MAnchorsExplainer(clf, certify=certify, proxy="surrogate")
-    return MAnchorsExplainer(clf, certify=certify)
+        return MAnchorsExplainer(clf, search=SearchParams(certify=certify), proxy="surrogate")
+    return MAnchorsExplainer(clf, search=SearchParams(certify=certify))
 
 
 def edge(e: AnchorsExplainer) -> float:

@@ -32,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer
+from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, SearchParams
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.distributed import RayPool
 
@@ -53,7 +53,7 @@ def stream(n: int, max_words: int, data: str | None) -> list[str]:
 def rf_explainer(model: Any, kind: str = "anchors") -> AnchorsExplainer:
     clf = FunctionClassifier(lambda texts: list(model.predict(texts)), name="text-rf")
     explainer_type = MAnchorsExplainer if kind == "manchors" else AnchorsExplainer
-    return explainer_type(clf, seed=0, batch_size=100)
+    return explainer_type(clf, seed=0, search=SearchParams(batch_size=100))
 
 
 def llm_explainer(url: str, model: str) -> AnchorsExplainer:

@@ -35,6 +35,7 @@ from .models import UNPARSED, FunctionClassifier, LLMClassifier, RetryPolicy
 from .money import Budget
 from .query import CacheWriteWarning, QueryCache
 from .samplers import ImageClassifier, ImageSampler, TabularClassifier, TabularSampler, TextSampler
+from .search import SearchParams
 
 __all__ = [
     "UNPARSED",
@@ -61,6 +62,7 @@ __all__ = [
     "QueryCache",
     "RateLimitError",
     "RetryPolicy",
+    "SearchParams",
     "SecondOpinion",
     "TabularClassifier",
     "TabularExplainer",

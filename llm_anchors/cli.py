@@ -43,6 +43,7 @@ from .run.resumable import (
     run_config,
 )
 from .samplers.text import MAX_WORDS, PERTURBATIONS, TextSampler
+from .search.params import SearchParams
 
 __all__ = ["main"]
 
@@ -377,8 +378,10 @@ class _Model:
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seed": args.seed,
-        "threshold": args.threshold,
-        "certify": args.certify or ("strict" if args.command in ("run", "estimate") else "default"),
+        "search": SearchParams(
+            threshold=args.threshold,
+            certify=args.certify or ("strict" if args.command in ("run", "estimate") else "default"),
+        ),
         "sampler": _sampler(args),
         "max_concurrency": args.max_concurrency,
         "retry": RetryPolicy(max_attempts=args.max_attempts),

@@ -15,6 +15,7 @@ from llm_anchors import (
     FunctionClassifier,
     LLMClassifier,
     RetryPolicy,
+    SearchParams,
 )
 from llm_anchors.extend import Charge, Price
 from tests.conftest import needs_all
@@ -138,7 +139,7 @@ async def test_no_overshoot_in_200_randomised_concurrent_runs():
                     on_budget="return",
                     retry=retry,
                     max_concurrency=rng.randint(1, 8),
-                    batch_size=rng.choice([10, 25, 50]),
+                    search=SearchParams(batch_size=rng.choice([10, 25, 50])),
                 )
                 for i in range(3)
             ]
@@ -262,7 +263,9 @@ class _OverReporting:
 async def test_a_server_over_reporting_its_completions_is_not_believed_and_never_passes_the_cap():
     budget = Budget(max_usd="0.0002")
     clf = LLMClassifier(_OverReporting(), PROMPT, LABELS, price=PRICE)
-    explainer = AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return", max_concurrency=4, batch_size=50)
+    explainer = AnchorsExplainer(
+        clf, seed=0, budget=budget, on_budget="return", max_concurrency=4, search=SearchParams(batch_size=50)
+    )
     exp = await explainer.explain(SENTENCES[0])
     report, cost = budget.report(), exp.meta.cost
     assert report.passed == "" and report.settled.usd <= budget.max_usd

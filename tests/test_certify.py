@@ -9,6 +9,8 @@ import pytest
 from llm_anchors import AnchorsExplainer, ConfigError, Explanation, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.search import SearchParams
 
+STRICT = SearchParams(certify="strict")
+
 SENTENCE = "alpha beta c d e f g h i j"
 
 
@@ -40,7 +42,9 @@ def true_precision(anchor: tuple[str, ...]) -> float:
 async def test_strict_anchors_hold_tau_for_a_model_of_known_precision_where_default_ones_fall_below(kind):
     anchors = {}
     for certify in ("default", "strict"):
-        async with kind(FunctionClassifier(known_precision, name="known"), certify=certify) as explainer:
+        async with kind(
+            FunctionClassifier(known_precision, name="known"), search=SearchParams(certify=certify)
+        ) as explainer:
             found = []
             for seed in range(12):
                 exp = await explainer.explain(SENTENCE, seed=seed)
@@ -52,7 +56,7 @@ async def test_strict_anchors_hold_tau_for_a_model_of_known_precision_where_defa
 
 
 async def test_a_strict_anchor_says_on_which_fresh_samples_it_was_certified():
-    async with AnchorsExplainer(FunctionClassifier(known_precision, name="known"), seed=1, certify="strict") as e:
+    async with AnchorsExplainer(FunctionClassifier(known_precision, name="known"), seed=1, search=STRICT) as e:
         exp = await e.explain(SENTENCE)
     assert exp.data.certified_samples >= 100 and exp.meta.stages["certify"].samples >= exp.data.certified_samples
     assert exp.data.precision_bounds[0] >= 0.95 and "strict" in exp.claim and "after it was chosen" in exp.claim
@@ -65,7 +69,7 @@ async def test_a_strict_anchor_says_on_which_fresh_samples_it_was_certified():
 
 
 async def test_a_strict_empty_anchor_is_certified_too_and_called_a_prior():
-    async with AnchorsExplainer(FunctionClassifier(lambda t: [1] * len(t), name="one"), certify="strict") as e:
+    async with AnchorsExplainer(FunctionClassifier(lambda t: [1] * len(t), name="one"), search=STRICT) as e:
         exp = await e.explain(SENTENCE, seed=0)
     assert exp.data.anchor == () and exp.data.success and exp.data.certified_samples == 98  # its first look
     assert "a prior" in exp.claim
@@ -75,7 +79,7 @@ def test_certify_is_default_or_strict():
     with pytest.raises(ConfigError, match="certify"):
         SearchParams(certify="lenient")
     with pytest.raises(ConfigError, match="certify"):
-        AnchorsExplainer(FunctionClassifier(len, name="n"), certify="always")  # type: ignore[arg-type]
+        SearchParams(certify="always")  # type: ignore[arg-type]
 
 
 async def test_an_empty_anchor_names_the_words_whose_presence_holds_the_label_most():
@@ -84,7 +88,9 @@ async def test_an_empty_anchor_names_the_words_whose_presence_holds_the_label_mo
     def mostly(texts):  # "dull" keeps the label always, else 93% of the time: the empty rule holds at τ 0.9
         return [int(t == sentence or "dull" in t.split() or coin(t) < 0.93) for t in texts]
 
-    async with AnchorsExplainer(FunctionClassifier(mostly, name="mostly"), seed=0, threshold=0.9) as e:
+    async with AnchorsExplainer(
+        FunctionClassifier(mostly, name="mostly"), seed=0, search=SearchParams(threshold=0.9)
+    ) as e:
         exp = await e.explain(sentence)
     assert exp.data.anchor == () and exp.data.movers[0][0] == "dull" and exp.data.movers[0][1] > 0
     assert "a prior, not these words" in exp.claim and "dull (+" in exp.claim
@@ -102,12 +108,12 @@ async def test_a_model_that_answers_a_text_two_ways_gets_no_strict_certificate_p
         asked.update(texts)
         return [int(asked[t] == 1 or t == SENTENCE) for t in texts]
 
-    async with AnchorsExplainer(FunctionClassifier(fickle, name="fickle"), seed=0, certify="strict") as e:
+    async with AnchorsExplainer(FunctionClassifier(fickle, name="fickle"), seed=0, search=STRICT) as e:
         with pytest.warns(NondeterminismWarning):
             exp = await e.explain(SENTENCE)
     assert exp.data.success and (exp.meta.determinism.rechecked, exp.meta.determinism.changed) == (5, 5)
     assert exp.claim.startswith("NOT CERTIFIED: the model gave 5 of 5 texts another label when asked again")
-    async with AnchorsExplainer(FunctionClassifier(known_precision, name="known"), seed=0, certify="strict") as e:
+    async with AnchorsExplainer(FunctionClassifier(known_precision, name="known"), seed=0, search=STRICT) as e:
         steady = await e.explain(SENTENCE)
     assert (steady.meta.determinism.rechecked, steady.meta.determinism.changed) == (5, 0)
     assert "NOT CERTIFIED" not in steady.claim

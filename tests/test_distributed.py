@@ -22,6 +22,7 @@ from llm_anchors import (  # noqa: E402
     FunctionClassifier,
     MAnchorsExplainer,
     RetryPolicy,
+    SearchParams,
 )
 from llm_anchors.distributed import RayPool, explain_resumable_on_ray  # noqa: E402
 from llm_anchors.extend import Charge  # noqa: E402
@@ -51,7 +52,9 @@ def keywords(texts, delay=0.0):
 
 
 def anchors(delay=0.0):
-    return AnchorsExplainer(FunctionClassifier(partial(keywords, delay=delay), name="kw"), seed=0, batch_size=25)
+    return AnchorsExplainer(
+        FunctionClassifier(partial(keywords, delay=delay), name="kw"), seed=0, search=SearchParams(batch_size=25)
+    )
 
 
 def hosted(url):
@@ -135,7 +138,7 @@ def breaking(texts, delay=0.05):
 
 
 async def test_a_failed_input_ends_the_stream_only_once_the_inputs_in_flight_have_settled(local_ray):
-    make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, batch_size=25)  # noqa: E731
+    make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, search=SearchParams(batch_size=25))  # noqa: E731
     async with RayPool(make, workers=2, max_queries=100_000) as pool:
         seen = []
         with pytest.raises(ClassifierError, match="boom"):  # the worker's error, as itself
@@ -269,7 +272,7 @@ async def test_a_worker_s_error_reaches_the_coordinator_as_itself(local_ray):
 
 
 async def test_a_failed_input_is_yielded_in_its_place_and_the_stream_goes_on(local_ray):
-    make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, batch_size=25)  # noqa: E731
+    make = lambda: AnchorsExplainer(FunctionClassifier(breaking, name="kw"), seed=0, search=SearchParams(batch_size=25))  # noqa: E731
     async with RayPool(make, workers=2, max_queries=100_000) as pool:
         got = await collect(pool.explain_stream([TEXTS[0], "boom goes the film", TEXTS[1]], errors="yield"))
     assert [type(g).__name__ for g in got] == ["Explanation", "ClassifierError", "Explanation"]

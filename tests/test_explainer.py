@@ -12,6 +12,7 @@ from llm_anchors import (
     InvalidInputError,
     MAnchorsExplainer,
     QueryCache,
+    SearchParams,
     TextSampler,
 )
 from tests.conftest import needs_all
@@ -130,7 +131,7 @@ async def test_bad_text(bad):
 
 async def test_text_over_word_limit():
     with pytest.raises(InvalidInputError, match="max_words"):
-        await explainer(needs_all("good"), max_words=5).explain(SENTENCE)
+        await explainer(needs_all("good"), sampler=TextSampler(max_words=5)).explain(SENTENCE)
 
 
 async def test_raising_classifier_loses_nothing():
@@ -164,14 +165,14 @@ def test_bad_configuration():
     with pytest.raises(ConfigError):
         AnchorsExplainer(lambda texts: texts)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
-        explainer(needs_all("good"), threshold=1.5)
+        explainer(needs_all("good"), search=SearchParams(threshold=1.5))
     with pytest.raises(ConfigError):
         explainer(needs_all("good"), seed=-1)
     for bad in (
         {"seed": True},
         {"request_size": 0},
         {"max_concurrency": 2.5},
-        {"threshold": "0.9"},
+        {"search": {"threshold": 0.9}},
         {"n_examples": -1},
     ):
         with pytest.raises(ConfigError):
@@ -203,7 +204,7 @@ def test_explain_sync_outside_and_inside_a_loop():
 
 
 async def test_meta_records_parameters():
-    exp = await explainer(needs_all("good", "great"), beam_size=2, threshold=0.9).explain(SENTENCE)
+    exp = await explainer(needs_all("good", "great"), search=SearchParams(beam_size=2, threshold=0.9)).explain(SENTENCE)
     assert exp.meta.settings.search.beam_size == 2
     assert exp.meta.settings.search.threshold == 0.9
     assert exp.meta.settings.sampler["mask"] == "UNK"
@@ -355,7 +356,7 @@ async def test_a_word_rule_that_cannot_be_certified_leaves_the_sentence_anchor()
     # short rule of words holds; the search returns the sentence, certified at its level.
     sentence = "The striker scored twice before the break."
     clf = FunctionClassifier(lambda ts: ["sport" if sentence in t else "other" for t in ts], name="whole")
-    exp = await AnchorsExplainer(clf, seed=0, max_anchor_size=2).explain(ARTICLE)
+    exp = await AnchorsExplainer(clf, seed=0, search=SearchParams(max_anchor_size=2)).explain(ARTICLE)
     assert exp.data.success and exp.data.coarse is None
     assert exp.data.anchor == (sentence,) and "each sentence outside" in exp.claim
 

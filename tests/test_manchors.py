@@ -2,7 +2,14 @@ from dataclasses import replace
 
 import pytest
 
-from llm_anchors import AnchorsExplainer, ConfigError, Explanation, FunctionClassifier, MAnchorsExplainer
+from llm_anchors import (
+    AnchorsExplainer,
+    ConfigError,
+    Explanation,
+    FunctionClassifier,
+    MAnchorsExplainer,
+    SearchParams,
+)
 from llm_anchors.explain import Stage
 from llm_anchors.samplers import SentenceEmbedder, TextInstance
 from llm_anchors.search.guided import GuidedParams
@@ -171,7 +178,7 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
 
 async def test_growth_settings_reach_the_search_and_the_record(embedder):
     settings = GuidedParams(lookahead=None, probe=10, parent_samples=40, per_feature=2)
-    m = manchors(embedder, guided=settings, first_look=30)
+    m = manchors(embedder, guided=settings, search=SearchParams(first_look=30))
     exp = await m.explain(STREAM[0])
     assert set(exp.data.anchor) == {"good", "great"} and exp.data.success
     memory, search = exp.meta.settings.memory, exp.meta.settings.search
@@ -197,7 +204,7 @@ def test_bad_settings(embedder):
         {"tau_sim": 2},
         {"strategy": "fast"},
         {"k_nearest": -1},
-        {"first_look": 1.5},
+        {"search": "strict"},
         {"max_proposals": -1},
         {"proxy": "llm"},
         {"use_memory": "yes"},

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from llm_anchors import AnchorsExplainer, Budget, BudgetExceeded, ConfigError, FunctionClassifier
+from llm_anchors import (
+    AnchorsExplainer,
+    Budget,
+    BudgetExceeded,
+    ConfigError,
+    FunctionClassifier,
+    SearchParams,
+    TextSampler,
+)
 from llm_anchors.extend import Charge
 from llm_anchors.money import read_journal
 from llm_anchors.run import ResultsFile, explain_resumable, input_hash, read_results, run_config
@@ -138,22 +146,34 @@ def test_a_results_file_keeps_its_run_s_configuration_and_refuses_another(tmp_pa
 
 async def test_run_config_holds_what_shapes_an_explanation_and_not_what_a_resume_may_change():
     clf = FunctionClassifier(keywords, name="kw")
-    a = run_config(AnchorsExplainer(clf, seed=0, budget=Budget(max_queries=10), max_concurrency=2, max_words=10))
-    b = run_config(AnchorsExplainer(clf, seed=0, budget=Budget(max_queries=99), max_concurrency=8, max_words=99))
+    a = run_config(
+        AnchorsExplainer(
+            clf, seed=0, budget=Budget(max_queries=10), max_concurrency=2, sampler=TextSampler(max_words=10)
+        )
+    )
+    b = run_config(
+        AnchorsExplainer(
+            clf, seed=0, budget=Budget(max_queries=99), max_concurrency=8, sampler=TextSampler(max_words=99)
+        )
+    )
     assert a == b and a["seed"] == 0 and a["classifier"] == {"function": "kw"} and a["explainer"] == "AnchorsExplainer"
-    assert run_config(AnchorsExplainer(clf, seed=0, threshold=0.9)) != a
+    assert run_config(AnchorsExplainer(clf, seed=0, search=SearchParams(threshold=0.9))) != a
     assert run_config(AnchorsExplainer(clf, seed=0), model={"base_url": ["u"]})["model"] == {"base_url": ["u"]}
 
 
 async def test_a_run_records_inputs_it_cannot_explain_and_goes_on(tmp_path):
     texts = ["a good film", "", "!!!", "a bad film", " ".join(["word"] * 40)]
-    async with AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, max_words=30) as explainer:
+    async with AnchorsExplainer(
+        FunctionClassifier(keywords, name="kw"), seed=0, sampler=TextSampler(max_words=30)
+    ) as explainer:
         with ResultsFile(tmp_path / "r.jsonl") as results:
             report = await explain_resumable(explainer, texts, results)
             assert sorted(results.failed) == [1, 2, 4] and [i for i, _ in results.explanations()] == [0, 3]
     assert (report.done, report.failed, report.stopped) == (5, 3, "")
     assert "2/5 inputs explained" in report.summary() and "3 could not be explained" in report.summary()
-    async with AnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, max_words=50) as explainer:
+    async with AnchorsExplainer(
+        FunctionClassifier(keywords, name="kw"), seed=0, sampler=TextSampler(max_words=50)
+    ) as explainer:
         with ResultsFile(tmp_path / "r.jsonl") as results:
             again = await explain_resumable(explainer, texts, results)  # a higher max_words: input 4 now
             assert sorted(results.failed) == [1, 2] and [i for i, _ in results.explanations()] == [0, 3, 4]

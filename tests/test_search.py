@@ -247,10 +247,14 @@ async def test_plausible_arms_drop_only_the_candidates_that_cannot_be_the_best()
             int(t == sentence or c < (0.96 if "key" in t.split() else 0.84)) for t, c in zip(texts, coin, strict=True)
         ]
 
-    async with AnchorsExplainer(FunctionClassifier(clear, name="clear"), seed=0, arms="plausible") as e:
+    async with AnchorsExplainer(
+        FunctionClassifier(clear, name="clear"), seed=0, search=SearchParams(arms="plausible")
+    ) as e:
         first = (await e.explain(sentence)).data.rounds[0]
     assert (first.n_candidates, first.n_arms) == (10, 1)
-    async with AnchorsExplainer(FunctionClassifier(close, name="close"), seed=0, arms="plausible") as e:
+    async with AnchorsExplainer(
+        FunctionClassifier(close, name="close"), seed=0, search=SearchParams(arms="plausible")
+    ) as e:
         first = (await e.explain(sentence)).data.rounds[0]
     assert first.n_candidates == 10 and first.n_arms > 1  # the root's samples rule none of the close ones out
 

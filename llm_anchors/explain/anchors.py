@@ -24,7 +24,7 @@ from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.infill import Filler
-from ..samplers.text import MAX_WORDS, Perturbation, TextSampler
+from ..samplers.text import Perturbation, TextSampler
 from ..samplers.text_instance import TextInstance
 from ..search.base import SampleRequest, Samples, Search, SearchResult
 from ..search.beam import BeamSearch
@@ -78,15 +78,14 @@ class Explaining:
 class AnchorsExplainer:
     """Explains a classifier's label for a text with an anchor.
 
-    threshold (τ), delta (δ), epsilon (ε), epsilon_stop, batch_size,
-    beam_size, min_samples_start, max_arms, arms, max_anchor_size,
-    coverage_samples, certify, first_look, looks, refute, first_share: the search's and
-    its certifier's parameters, see `SearchParams`. ``seed`` fixes every random
-    draw (None: fresh entropy, recorded in the explanation's meta). ``sampler``: how
-    inputs are split and perturbed (default: `TextSampler` with ``perturbation``,
-    "unk" unless told: "delete", "similar"; and ``max_words``).
-    ``max_concurrency`` bounds model requests in flight; ``request_size`` is
-    the most texts per request (default: ``batch_size``). ``cache`` may be shared
+    ``search``: the search's and its certifier's parameters, one `SearchParams`
+    (τ, δ, the certificate, the beam, …), recorded whole in ``meta.settings``.
+    ``seed`` fixes every random draw (None: fresh entropy, recorded in the
+    explanation's meta). ``sampler``: how inputs are split and perturbed
+    (default: `TextSampler` with ``perturbation``, "unk" unless told: "delete",
+    "similar", "infill"). ``max_concurrency`` bounds model requests in flight;
+    ``request_size`` is the most texts per request (default: the search's
+    ``batch_size``). ``cache`` may be shared
     between explainers of the same classifier; ``retry`` says how failed
     calls are retried (`RetryPolicy`). ``budget`` caps dollars, tokens and
     queries (`Budget`, which may be shared); when it runs out the
@@ -112,7 +111,7 @@ class AnchorsExplainer:
     search tested: each rule it chooses to test gets a share of δ and is
     judged only on samples drawn after it was chosen (`Certifier`).
 
-    >>> explainer = AnchorsExplainer(clf, seed=0)
+    >>> explainer = AnchorsExplainer(clf, search=SearchParams(threshold=0.9), seed=0)
     >>> exp = await explainer.explain("a good and great movie")
     """
 
@@ -122,26 +121,10 @@ class AnchorsExplainer:
         self,
         classifier: Classifier,
         *,
-        threshold: float = 0.95,
-        delta: float = 0.1,
-        epsilon: float = 0.15,
-        epsilon_stop: float = 0.05,
-        batch_size: int = 100,
-        beam_size: int = 1,
-        min_samples_start: int = 100,
-        max_arms: int | None = 3,
-        arms: Literal["top", "plausible"] = "top",
-        max_anchor_size: int | None = None,
-        coverage_samples: int = 10_000,
-        certify: Literal["default", "strict"] = "default",
-        first_look: int = 20,
-        looks: int = 3,
-        refute: float = 0.9,
-        first_share: float = 0.2,
+        search: SearchParams | None = None,
         seed: int | None = None,
         sampler: Sampler | None = None,
         perturbation: Perturbation | None = None,
-        max_words: int = MAX_WORDS,
         max_concurrency: int = 8,
         request_size: int | None = None,
         cache: QueryCache | None = None,
@@ -156,38 +139,23 @@ class AnchorsExplainer:
         check_int("seed", seed, minimum=0, optional=True)
         check_int("n_examples", n_examples, minimum=0)
         check_int("verify_determinism", verify_determinism, minimum=0, optional=True)
-        if verify_determinism is None:  # a strict certificate asks the model twice about a few of its texts
-            verify_determinism = STRICT_RECHECK if certify == "strict" else 0
         self.classifier = classifier
-        self.params = SearchParams(
-            threshold=threshold,
-            delta=delta,
-            epsilon=epsilon,
-            epsilon_stop=epsilon_stop,
-            batch_size=batch_size,
-            beam_size=beam_size,
-            min_samples_start=min_samples_start,
-            max_arms=max_arms,
-            arms=arms,
-            max_anchor_size=max_anchor_size,
-            coverage_samples=coverage_samples,
-            certify=certify,
-            first_look=first_look,
-            looks=looks,
-            refute=refute,
-            first_share=first_share,
-        )
+        if search is not None and not isinstance(search, SearchParams):
+            raise ConfigError(f"search must be a SearchParams, got {search!r}")
+        self.params = search or SearchParams()
+        if verify_determinism is None:  # a strict certificate asks the model twice about a few of its texts
+            verify_determinism = STRICT_RECHECK if self.params.certify == "strict" else 0
         self.seed = seed
         if sampler is not None and not isinstance(sampler, Sampler):
             raise ConfigError(f"{sampler!r} is not a Sampler (it needs features, sample, sample_present, settings)")
         if sampler is not None and perturbation is not None:
             raise ConfigError("give the perturbation to the sampler (TextSampler(perturbation=...)), not beside it")
-        self.sampler: Sampler = sampler or TextSampler(perturbation=perturbation or "unk", max_words=max_words)
+        self.sampler: Sampler = sampler or TextSampler(perturbation=perturbation or "unk")
         self.engine = QueryEngine(
             complete,
             cache=cache,
             max_concurrency=max_concurrency,
-            request_size=batch_size if request_size is None else request_size,
+            request_size=self.params.batch_size if request_size is None else request_size,
             retry=retry,
             budget=budget,
         )
