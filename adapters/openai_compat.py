@@ -1,9 +1,7 @@
 """One backend for every OpenAI-compatible server: OpenAI, vLLM, llama.cpp.
 
-Two transports: raw ``aiohttp`` (the default: as fast as the openai client
-against llama-server, measured in benchmarks/README.md, with no extra
-dependency) and the async ``openai`` client (``client="openai"``, extra
-``llm-anchors[openai]``). Two endpoints: ``/completions`` with a list
+One transport, ``aiohttp`` (the async openai client was measured no faster
+against llama-server, and was dropped: docs/architecture.md). Two endpoints: ``/completions`` with a list
 of prompts per request (vLLM and llama-server take one), and
 ``/chat/completions``, one prompt per request (hosted chat models).
 """
@@ -102,7 +100,6 @@ def _display(url: str) -> str:
 
 
 Endpoint = Literal["auto", "completions", "chat"]
-Client = Literal["aiohttp", "openai"]
 
 
 class OpenAICompatibleBackend:
@@ -136,7 +133,6 @@ class OpenAICompatibleBackend:
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         endpoint: Endpoint = "auto",
-        client: Client = "aiohttp",
         timeout: float = 60.0,
         max_request_size: int = 16,
         max_connections: int = 32,
@@ -154,8 +150,6 @@ class OpenAICompatibleBackend:
             raise ConfigError("model must be named")
         if endpoint not in ("auto", "completions", "chat"):
             raise ConfigError(f"endpoint must be auto, completions or chat, got {endpoint!r}")
-        if client not in ("aiohttp", "openai"):
-            raise ConfigError(f"client must be aiohttp or openai, got {client!r}")
         if timeout <= 0 or max_request_size < 1 or max_connections < 1:
             raise ConfigError("timeout, max_request_size and max_connections must be positive")
         self.base_urls = [u.rstrip("/") for u in urls]
@@ -165,7 +159,6 @@ class OpenAICompatibleBackend:
             if endpoint == "auto"
             else endpoint
         )
-        self.client = client
         self.timeout = timeout
         self.max_request_size = max_request_size if self.endpoint == "completions" else 1
         self.max_connections = max_connections
@@ -182,7 +175,7 @@ class OpenAICompatibleBackend:
         self._effort = reasoning_effort_for(model) if reasoning_effort == "auto" else reasoning_effort
         self._api_key = _Secret(key)
         self._next_url = itertools.cycle(self.base_urls)
-        self._transport: _Transport | None = None
+        self._transport: _Session | None = None
 
     @property
     def identity(self) -> str:
@@ -293,11 +286,10 @@ class OpenAICompatibleBackend:
         body.update(self.extra_body)
         return body
 
-    def _get_transport(self) -> _Transport:
+    def _get_transport(self) -> _Session:
         loop = asyncio.get_running_loop()
         if self._transport is None or self._transport.loop is not loop:
-            cls = _AiohttpTransport if self.client == "aiohttp" else _OpenAITransport
-            self._transport = cls(self._api_key.value, self.timeout, self.max_connections, self.base_urls)
+            self._transport = _Session(self._api_key.value, self.timeout, self.max_connections)
         return self._transport
 
 
@@ -316,22 +308,13 @@ class _Secret:
 _PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 
 
-class _Transport:
-    loop: asyncio.AbstractEventLoop
+class _Session:
+    """One aiohttp session (made in, and bound to, the loop that uses it): every failure one of
+    llm-anchors' errors."""
 
-    async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
-        raise NotImplementedError
+    def __init__(self, api_key: str | None, timeout: float, max_connections: int) -> None:
+        import aiohttp
 
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-
-class _AiohttpTransport(_Transport):
-    def __init__(self, api_key: str | None, timeout: float, max_connections: int, base_urls: list[str]) -> None:
-        try:
-            import aiohttp
-        except ImportError as exc:  # pragma: no cover - aiohttp is a core dependency
-            raise ConfigError("the aiohttp transport needs aiohttp: pip install aiohttp") from exc
         self.loop = asyncio.get_running_loop()
         headers = {"Content-Type": "application/json"}
         if api_key:
@@ -366,55 +349,6 @@ class _AiohttpTransport(_Transport):
 
     async def aclose(self) -> None:
         await self._session.close()
-
-
-class _OpenAITransport(_Transport):
-    def __init__(self, api_key: str | None, timeout: float, max_connections: int, base_urls: list[str]) -> None:
-        try:
-            import openai
-        except ImportError as exc:
-            raise ConfigError('client="openai" needs the openai package: pip install "llm-anchors[openai]"') from exc
-        self.loop = asyncio.get_running_loop()
-        self._openai = openai
-        self._clients = {
-            url: openai.AsyncOpenAI(base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0)
-            for url in base_urls
-        }
-
-    async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
-        """One request; every failure is one of llm-anchors' errors, never chained to the SDK's
-        exception (its text may quote the key: tracebacks would show it)."""
-        openai = self._openai
-        client = self._clients[base]
-        where = _display(base)
-        try:
-            if endpoint == "chat":
-                response = await client.chat.completions.create(**body)
-            else:
-                response = await client.completions.create(**body)
-            dumped = response.model_dump()
-        except openai.RateLimitError as exc:
-            wait = parse_retry_after(exc.response.headers.get("Retry-After"))
-            raise RateLimitError(f"HTTP 429: {exc.message}", classifier=who, retry_after=wait) from None
-        except openai.APITimeoutError:
-            raise BackendTimeoutError(f"no answer from {where} in time", classifier=who) from None
-        except openai.APIConnectionError:
-            raise BackendTimeoutError(f"connection to {where} dropped", classifier=who) from None
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-            raise BackendError(f"HTTP {status}: {exc.message}", classifier=who, status=status) from None
-        except (openai.APIError, ValueError) as exc:  # not JSON: cut short, or an HTML page
-            message = f"unreadable answer from {where}: {type(exc).__name__}"
-            raise BadResponseError(message, classifier=who, transient=True) from None
-        except (TypeError, AttributeError, KeyError) as exc:
-            raise BadResponseError(f"unreadable answer from {where}: {type(exc).__name__}", classifier=who) from None
-        if not isinstance(dumped, dict):
-            raise BadResponseError(f"answer is {type(dumped).__name__}, not an object", classifier=who)
-        return dumped
-
-    async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.close()
 
 
 def _status_error(status: int, text: str, retry_after: str | None, who: str) -> BackendError:
