@@ -28,7 +28,6 @@ from .explain import (
     Explanation,
     ImageExplainer,
     MAnchorsExplainer,
-    SecondOpinion,
     TabularExplainer,
 )
 from .models import UNPARSED, FunctionClassifier, LLMClassifier, RetryPolicy
@@ -63,7 +62,6 @@ __all__ = [
     "RateLimitError",
     "RetryPolicy",
     "SearchParams",
-    "SecondOpinion",
     "TabularClassifier",
     "TabularExplainer",
     "TabularSampler",

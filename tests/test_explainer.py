@@ -416,8 +416,9 @@ def good_and_long(texts):
 
 
 async def test_an_explainer_asked_for_a_second_opinion_records_it_paid_and_apart_from_the_search():
-    from llm_anchors import Explanation, SecondOpinion
+    from llm_anchors import Explanation
     from llm_anchors.cli import render
+    from llm_anchors.explain import SecondOpinion
 
     text = "a good and pleasant film"
     plain = await explainer(good_and_long).explain(text)
@@ -449,7 +450,8 @@ async def test_an_explainer_asked_for_a_second_opinion_records_it_paid_and_apart
 
 
 async def test_a_second_opinion_the_cap_refuses_leaves_the_anchor_and_marks_the_cap():
-    from llm_anchors import Budget, BudgetExceeded, SecondOpinion
+    from llm_anchors import Budget, BudgetExceeded
+    from llm_anchors.explain import SecondOpinion
 
     text = "a good and pleasant film"
     plain = await explainer(good_and_long).explain(text)
@@ -502,7 +504,7 @@ async def test_infill_asks_the_filler_once_per_content_word_and_reports_its_cost
     with pytest.raises(ConfigError, match="infill needs a filler"):
         explainer(needs_all("good"), perturbation="infill")
     with pytest.raises(ConfigError, match="infill needs a filler"):  # a second opinion's filler: refused up front
-        from llm_anchors import SecondOpinion
+        from llm_anchors.explain import SecondOpinion
 
         explainer(needs_all("good"), second_opinion=SecondOpinion("infill"))
 

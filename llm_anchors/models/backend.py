@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from .._complete import Completed
 from .._exceptions import ConfigError
 from ..money.budget import Charge
 from ..money.tokens import TokenCounter
@@ -124,9 +125,9 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-_BACKEND_DEFAULTS: dict[str, Any] = {
-    "model": None, "is_local": False, "api_url": None, "service_tier": None, "reasoning_effort": None,
-    "max_request_size": None,
+_BACKEND_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "model": str, "is_local": bool, "api_url": str, "service_tier": str, "reasoning_effort": str,
+    "max_request_size": int,
 }  # fmt: skip
 
 
@@ -165,66 +166,6 @@ class BaseBackend:
         return None
 
 
-class _Defaults(BaseBackend):
-    """An object with ``identity`` and ``complete`` only, completed with `BaseBackend`'s defaults."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        found = {name: getattr(inner, name, default) for name, default in _BACKEND_DEFAULTS.items()}
-        self._model = None if found["model"] is None else str(found["model"])
-        self._local = found["is_local"] is True
-        self._url = found["api_url"] if isinstance(found["api_url"], str) else None
-        self._tier = found["service_tier"] if isinstance(found["service_tier"], str) else None
-        self._effort = found["reasoning_effort"] if isinstance(found["reasoning_effort"], str) else None
-        limit = found["max_request_size"]
-        self._limit = limit if isinstance(limit, int) else None
-
-    @property
-    def identity(self) -> str:
-        return str(self.inner.identity)
-
-    @property
-    def model(self) -> str | None:
-        return self._model
-
-    @property
-    def is_local(self) -> bool:
-        return self._local
-
-    @property
-    def api_url(self) -> str | None:
-        return self._url
-
-    @property
-    def service_tier(self) -> str | None:
-        return self._tier
-
-    @property
-    def reasoning_effort(self) -> str | None:
-        return self._effort
-
-    @property
-    def max_request_size(self) -> int | None:
-        return self._limit
-
-    def __repr__(self) -> str:
-        return repr(self.inner)
-
-    def token_counter(self) -> TokenCounter | None:
-        make = getattr(self.inner, "token_counter", None)
-        counter: TokenCounter | None = make() if callable(make) else None
-        return counter
-
-    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
-        completions: Completions = await self.inner.complete(prompts, params)
-        return completions
-
-    async def aclose(self) -> None:
-        own = getattr(self.inner, "aclose", None)
-        if own is not None:
-            await own()
-
-
 def as_backend(obj: Any) -> Backend:
     """``obj`` as a full `Backend`: itself when it has every member, else with the defaults
     of `BaseBackend` for those it lacks. `ConfigError` without ``identity`` and ``complete``."""
@@ -232,7 +173,8 @@ def as_backend(obj: Any) -> Backend:
         raise ConfigError(f"{obj!r} is not a Backend (it needs .identity and async .complete)")
     if isinstance(obj, Backend):
         return obj
-    return _Defaults(obj)
+    methods = ("token_counter", "aclose")
+    return cast(Backend, Completed(obj, BaseBackend(), _BACKEND_OPTIONAL, methods))
 
 
 class MockBackend(BaseBackend):

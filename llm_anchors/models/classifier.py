@@ -9,8 +9,9 @@ import secrets
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from .._complete import Completed
 from .._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
 from ..money.budget import Charge
 from ..money.pricing import Price
@@ -20,6 +21,7 @@ __all__ = [
     "Batch",
     "BaseClassifier",
     "Classifier",
+    "DecodingClassifier",
     "FunctionClassifier",
     "Label",
     "as_classifier",
@@ -105,45 +107,6 @@ class BaseClassifier:
         return None
 
 
-class _Defaults(BaseClassifier):
-    """An object with ``identity`` and ``classify`` only, completed with `BaseClassifier`'s defaults."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        limit = getattr(inner, "max_request_size", None)
-        self._limit = limit if isinstance(limit, int) else None  # read once: the engine asks per request
-
-    @property
-    def identity(self) -> str:
-        return str(self.inner.identity)
-
-    @property
-    def price(self) -> Price | None:
-        price = getattr(self.inner, "price", None)
-        return price if isinstance(price, Price) else None
-
-    @property
-    def max_request_size(self) -> int | None:
-        return self._limit
-
-    def __repr__(self) -> str:
-        return repr(self.inner)
-
-    async def classify(self, texts: Sequence[str]) -> Batch:
-        batch: Batch = await self.inner.classify(texts)
-        return batch
-
-    async def quote(self, texts: Sequence[str]) -> Charge:
-        own = getattr(self.inner, "quote", None)
-        charge: Charge = await own(texts) if own is not None else await super().quote(texts)
-        return charge
-
-    async def aclose(self) -> None:
-        own = getattr(self.inner, "aclose", None)
-        if own is not None:
-            await own()
-
-
 def as_classifier(obj: Any) -> Classifier:
     """``obj`` as a full `Classifier`: itself when it has every member, else with the defaults
     of `BaseClassifier` for those it lacks. `ConfigError` without ``identity`` and ``classify``."""
@@ -151,7 +114,9 @@ def as_classifier(obj: Any) -> Classifier:
         raise ConfigError(f"{obj!r} is not a Classifier (it needs .identity and async .classify)")
     if isinstance(obj, Classifier):
         return obj
-    return _Defaults(obj)
+    return cast(
+        Classifier, Completed(obj, BaseClassifier(), {"max_request_size": int, "price": Price}, ("quote", "aclose"))
+    )
 
 
 class FunctionClassifier(BaseClassifier):
@@ -255,6 +220,21 @@ def require_stable_identity(classifier: Classifier, use: str) -> None:
             f"{use} outlives this process: give the model a stable identity, "
             f"FunctionClassifier(..., name='my-model-v1') (now {classifier.identity!r})"
         )
+
+
+class DecodingClassifier(FunctionClassifier):
+    """A model of decoded inputs as a `Classifier`: ``predict(decode(texts))``, the query strings a
+    sampler wrote turned back into what the model takes (rows, images). ``kind`` prefixes its
+    identity; ``name`` as `FunctionClassifier`'s."""
+
+    def __init__(
+        self, predict: Any, decode: Callable[[Sequence[str]], Any], kind: str, *, name: str | None = None
+    ) -> None:
+        def classify(texts: list[str]) -> Any:
+            return predict(decode(texts))
+
+        classify.__qualname__ = f"{kind}:{model_name(predict)}"
+        super().__init__(classify, name=f"{kind}:{name}" if name else None)
 
 
 def model_name(predict: Any) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._exceptions import ConfigError, InvalidInputError
 from ..memory.store import MemoryEntry, nearest_unused
-from ..models.classifier import FunctionClassifier, model_name
+from ..models.classifier import DecodingClassifier, model_name
 from ..search.rules import Rule
 from .base import keep_independently
 
@@ -167,7 +167,7 @@ class ImageSampler:
         return ImageMemoryFeatures()
 
 
-class ImageClassifier(FunctionClassifier):
+class ImageClassifier(DecodingClassifier):
     """An image model as a `Classifier`: ``predict(images) -> labels`` on the
     (n × H × W × 3) float batches ``sampler``'s query strings name.
 
@@ -175,11 +175,7 @@ class ImageClassifier(FunctionClassifier):
     """
 
     def __init__(self, predict: Any, sampler: ImageSampler, *, name: str | None = None) -> None:
-        def classify(texts: list[str]) -> Any:
-            return predict(sampler.render(texts))
-
-        classify.__qualname__ = f"image:{model_name(predict)}"
-        super().__init__(classify, name=f"image:{name}" if name else None)
+        super().__init__(predict, sampler.render, "image", name=name)
 
 
 class ImageMemoryFeatures:

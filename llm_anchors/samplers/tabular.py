@@ -21,7 +21,7 @@ import numpy as np
 
 from .._exceptions import ConfigError, InvalidInputError
 from ..memory.store import MemoryEntry
-from ..models.classifier import FunctionClassifier, model_name
+from ..models.classifier import DecodingClassifier
 from ..search.rules import Rule
 
 __all__ = ["TabularClassifier", "TabularInstance", "TabularMemoryFeatures", "TabularSampler"]
@@ -212,7 +212,7 @@ class TabularSampler:
         return TabularMemoryFeatures(self)
 
 
-class TabularClassifier(FunctionClassifier):
+class TabularClassifier(DecodingClassifier):
     """A tabular model as a `Classifier`: ``predict(matrix) -> labels`` (a
     scikit-learn model's, say) on the rows ``sampler``'s query strings name.
 
@@ -220,11 +220,7 @@ class TabularClassifier(FunctionClassifier):
     """
 
     def __init__(self, predict: Any, sampler: TabularSampler, *, name: str | None = None) -> None:
-        def classify(texts: list[str]) -> Any:
-            return predict(sampler.decode(texts))
-
-        classify.__qualname__ = f"tabular:{model_name(predict)}"
-        super().__init__(classify, name=f"tabular:{name}" if name else None)
+        super().__init__(predict, sampler.decode, "tabular", name=name)
 
 
 class TabularMemoryFeatures:
