@@ -249,8 +249,13 @@ class AnchorsExplainer:
         run = self._start(text, seed, budget)
         run.progress = progress
         await self._label_target(run)
-        result = await self._levels(run, lambda: self._search(run, None))
-        return self._explanation(run, result, **await self._recheck(run, result))
+        result, found = await self._find(run)
+        return self._explanation(run, result, **found, **await self._recheck(run, result))
+
+    async def _find(self, run: Explaining) -> tuple[SearchResult, dict[str, Any]]:
+        """The anchor of a labelled input, and the meta fields its finding adds (MAnchors' override:
+        the memory and the proxy)."""
+        return await self._levels(run, lambda: self._search(run, None)), {}
 
     @overload
     def explain_stream(

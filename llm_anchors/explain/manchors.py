@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -34,7 +34,6 @@ from .._exceptions import BudgetExceeded, ConfigError
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
 from ..models.classifier import Classifier, require_stable_identity
-from ..money.budget import SpendCap
 from ..query.engine import QueryStats
 from ..samplers.embedder import SentenceEmbedder
 from ..samplers.text import TextSampler
@@ -46,8 +45,7 @@ from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
 from ..search.proxy import ProxyParams
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer, Explaining, draw, scope
-from .explanation import Explanation, MemorySettings, MemoryUse, ProxyUse, Settings
-from .progress import Progress
+from .explanation import MemorySettings, MemoryUse, ProxyUse, Settings
 from .proxy import Proxy, ProxyRun
 
 __all__ = ["MAnchorsExplainer"]
@@ -240,20 +238,13 @@ class MAnchorsExplainer(AnchorsExplainer):
         """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
         return self.features.embed([self.sampler.features(e.query) for e in entries])
 
-    async def explain(
-        self,
-        text: Any,
-        *,
-        seed: int | None = None,
-        progress: Callable[[Progress], None] | None = None,
-        budget: SpendCap | None = None,
-    ) -> Explanation:
-        run = self._start(text, seed, budget)
-        run.progress = progress
-        await self._label_target(run)
-        if not self.use_memory:  # the guided search alone: nothing embedded, looked up or remembered
+    async def _find(self, run: Explaining) -> tuple[SearchResult, dict[str, Any]]:
+        """The memory looked up, its rules proposed (or, "paper", mapped and resumed), the anchor
+        remembered; without the memory, the guided search alone (nothing embedded, looked up or
+        remembered)."""
+        if not self.use_memory:
             alone, _, proxy_use = await self._guided_levels(run, (), MemoryUse())
-            return self._explanation(run, alone, proxy=proxy_use, **await self._recheck(run, alone))
+            return alone, {"proxy": proxy_use}
         started = time.perf_counter()
         vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
         k = self.k_nearest if self.strategy == "guided" else 1
@@ -269,8 +260,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             result = await self._levels(run, lambda: self._search(run, None))
         if not run.budget_exhausted:
             self._remember(run, result, vector)
-        extra = await self._recheck(run, result)
-        return self._explanation(run, result, memory_hit=bool(similar), memory=looked_up, proxy=proxied, **extra)
+        return result, {"memory_hit": bool(similar), "memory": looked_up, "proxy": proxied}
 
     # -- "guided": what the memory proposes ----------------------------------
 
@@ -367,7 +357,9 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     # -- "paper": HT, pruning, VT ---------------------------------------------
 
-    async def _vertical(self, run: Explaining, entry: MemoryEntry, looked_up: MemoryUse) -> Explanation:
+    async def _vertical(
+        self, run: Explaining, entry: MemoryEntry, looked_up: MemoryUse
+    ) -> tuple[SearchResult, dict[str, Any]]:
         mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
         kept = await self._prune(run, mapped)
         names = run.instance.features
@@ -379,7 +371,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             ht_rule=tuple(names[p] for p in mapped),
             ht_pruned=tuple(names[p] for p in mapped if p not in kept),
         )
-        return self._explanation(run, result, memory_hit=True, memory=memory, **await self._recheck(run, result))
+        return result, {"memory_hit": True, "memory": memory}
 
     def horizontal(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
         """Text HT: each rule word → the position of the most similar unused word of ``instance``."""
