@@ -27,7 +27,9 @@ from .explain.progress import Progress, ProgressBar
 from .models.backend import CompletionParams
 from .models.llm import LLMClassifier
 from .models.retry import RetryPolicy
-from .money.budget import Budget, Charge, read_journal
+from .money.budget import Budget
+from .money.charge import Charge
+from .money.journal import read_journal
 from .money.pricing import FREE, load_prices
 from .query.cache import QueryCache
 from .run.estimate import Forecast, estimate

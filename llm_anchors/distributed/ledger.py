@@ -17,7 +17,8 @@ import itertools
 from typing import Any
 
 from .._exceptions import BudgetExceeded, LLMAnchorsError
-from ..money.budget import Budget, BudgetReport, Charge, Reservation
+from ..money.budget import Budget, BudgetReport, Reservation
+from ..money.charge import Charge
 
 __all__ = ["Ledger", "LedgerView"]
 

@@ -16,7 +16,7 @@ from .._checks import check_int
 from .._exceptions import ConfigError
 from .._version import __version__
 from ..models.classifier import Label
-from ..money.budget import Charge
+from ..money.charge import Charge
 from ..money.pricing import Price
 from ..query.engine import QueryStats
 from ..samplers.text import PERTURBATIONS, Perturbation

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..money.budget import Charge
+from ..money.charge import Charge
 
 if TYPE_CHECKING:
     from .explanation import Explanation

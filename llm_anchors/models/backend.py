@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from .._complete import Completed
 from .._exceptions import ConfigError
-from ..money.budget import Charge
+from ..money.charge import Charge
 from ..money.tokens import TokenCounter
 
 __all__ = ["Backend", "BaseBackend", "Completion", "CompletionParams", "Completions", "MockBackend", "as_backend"]

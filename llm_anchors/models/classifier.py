@@ -13,7 +13,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from .._complete import Completed
 from .._exceptions import BackendTimeoutError, ClassifierError, ConfigError, LLMAnchorsError
-from ..money.budget import Charge
+from ..money.charge import Charge
 from ..money.pricing import Price
 
 __all__ = [

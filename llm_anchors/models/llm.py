@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from .._exceptions import BadResponseError, ConfigError, OutputCutWarning, PromptCacheWarning
-from ..money.budget import Charge
+from ..money.charge import Charge
 from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, check_service_tier, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
 from .backend import Backend, Completion, CompletionParams, as_backend

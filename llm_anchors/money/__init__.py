@@ -1,16 +1,8 @@
 """Money: a `Charge`, caps (`SpendCap`, `Budget` and its journal), prices, token counts."""
 
-from .budget import (
-    Budget,
-    BudgetReport,
-    Charge,
-    JournalState,
-    Reservation,
-    SpendCap,
-    disputed,
-    implausible,
-    read_journal,
-)
+from .budget import Budget, BudgetReport, Reservation, SpendCap
+from .charge import Charge, disputed, implausible
+from .journal import JournalState, read_journal
 from .pricing import FREE, LOCAL, Price, check_service_tier, load_prices, price_for
 from .tokens import EstimateCounter, TokenCount, TokenCounter
 

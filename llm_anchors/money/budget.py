@@ -15,104 +15,18 @@ import itertools
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import BudgetExceeded, ConfigError
+from .charge import Charge, disputed, implausible, minus
+from .journal import Journal, JournalState, plain, read_journal
 
 _HELD_WAIT_S = 0.02  # how often a reservation waiting for calls in flight to settle asks again
 
-__all__ = [
-    "Budget", "BudgetReport", "Charge", "JournalState", "Reservation", "SpendCap", "disputed", "implausible",
-    "read_journal",
-]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Charge:
-    """Queries, tokens and dollars: of one call (its worst case before it is
-    sent, or what it cost), or a sum of calls (``a + b``).
-
-    The one accounting value of the library: a classifier's `Batch` and
-    quote, a backend's `Completions`, the budget's ledger, an explanation's
-    `Cost` and its progress reports all carry a `Charge`. ``usd`` is an
-    exact `Decimal` (a string in JSON); ``estimated`` is True when a token
-    count is an estimate rather than the model tokenizer's.
-    """
-
-    queries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    usd: Decimal = Decimal(0)
-    estimated: bool = False
-    unpriced: bool = False
-    """True when ``usd`` is not a price but a guess of $0 (a model served on this machine
-    under a name with no price): a dollar cap refuses to reserve it."""
-    cache_read_tokens: int = 0
-    """Of ``prompt_tokens``, those read from the provider's prompt cache (billed at its cached rate)."""
-    cache_write_tokens: int = 0
-    """Of ``prompt_tokens``, those written to the provider's prompt cache (billed at its write rate)."""
-    reasoning_tokens: int = 0
-    """Of ``completion_tokens``, a reasoning model's hidden reasoning (billed as output)."""
-    disputed: int = 0
-    """Calls whose reported usage could not be true (see `implausible`): each is counted at the
-    client's own worst case for it, not at what the server said."""
-    saved_by_caching: Decimal = Decimal(0)
-    """What the provider's prompt cache saved on these calls: their price with every prompt token
-    at the input rate of the tier billed, less what they were billed."""
-
-    def __post_init__(self) -> None:  # from JSON: exact decimals from strings
-        for name in ("usd", "saved_by_caching"):
-            if not isinstance(getattr(self, name), Decimal):
-                object.__setattr__(self, name, Decimal(str(getattr(self, name))))
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: Charge) -> Charge:
-        return Charge(
-            self.queries + other.queries,
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.usd + other.usd,
-            self.estimated or other.estimated,
-            self.unpriced or other.unpriced,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-            self.reasoning_tokens + other.reasoning_tokens,
-            self.disputed + other.disputed,
-            self.saved_by_caching + other.saved_by_caching,
-        )
-
-
-def implausible(billed: Charge, worst: Charge | None = None) -> str:
-    """Why ``billed`` (one call's usage as its server reported it, priced) cannot be what the call
-    cost, "" when it can: a part below zero, cached or written tokens beyond the prompt, reasoning
-    beyond the completion; and against ``worst``, the call's worst case counted by the client
-    before it was sent (when it counted tokens), more prompt tokens than were sent or more
-    completion tokens than the request allowed. The reasons are short and fixed, to be counted."""
-    counts = (billed.queries, billed.prompt_tokens, billed.completion_tokens, billed.cache_read_tokens,
-              billed.cache_write_tokens, billed.reasoning_tokens)  # fmt: skip
-    if min(counts) < 0 or not billed.usd.is_finite() or billed.usd < 0:
-        return "a count or a price below zero"
-    if billed.cache_read_tokens + billed.cache_write_tokens > billed.prompt_tokens:
-        return "more cached tokens than prompt tokens"
-    if billed.reasoning_tokens > billed.completion_tokens:
-        return "more reasoning tokens than completion tokens"
-    if worst is not None and worst.tokens > 0:
-        if billed.prompt_tokens > worst.prompt_tokens:
-            return "more prompt tokens than were sent"
-        if billed.completion_tokens > worst.completion_tokens:
-            return "more completion tokens than the request allowed"
-    return ""
-
-
-def disputed(worst: Charge) -> Charge:
-    """What a call whose usage could not be true is counted at: the client's worst case for it."""
-    return replace(worst, disputed=1, saved_by_caching=Decimal(0))
+__all__ = ["Budget", "BudgetReport", "Reservation", "SpendCap"]
 
 
 @dataclass(frozen=True)
@@ -151,138 +65,6 @@ class BudgetReport:
         caps = ", ".join(f"{k} {v}" for k, v in self.caps.items() if v is not None) or "none"
         lines.append(f"\ncaps: {caps}; calls settled {self.calls}, refused {self.refused}")
         return "\n".join(lines)
-
-
-def _plain(charge: Charge) -> dict[str, Any]:
-    record = {"q": charge.queries, "p": charge.prompt_tokens, "c": charge.completion_tokens, "usd": str(charge.usd)}
-    parts = {"cr": charge.cache_read_tokens, "cw": charge.cache_write_tokens, "rt": charge.reasoning_tokens,
-             "d": charge.disputed}  # fmt: skip
-    saved = {"sv": str(charge.saved_by_caching)} if charge.saved_by_caching else {}
-    return {**record, **{k: v for k, v in parts.items() if v}, **saved}
-
-
-_KINDS = {"r": "reserve", "s": "settle", "x": "release"}
-
-
-def _count(record: dict[str, Any], key: str) -> int:
-    value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{key} must be an integer >= 0, got {value!r}")
-    return value
-
-
-def _dollars(record: dict[str, Any], key: str) -> Decimal:
-    value = record.get(key, "0")
-    try:
-        dollars = Decimal(value) if isinstance(value, str) else None
-    except ArithmeticError:
-        dollars = None
-    if dollars is None or not dollars.is_finite() or dollars < 0:
-        raise ValueError(f"{key} must be a decimal string >= 0, got {value!r}")
-    return dollars
-
-
-def _charge(record: dict[str, Any]) -> Charge:
-    """The charge of a journal record; `ValueError` for anything but counts >= 0 and exact dollars >= 0."""
-    if "usd" not in record:
-        raise ValueError("no usd")
-    read, write, reasoning, disputes = (_count(record, key) if key in record else 0 for key in ("cr", "cw", "rt", "d"))
-    return Charge(
-        _count(record, "q"), _count(record, "p"), _count(record, "c"), _dollars(record, "usd"),
-        cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=reasoning, disputed=disputes,
-        saved_by_caching=_dollars(record, "sv"),
-    )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class JournalState:
-    """What a journal records: settled spend, reservations never settled (at their worst
-    case: the process died with the call in flight), and the reservations made."""
-
-    settled: Charge
-    open: Charge
-    reservations: int
-
-    @property
-    def spent(self) -> Charge:
-        """What the journal counts as spent: settled, and open reservations at their worst case."""
-        return self.settled + self.open
-
-
-def read_journal(path: str | os.PathLike[str]) -> JournalState:
-    """Replay a budget journal. A last line cut short (the process was killed while writing it,
-    before its call was sent) is left out; any other line that is not a record of this
-    journal is a `ConfigError` naming the file and the line."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the budget journal {path}: {exc.strerror}") from exc
-    settled, open_, last = Charge(), {}, 0
-    for number, line in enumerate(data.split(b"\n")[:-1], 1):
-        try:
-            record = json.loads(line.decode("utf-8"))
-            if not isinstance(record, dict) or len([k for k in _KINDS if k in record]) != 1:
-                raise ValueError("not one reserve, settle or release record")
-            kind = next(k for k in _KINDS if k in record)
-            rid = _count(record, kind)
-            if kind == "r":
-                if rid <= last:
-                    raise ValueError(f"reservation {rid} is not after {last}")
-                open_[rid], last = _charge(record), rid
-            elif rid not in open_:
-                raise ValueError(f"{_KINDS[kind]} of reservation {rid}, which is not open")
-            elif kind == "s":
-                settled = settled + _charge(record)
-                del open_[rid]
-            else:
-                del open_[rid]
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ConfigError(
-                f"{path}:{number} is not a budget journal record ({exc}): {line[:60]!r}. The journal is what the run "
-                "spent; put back the line as it was (a copy, a backup), or move the results aside and start a new "
-                "--out"
-            ) from None
-    return JournalState(settled, sum(open_.values(), Charge()), last)
-
-
-class _Journal:
-    """An append-only JSON-lines ledger of a budget's reserve/settle/release steps."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.broken = ""
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._keep_whole_lines()
-            self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the budget's life)
-        except OSError as exc:
-            raise ConfigError(f"cannot write the budget journal {path}: {exc.strerror or exc}") from exc
-
-    def _keep_whole_lines(self) -> None:
-        """Drop a last line cut short by a killed process, so that appending stays readable."""
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        whole = data[: data.rfind(b"\n") + 1]
-        if len(whole) != len(data):
-            self.path.write_bytes(whole)
-
-    def write(self, record: dict[str, Any]) -> None:
-        """Append and flush one record. A write that fails (a full disk) is a `ConfigError` (a
-        reservation's call is then not sent), and so is every write after it: a line half
-        written stays the last, dropped when the journal is next opened."""
-        if self.broken:
-            raise ConfigError(self.broken)
-        try:
-            self._handle.write(json.dumps(record) + "\n")
-            self._handle.flush()
-        except OSError as exc:
-            self.broken = f"cannot write the budget journal {self.path}: {exc.strerror or exc}"
-            raise ConfigError(self.broken) from exc
-
-    def close(self) -> None:
-        self._handle.close()
 
 
 def _decimal(value: float | int | str | Decimal | None, name: str) -> Decimal | None:
@@ -375,12 +157,12 @@ class Budget:
         self._settled = Charge()
         self._calls = self._refused = self._over = 0
         self._passed = ""
-        self._journal: _Journal | None = None
+        self._journal: Journal | None = None
         last = 0
         if journal is not None:
             state = read_journal(journal) if Path(journal).exists() else JournalState(Charge(), Charge(), 0)
             self._settled, last = state.spent, state.reservations
-            self._journal = _Journal(Path(journal))
+            self._journal = Journal(Path(journal))
         self._ids = itertools.count(last + 1)
         self._last = last
 
@@ -445,7 +227,7 @@ class Budget:
     def _hold(self, charge: Charge, held_in_parent: Reservation | None) -> Reservation:
         reservation = Reservation(next(self._ids), charge)
         if self._journal is not None:
-            self._journal.write({"r": reservation.id, **_plain(charge)})  # before the call: else it is not sent
+            self._journal.write({"r": reservation.id, **plain(charge)})  # before the call: else it is not sent
         self._last = reservation.id
         if held_in_parent is not None:
             self._in_parent[reservation.id] = held_in_parent
@@ -461,9 +243,9 @@ class Budget:
         with self._lock:
             held = self._open.pop(reservation.id, None)
             if held is not None:
-                self._held = _minus(self._held, held.charge)
+                self._held = minus(self._held, held.charge)
             if held is None and (held := self._written_off.pop(reservation.id, None)) is not None:
-                self._settled = _minus(self._settled, held.charge) + actual  # its worst case was counted
+                self._settled = minus(self._settled, held.charge) + actual  # its worst case was counted
             elif held is None:
                 raise ConfigError(f"reservation {reservation.id} was already settled or released")
             else:
@@ -476,15 +258,15 @@ class Budget:
             if (in_parent := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
                 self.parent.settle(in_parent, actual)
             if self._journal is not None:
-                self._journal.write({"s": reservation.id, **_plain(actual)})
+                self._journal.write({"s": reservation.id, **plain(actual)})
 
     def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose call was not billed (refused before any work)."""
         with self._lock:
             if (opened := self._open.pop(reservation.id, None)) is not None:
-                self._held = _minus(self._held, opened.charge)
+                self._held = minus(self._held, opened.charge)
             elif (held := self._written_off.pop(reservation.id, None)) is not None:
-                self._settled = _minus(self._settled, held.charge)
+                self._settled = minus(self._settled, held.charge)
             else:
                 return
             if (in_parent := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
@@ -498,7 +280,7 @@ class Budget:
         that arrives later still replaces it."""
         with self._lock:
             if (held := self._open.pop(reservation.id, None)) is not None:
-                self._held = _minus(self._held, held.charge)
+                self._held = minus(self._held, held.charge)
                 self._written_off[reservation.id] = held
                 self._settled = self._settled + held.charge
                 if not self._passed and (over := self._over_cap(self._settled)):
@@ -545,20 +327,3 @@ class Budget:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _minus(a: Charge, b: Charge) -> Charge:
-    """``a - b`` (never below zero): a worst case counted earlier, replaced by what was billed."""
-    return Charge(
-        max(0, a.queries - b.queries),
-        max(0, a.prompt_tokens - b.prompt_tokens),
-        max(0, a.completion_tokens - b.completion_tokens),
-        max(Decimal(0), a.usd - b.usd),
-        a.estimated,
-        a.unpriced,
-        max(0, a.cache_read_tokens - b.cache_read_tokens),
-        max(0, a.cache_write_tokens - b.cache_write_tokens),
-        max(0, a.reasoning_tokens - b.reasoning_tokens),
-        max(0, a.disputed - b.disputed),
-        max(Decimal(0), a.saved_by_caching - b.saved_by_caching),
-    )

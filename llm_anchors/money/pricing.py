@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigError
-from .budget import Charge
+from .charge import Charge
 
 __all__ = [
     "CACHE_MINIMUM",

@@ -11,7 +11,8 @@ from .._checks import check_int
 from .._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
 from ..models.classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
 from ..models.retry import RetryPolicy
-from ..money.budget import Charge, Reservation, SpendCap, disputed, implausible
+from ..money.budget import Reservation, SpendCap
+from ..money.charge import Charge, disputed, implausible
 from .cache import QueryCache
 
 __all__ = ["QueryEngine", "QueryStats"]

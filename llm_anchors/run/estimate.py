@@ -30,7 +30,8 @@ import numpy as np
 from .._exceptions import BudgetExceeded
 from ..explain.anchors import AnchorsExplainer
 from ..explain.explanation import Explanation
-from ..money.budget import BudgetReport, Charge
+from ..money.budget import BudgetReport
+from ..money.charge import Charge
 
 __all__ = ["Forecast", "estimate", "forecast_rest", "pilot_indices"]
 

@@ -29,7 +29,9 @@ from typing import Any
 from .._exceptions import ConfigError
 from .._version import __version__
 from ..explain.explanation import Explanation
-from ..money.budget import Budget, Charge, read_journal
+from ..money.budget import Budget
+from ..money.charge import Charge
+from ..money.journal import read_journal
 
 __all__ = ["ResultsFile", "input_hash", "read_results"]
 

@@ -30,7 +30,8 @@ from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
 from ..memory.store import MemoryEntry, RuleMemory, entry_from_dict, saved_entries
 from ..models.classifier import require_stable_identity
-from ..money.budget import Budget, Charge, SpendCap
+from ..money.budget import Budget, SpendCap
+from ..money.charge import Charge
 from ..samplers.base import Sampler
 from .results import ResultsFile, input_hash
 
