@@ -213,3 +213,16 @@ async def test_infill_fills_blanks_with_the_real_model_and_its_anchor_holds(llam
     original = set(POSITIVE.split()) | {"UNK"}
     assert any(set(t.split()) - original for t in sent)  # the model read the filler's words, not only masks
     assert "filler model" in exp.claim
+
+
+async def test_a_second_opinion_under_infill_is_asked_of_the_real_model_after_its_search(llama_url):
+    from llm_anchors.explain import SecondOpinion
+
+    clf = embedded_classifier(llama_url)
+    async with AnchorsExplainer(clf, seed=0, second_opinion=SecondOpinion("infill", samples=60)) as explainer:
+        exp = await explainer.explain(POSITIVE)
+    o = exp.data.second_opinion
+    assert o is not None and o.perturbation == "infill" and o.samples == 60 and 0.0 <= o.precision <= 1.0
+    assert "filler model" in o.perturbed_as and exp.meta.stages["second opinion"].samples == 60
+    assert exp.meta.infill is not None and exp.meta.infill.settled.queries == 4  # one blank per content word
+    assert exp.meta.queries == sum(stage.queries for stage in exp.meta.stages.values()) + 1  # + the label

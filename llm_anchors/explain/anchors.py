@@ -641,7 +641,7 @@ class AnchorsExplainer:
             unparsed=run.unparsed + int(run.target == UNPARSED),
             budget_exhausted=run.budget_exhausted,
             stages=dict(run.stages),
-            infill=self._cost(run.infill) if _infills(self.sampler) else None,
+            infill=self._cost(run.infill) if any(_infills(s) for s in (self.sampler, self._second) if s) else None,
             **extra,
         )
         return Explanation(meta, data)
