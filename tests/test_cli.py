@@ -566,3 +566,23 @@ async def test_a_run_with_a_second_opinion_records_it_and_the_report_shows_it_be
     page = (tmp_path / "report.html").read_text()
     assert code == 0 and "<th data-key=second" in page and "precision under delete" in page
     assert page.count("data-second=") == 3 and "under delete" in page
+
+
+def fill_or_keywords(prompt: str) -> str:
+    """The fake LLM as both models: the blank's word ("superb") when asked to fill one, else keywords."""
+    return "superb" if prompt.startswith("Fill in the blank") else keyword_sentiment(prompt)
+
+
+async def test_a_run_under_infill_fills_with_the_same_server_and_counts_its_fills_apart(tmp_path):
+    from tests.fault_server import FaultServer
+
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=fill_or_keywords) as server:
+        code, err = await cli(*run_args(server.base_url, inputs(tmp_path, SENTENCES[:2]), out, "--perturbation",
+                                        "infill"))  # fmt: skip
+        assert code == 0, err
+        fills = [p for p in server.prompts if p.startswith("Fill in the blank")]
+        assert fills and any("superb" in p for p in server.prompts if p.startswith("Review:"))
+    records = lines(out)
+    infill = [r["explanation"]["meta"]["infill"]["settled"]["queries"] for r in records]
+    assert len(records) == 2 and sum(infill) == len(fills) and all(infill)  # each input's blanks, asked once
