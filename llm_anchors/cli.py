@@ -21,8 +21,9 @@ from typing import Any, TextIO
 from ._exceptions import ConfigError, LLMAnchorsError
 from ._version import __version__
 from .explain.anchors import AnchorsExplainer
-from .explain.explanation import Explanation, SecondOpinion
+from .explain.explanation import Explanation
 from .explain.manchors import MAnchorsExplainer
+from .explain.meta import SecondOpinion
 from .explain.progress import Progress, ProgressBar
 from .models.backend import CompletionParams
 from .models.llm import LLMClassifier

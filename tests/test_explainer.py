@@ -274,7 +274,7 @@ class _Watching(TextSampler):
 @pytest.mark.parametrize("kind", [AnchorsExplainer, MAnchorsExplainer])
 async def test_the_search_and_the_draws_run_off_the_event_loop(kind):
     """A long input's search steps and renderings take CPU; the loop must stay free to serve signals."""
-    from llm_anchors.explain.anchors import drive
+    from llm_anchors.explain.explaining import drive
 
     loop_thread = threading.current_thread()
     sampler = _Watching(loop_thread)
@@ -543,6 +543,6 @@ def test_the_default_filler_is_priced_and_counted_as_the_explained_model():
     clf = LLMClassifier(MockBackend(lambda p: "positive"), "Review: {text}\nSentiment:", ["negative", "positive"],
                         price=price)  # fmt: skip
     e = AnchorsExplainer(clf, perturbation="infill")
-    (engine,) = e._fillers.values()
+    (engine,) = e._fillers.engines.values()
     assert engine.classifier.price == clf.price and engine.classifier.token_counter is clf.token_counter
     assert engine.budget is e.budget and engine.cache is e.cache

@@ -1,22 +1,10 @@
 """Explaining: the explanation and its parts, Anchors, the proxy, MAnchors, the tabular and image explainers."""
 
 from .anchors import AnchorsExplainer
-from .explanation import (
-    AnchorData,
-    Cost,
-    Explanation,
-    MemorySettings,
-    MemoryUse,
-    Meta,
-    Opinion,
-    ProxyUse,
-    Recheck,
-    SecondOpinion,
-    Settings,
-    Stage,
-)
+from .explanation import AnchorData, Explanation, Opinion
 from .image import ImageExplainer
 from .manchors import MAnchorsExplainer
+from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
 from .progress import Progress, ProgressBar, StreamProgress
 from .proxy import Proxy
 from .tabular import TabularExplainer

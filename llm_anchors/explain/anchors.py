@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-import warnings
-from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Self, TypeGuard, TypeVar, overload
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal, Self, overload
 
 import numpy as np
 
 from .._checks import check_int
-from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError, NondeterminismWarning
+from .._exceptions import BudgetExceeded, ConfigError
 from .._sync import SyncRunner, close_when_dropped, sync_twin
 from .._version import __version__
-from ..models.classifier import UNPARSED, Classifier, Label, as_classifier
-from ..models.llm import LLMClassifier
+from ..models.classifier import UNPARSED, Classifier, as_classifier
 from ..models.retry import RetryPolicy
 from ..money.budget import SpendCap
 from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
-from ..samplers.infill import Filler
 from ..samplers.text import Perturbation, TextSampler
 from ..samplers.text_instance import TextInstance
 from ..search.base import SampleRequest, Samples, Search, SearchResult
@@ -31,48 +26,18 @@ from ..search.beam import BeamSearch
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule, covers, make_rule
-from .explanation import AnchorData, Cost, Explanation, Level, Meta, Opinion, Recheck, SecondOpinion, Settings, Stage
+from .explaining import Explaining, asked_again, draw, drive, scope
+from .explanation import Explanation, Level, Opinion
+from .meta import Cost, Meta, SecondOpinion, Settings
+from .perturbing import Fillers, infills, opinion_sampler
 from .progress import Progress, StreamProgress, stream_reporter
+from .stream import InputError, in_order
 
-__all__ = ["AnchorsExplainer", "Explaining", "InputError"]
+__all__ = ["AnchorsExplainer", "InputError"]
 
-_END = object()  # the end of an input stream
-
-InputError = InvalidInputError | ClassifierError
 STRICT_RECHECK = 5
 """Texts a strict explanation asks the model about again (of those its anchor was judged on): a model
 that answers one text two ways is reported, and its certificate is said not to hold."""
-"""Why one input of a stream has no explanation: it cannot be explained, or its model calls failed."""
-R = TypeVar("R")
-
-
-@dataclass
-class Explaining:
-    """One explanation in progress: its input, random generator, counts and trace (shared with the
-    explainers built on `AnchorsExplainer`)."""
-
-    instance: Instance
-    seed: int
-    rng: np.random.Generator
-    stats: QueryStats
-    started: float
-    certifier: Certifier
-    infill: QueryStats
-    target: Label = None
-    coarse: Level | None = None
-    opinion: Opinion | None = None
-    samples: int = 0
-    unparsed: int = 0
-    budget_exhausted: bool = False
-    progress: Callable[[Progress], None] | None = None
-    texts: list[str] = field(default_factory=list)
-    hits: list[bool] = field(default_factory=list)
-    stages: dict[str, Stage] = field(default_factory=dict)
-
-    def count(self, stage: str, samples: int, queries: int) -> None:
-        """Add samples and paid queries to a stage of the explanation."""
-        counts = self.stages.get(stage, Stage())
-        self.stages[stage] = Stage(counts.samples + samples, counts.queries + queries)
 
 
 class AnchorsExplainer:
@@ -165,11 +130,11 @@ class AnchorsExplainer:
         self.n_examples = n_examples
         self.verify_determinism = verify_determinism
         self.second_opinion = second_opinion
-        self._second = self._second_sampler(second_opinion)
-        self._fillers: dict[str, QueryEngine] = {}
+        self._second = opinion_sampler(self.sampler, second_opinion)
+        self._fillers = Fillers(classifier, self.engine)
         for s in (self.sampler, self._second):
-            if s is not None and _infills(s):
-                self._filler_engine(s)  # no filler to be had: refused now, before any query
+            if infills(s):
+                self._fillers.engine_for(s)  # no filler to be had: refused now, before any query
         self._sync = SyncRunner()
         close_when_dropped(self, self._sync, self.engine.classifier.aclose)  # dropped unclosed: no thread left
 
@@ -178,8 +143,7 @@ class AnchorsExplainer:
         try:
             await self.engine.classifier.aclose()
         finally:
-            for engine in self._fillers.values():
-                await engine.classifier.aclose()
+            await self._fillers.aclose()
 
     def close(self) -> None:
         """`aclose` for code that used the sync methods: also stops their event loop."""
@@ -211,8 +175,7 @@ class AnchorsExplainer:
     @budget.setter
     def budget(self, cap: SpendCap | None) -> None:
         self.engine.budget = cap
-        for filler in self._fillers.values():
-            filler.budget = cap
+        self._fillers.set_budget(cap)
 
     def settings(self) -> Settings:
         """Every parameter that shapes an explanation, for its meta."""
@@ -277,7 +240,7 @@ class AnchorsExplainer:
         errors: Literal["yield"],
     ) -> AsyncGenerator[Explanation | InputError, None]: ...
 
-    async def explain_stream(
+    def explain_stream(
         self,
         texts: Iterable[Any],
         *,
@@ -308,33 +271,8 @@ class AnchorsExplainer:
         Leaving the loop early (``break``, an error, cancellation) cancels
         the inputs still being explained.
         """
-        check_int("concurrent_inputs", concurrent_inputs)
-        if errors not in ("raise", "yield"):
-            raise ConfigError(f"errors must be 'raise' or 'yield', got {errors!r}")
-        pending: deque[asyncio.Future[Explanation]] = deque()
-        source = iter(texts)
-        try:
-            while True:
-                running = [f for f in pending if not f.done()]
-                while len(running) < concurrent_inputs and (text := next(source, _END)) is not _END:
-                    budget = budget_per_input() if budget_per_input is not None else None
-                    running.append(asyncio.ensure_future(self.explain(text, budget=budget)))
-                    pending.append(running[-1])
-                if not pending:
-                    return
-                if pending[0].done():
-                    done = pending.popleft()
-                    error = done.exception()
-                    if isinstance(error, BudgetExceeded) and self.on_budget == "return":
-                        return  # the cap refused an input's first query: the cap is spent
-                    yield error if errors == "yield" and isinstance(error, InputError) else done.result()
-                else:  # start the next input as soon as any finishes; yield in order
-                    await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for future in pending:
-                future.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+        return in_order(self.explain, texts, concurrent_inputs=concurrent_inputs, budget_per_input=budget_per_input,
+                        errors=errors, end_when_refused=self.on_budget == "return")  # fmt: skip
 
     async def explain_many(
         self,
@@ -382,7 +320,7 @@ class AnchorsExplainer:
                 raise ConfigError("perturbation= is for text: this explainer's sampler is not a TextSampler")
             sampler = sampler.with_perturbation(perturbation)
         run = self._start(text, seed)
-        self._refine_to(run, coarse, positions)
+        run.refine_to(self.sampler, coarse, positions)
         await self._label_target(run, sampler)
         texts, _ = await asyncio.to_thread(sampler.sample, run.instance, make_rule(positions), n, run.rng)
         return float((await self._label(run, texts, "estimate")).mean())
@@ -396,20 +334,9 @@ class AnchorsExplainer:
         """Coverage of a rule: the share of ``n`` perturbations of the empty rule that keep its features
         (no model query). ``positions`` and ``coarse`` as `estimate_precision`."""
         run = self._start(text, seed)
-        self._refine_to(run, coarse, positions)
+        run.refine_to(self.sampler, coarse, positions)
         pool = await asyncio.to_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
         return float(covers(make_rule(positions), pool).mean())
-
-    def _refine_to(self, run: Explaining, coarse: Sequence[int] | None, positions: Sequence[int]) -> None:
-        """The instance a rule's ``positions`` index: the input's, or the finer one under ``coarse``."""
-        if coarse is not None:
-            finer = self.sampler.refine(run.instance, make_rule(coarse)) if isinstance(self.sampler, Refines) else None
-            if finer is None:
-                raise ConfigError("coarse positions given, but this input has no finer level under them")
-            run.instance = finer
-        n = len(run.instance.features)
-        if any(not 0 <= p < n for p in positions):
-            raise ConfigError(f"positions {list(positions)} are not all among the input's {n} features")
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
@@ -430,32 +357,8 @@ class AnchorsExplainer:
         run.instance = await self._prepared(run, run.instance, sampler)
 
     async def _prepared(self, run: Explaining, instance: Instance, sampler: Sampler | None = None) -> Instance:
-        """``instance`` ready to be perturbed: under ``infill``, its words' fills asked of the filler
-        (paid under the explanation's caps, counted in ``run.infill``); else itself."""
-        sampler = sampler or self.sampler
-        if not _infills(sampler):
-            return instance
-        assert isinstance(instance, TextInstance)
-        engine = self._filler_engine(sampler)
-        return await sampler.prepare(instance, lambda prompts: engine.classify(prompts, run.infill))
-
-    def _filler_engine(self, sampler: TextSampler) -> QueryEngine:
-        """The engine of ``sampler``'s filler, made once. Default: the explained LLM's own backend, priced and
-        counted as the explained model is (its price, a price file's included, and its token counter)."""
-        filler = sampler.filler
-        if filler is None:
-            clf = self.classifier
-            if not isinstance(clf, LLMClassifier):
-                raise ConfigError(
-                    "infill needs a filler model: TextSampler(perturbation='infill', filler=Filler(backend))"
-                )
-            filler = Filler(clf.backend, price=clf.price, token_counter=clf.token_counter)
-        if filler.identity not in self._fillers:
-            e = self.engine
-            engine = QueryEngine(filler, cache=e.cache, max_concurrency=e.max_concurrency, request_size=e.request_size,
-                                 retry=e.retry, budget=e.budget)  # fmt: skip
-            self._fillers[filler.identity] = engine
-        return self._fillers[filler.identity]
+        """``instance`` ready to be perturbed by ``sampler`` (the explainer's): its fills, under ``infill``."""
+        return await self._fillers.prepared(instance, sampler or self.sampler, run.infill)
 
     async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
@@ -516,34 +419,10 @@ class AnchorsExplainer:
         explanation's); meta fields."""
         if result is not None and self._second is not None and not run.budget_exhausted:
             await self._opinion(run, self._second, result.rule)
-        texts = list(dict.fromkeys(run.texts))
-        if result is not None and len(result.rows) and result.success:
-            texts = list(dict.fromkeys(run.texts[r] for r in result.rows))
-        if not self.verify_determinism or not texts:
+        if not self.verify_determinism:
             return {}
-        picker = np.random.default_rng([run.seed, 0xDE7])  # not run.rng: the explanation is unchanged
-        chosen = [texts[i] for i in sorted(picker.choice(len(texts), min(self.verify_determinism, len(texts)), False))]
-        before = await self.engine.classify(chosen, run.stats)  # cached: the labels the search used
-        again = await self.engine.recheck(chosen, run.stats)
-        changed = sum(a != b for a, b in zip(before, again, strict=True))
-        if changed:
-            warnings.warn(
-                f"{changed} of {len(chosen)} texts got another label when asked again: the model is not "
-                "deterministic, and the precision bounds overstate their confidence",
-                NondeterminismWarning,
-                stacklevel=3,
-            )
-        return {"determinism": Recheck(len(chosen), changed)}
-
-    def _second_sampler(self, second: SecondOpinion | None) -> TextSampler | None:
-        """The sampler a second opinion perturbs with: this explainer's, under another operator."""
-        if second is None:
-            return None
-        if not isinstance(self.sampler, TextSampler):
-            raise ConfigError("a second opinion is for text: this explainer's sampler is not a TextSampler")
-        if second.perturbation == self.sampler.perturbation:
-            raise ConfigError(f"the second opinion's perturbation is this explainer's own ({second.perturbation!r})")
-        return self.sampler.with_perturbation(second.perturbation)
+        recheck = await asked_again(self.engine, run, result, self.verify_determinism)
+        return {"determinism": recheck} if recheck is not None else {}
 
     async def _opinion(self, run: Explaining, sampler: TextSampler, rule: Rule) -> None:
         """The precision of ``rule`` under ``sampler`` on fresh samples, drawn apart from the search's
@@ -600,34 +479,7 @@ class AnchorsExplainer:
 
     def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
-        instance, stats = run.instance, result.stats
-        positions = tuple(sorted(result.rule))
-        hits = np.asarray(run.hits, dtype=bool)
-        held = [run.texts[r] for r in result.rows if hits[r]]
-        failed = [run.texts[r] for r in result.rows if not hits[r]]
-        data = AnchorData(
-            query=instance.query,
-            features=instance.features,
-            label=run.target,
-            anchor=tuple(instance.features[p] for p in positions),
-            positions=positions,
-            precision=stats.precision,
-            precision_bounds=(result.lower, result.upper),
-            coverage=stats.coverage,
-            success=result.success,
-            n_samples=stats.n_samples,
-            examples_covered_true=tuple(held[: self.n_examples]),
-            examples_covered_false=tuple(failed[: self.n_examples]),
-            path=result.path,
-            rounds=result.rounds,
-            certified_samples=result.certificate.n if result.certificate else 0,
-            tested=result.tested,
-            movers=_movers(instance.features, result.effects),
-            spans=instance.spans if isinstance(instance, TextInstance) else (),
-            perturbation=self.sampler.describe(instance),
-            coarse=run.coarse,
-            second_opinion=run.opinion,
-        )
+        data = run.data(result, self.n_examples, self.sampler.describe(run.instance))
         meta = Meta(
             explainer=self.name,
             version=__version__,
@@ -641,58 +493,7 @@ class AnchorsExplainer:
             unparsed=run.unparsed + int(run.target == UNPARSED),
             budget_exhausted=run.budget_exhausted,
             stages=dict(run.stages),
-            infill=self._cost(run.infill) if any(_infills(s) for s in (self.sampler, self._second) if s) else None,
+            infill=self._cost(run.infill) if infills(self.sampler) or infills(self._second) else None,
             **extra,
         )
         return Explanation(meta, data)
-
-
-def _infills(sampler: Sampler) -> TypeGuard[TextSampler]:
-    """Whether ``sampler`` perturbs by a filler model's fills (which are asked for before the search)."""
-    return isinstance(sampler, TextSampler) and sampler.perturbation == "infill"
-
-
-def scope(instance: Instance) -> tuple[tuple[int, ...], int | None]:
-    """The features of ``instance`` perturbed but never part of an anchor, and the most features an anchor
-    may hold (a text's, coarse to fine; else none, and any number)."""
-    return (instance.context, instance.max_anchor) if isinstance(instance, TextInstance) else ((), None)
-
-
-def _movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[str, float], ...]:
-    """The (at most 3) features whose presence holds the label most, largest effect first (none of 0 or less)."""
-    ranked = sorted(range(len(effects)), key=lambda f: -effects[f])
-    return tuple((features[f], round(effects[f], 4)) for f in ranked[:3] if effects[f] > 0)
-
-
-async def draw(
-    sampler: Sampler, instance: Any, requests: Sequence[SampleRequest], rng: np.random.Generator
-) -> list[tuple[list[str], np.ndarray]]:
-    """The perturbations a round of requests asks for, rendered in request order (in a worker thread: a long
-    input's texts take milliseconds each to render)."""
-    return await asyncio.to_thread(lambda: [sampler.sample(instance, r.rule, r.n, rng) for r in requests])
-
-
-async def drive(
-    search: Generator[list[SampleRequest], list[Samples], R],
-    answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
-) -> R:
-    """Run a search generator (Anchors', the proxy's), answering each round of requests with ``answer``.
-
-    Each step of the search (its fits, bounds and choices: CPU that grows with the input) runs in a worker
-    thread, so the event loop goes on serving other explanations, signals and cancellation meanwhile."""
-    done, value = await asyncio.to_thread(_step, search, None)
-    while not done:
-        done, value = await asyncio.to_thread(_step, search, await answer(value))
-    result: R = value
-    return result
-
-
-def _step(
-    search: Generator[list[SampleRequest], list[Samples], Any], answers: list[Samples] | None
-) -> tuple[bool, Any]:
-    """One step of ``search`` (its first when ``answers`` is None): (False, its next requests), or (True, its
-    result) once it returned. StopIteration cannot cross a thread into a future, so it becomes a value here."""
-    try:
-        return False, next(search) if answers is None else search.send(answers)
-    except StopIteration as stop:
-        return True, stop.value

@@ -44,8 +44,9 @@ from ..search.certify import Certifier
 from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
 from ..search.proxy import ProxyParams
 from ..search.rules import Rule
-from .anchors import AnchorsExplainer, Explaining, draw, scope
-from .explanation import MemorySettings, MemoryUse, ProxyUse, Settings
+from .anchors import AnchorsExplainer
+from .explaining import Explaining, draw, scope
+from .meta import MemorySettings, MemoryUse, ProxyUse, Settings
 from .proxy import Proxy, ProxyRun
 
 __all__ = ["MAnchorsExplainer"]

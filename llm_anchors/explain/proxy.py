@@ -38,8 +38,8 @@ from ..search.base import SampleRequest, Samples, SearchResult, run_sync
 from ..search.guided import Proposer
 from ..search.proxy import ProxyParams, ProxyProposal, proxy_search
 from ..search.rules import Rule
-from .anchors import draw, drive
-from .explanation import Cost, ProxyUse
+from .explaining import draw, drive
+from .meta import Cost, ProxyUse
 
 __all__ = ["Proxy", "ProxyRun"]
 

@@ -1,0 +1,171 @@
+"""One explanation in progress (`Explaining`) and the steps every explainer runs it through: perturbations
+drawn, a search generator driven to its end, the features a rule may not hold."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .._exceptions import ConfigError, NondeterminismWarning
+from ..models.classifier import Label
+from ..query.engine import QueryEngine, QueryStats
+from ..samplers.base import Instance, Refines, Sampler
+from ..samplers.text_instance import TextInstance
+from ..search.base import SampleRequest, Samples, SearchResult
+from ..search.certify import Certifier
+from ..search.rules import make_rule
+from .explanation import AnchorData, Level, Opinion
+from .meta import Recheck, Stage
+from .progress import Progress
+
+__all__ = ["Explaining", "asked_again", "draw", "drive", "movers", "scope"]
+
+R = TypeVar("R")
+
+
+@dataclass
+class Explaining:
+    """One explanation in progress: its input, random generator, counts and trace (shared with the
+    explainers built on `AnchorsExplainer`)."""
+
+    instance: Instance
+    seed: int
+    rng: np.random.Generator
+    stats: QueryStats
+    started: float
+    certifier: Certifier
+    infill: QueryStats
+    target: Label = None
+    coarse: Level | None = None
+    opinion: Opinion | None = None
+    samples: int = 0
+    unparsed: int = 0
+    budget_exhausted: bool = False
+    progress: Callable[[Progress], None] | None = None
+    texts: list[str] = field(default_factory=list)
+    hits: list[bool] = field(default_factory=list)
+    stages: dict[str, Stage] = field(default_factory=dict)
+
+    def data(self, result: SearchResult, n_examples: int, perturbation: str) -> AnchorData:
+        """What this explanation found (``result``, its search's), with ``n_examples`` of the samples the
+        anchor was judged on of each kind; ``perturbation``: the distribution its precision is about."""
+        instance, stats = self.instance, result.stats
+        positions = tuple(sorted(result.rule))
+        hits = np.asarray(self.hits, dtype=bool)
+        held = [self.texts[r] for r in result.rows if hits[r]]
+        failed = [self.texts[r] for r in result.rows if not hits[r]]
+        return AnchorData(
+            query=instance.query,
+            features=instance.features,
+            label=self.target,
+            anchor=tuple(instance.features[p] for p in positions),
+            positions=positions,
+            precision=stats.precision,
+            precision_bounds=(result.lower, result.upper),
+            coverage=stats.coverage,
+            success=result.success,
+            n_samples=stats.n_samples,
+            examples_covered_true=tuple(held[:n_examples]),
+            examples_covered_false=tuple(failed[:n_examples]),
+            path=result.path,
+            rounds=result.rounds,
+            certified_samples=result.certificate.n if result.certificate else 0,
+            tested=result.tested,
+            movers=movers(instance.features, result.effects),
+            spans=instance.spans if isinstance(instance, TextInstance) else (),
+            perturbation=perturbation,
+            coarse=self.coarse,
+            second_opinion=self.opinion,
+        )
+
+    def refine_to(self, sampler: Sampler, coarse: Sequence[int] | None, positions: Sequence[int]) -> None:
+        """Make the instance the one a rule's ``positions`` index: the input's, or the finer one under
+        ``coarse``; `ConfigError` when there is none, or a position is not among its features."""
+        if coarse is not None:
+            finer = sampler.refine(self.instance, make_rule(coarse)) if isinstance(sampler, Refines) else None
+            if finer is None:
+                raise ConfigError("coarse positions given, but this input has no finer level under them")
+            self.instance = finer
+        n = len(self.instance.features)
+        if any(not 0 <= p < n for p in positions):
+            raise ConfigError(f"positions {list(positions)} are not all among the input's {n} features")
+
+    def count(self, stage: str, samples: int, queries: int) -> None:
+        """Add samples and paid queries to a stage of the explanation."""
+        counts = self.stages.get(stage, Stage())
+        self.stages[stage] = Stage(counts.samples + samples, counts.queries + queries)
+
+
+async def asked_again(engine: QueryEngine, run: Explaining, result: SearchResult | None, k: int) -> Recheck | None:
+    """Ask ``engine``'s model again, bypassing the cache, about ``k`` of the explanation's texts (those
+    the anchor was judged on, when there is one; paid, counted in ``run``): how many changed label (a
+    change warns: `NondeterminismWarning`). None when the explanation has no text."""
+    texts = list(dict.fromkeys(run.texts))
+    if result is not None and len(result.rows) and result.success:
+        texts = list(dict.fromkeys(run.texts[r] for r in result.rows))
+    if not texts:
+        return None
+    picker = np.random.default_rng([run.seed, 0xDE7])  # not run.rng: the explanation is unchanged
+    chosen = [texts[i] for i in sorted(picker.choice(len(texts), min(k, len(texts)), False))]
+    before = await engine.classify(chosen, run.stats)  # cached: the labels the search used
+    again = await engine.recheck(chosen, run.stats)
+    changed = sum(a != b for a, b in zip(before, again, strict=True))
+    if changed:
+        warnings.warn(
+            f"{changed} of {len(chosen)} texts got another label when asked again: the model is not "
+            "deterministic, and the precision bounds overstate their confidence",
+            NondeterminismWarning,
+            stacklevel=4,
+        )
+    return Recheck(len(chosen), changed)
+
+
+def scope(instance: Instance) -> tuple[tuple[int, ...], int | None]:
+    """The features of ``instance`` perturbed but never part of an anchor, and the most features an anchor
+    may hold (a text's, coarse to fine; else none, and any number)."""
+    return (instance.context, instance.max_anchor) if isinstance(instance, TextInstance) else ((), None)
+
+
+def movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[str, float], ...]:
+    """The (at most 3) features whose presence holds the label most, largest effect first (none of 0 or less)."""
+    ranked = sorted(range(len(effects)), key=lambda f: -effects[f])
+    return tuple((features[f], round(effects[f], 4)) for f in ranked[:3] if effects[f] > 0)
+
+
+async def draw(
+    sampler: Sampler, instance: Any, requests: Sequence[SampleRequest], rng: np.random.Generator
+) -> list[tuple[list[str], np.ndarray]]:
+    """The perturbations a round of requests asks for, rendered in request order (in a worker thread: a long
+    input's texts take milliseconds each to render)."""
+    return await asyncio.to_thread(lambda: [sampler.sample(instance, r.rule, r.n, rng) for r in requests])
+
+
+async def drive(
+    search: Generator[list[SampleRequest], list[Samples], R],
+    answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
+) -> R:
+    """Run a search generator (Anchors', the proxy's), answering each round of requests with ``answer``.
+
+    Each step of the search (its fits, bounds and choices: CPU that grows with the input) runs in a worker
+    thread, so the event loop goes on serving other explanations, signals and cancellation meanwhile."""
+    done, value = await asyncio.to_thread(_step, search, None)
+    while not done:
+        done, value = await asyncio.to_thread(_step, search, await answer(value))
+    result: R = value
+    return result
+
+
+def _step(
+    search: Generator[list[SampleRequest], list[Samples], Any], answers: list[Samples] | None
+) -> tuple[bool, Any]:
+    """One step of ``search`` (its first when ``answers`` is None): (False, its next requests), or (True, its
+    result) once it returned. StopIteration cannot cross a thread into a future, so it becomes a value here."""
+    try:
+        return False, next(search) if answers is None else search.send(answers)
+    except StopIteration as stop:
+        return True, stop.value
