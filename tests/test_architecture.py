@@ -26,19 +26,46 @@ def modules() -> dict[str, Path]:
 
 
 def local_imports(name: str, path: Path) -> set[str]:
-    """The modules ``name`` imports from the package (by table name), and "adapters" if it imports those."""
+    """The modules ``name`` imports from the package (by table name), and "adapters" if it imports those:
+    every form (``from .x import y``, ``from llm_anchors.x import y``, ``import llm_anchors.x``, ``import
+    adapters.x``), at the top or inside a function."""
     here = name.split("/") if path.name != "__init__.py" else [*name.split("/"), "__init__"]
     known = modules()
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = here[: len(here) - node.level]
-            target = "/".join([*base, *(node.module or "").split(".")]).strip("/")
-            candidates = [target] + [f"{target}/{alias.name}" for alias in node.names]
-            found.update(c for c in candidates if c in known)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "adapters":
-            found.add("adapters")
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - node.level]
+                target = "/".join([*base, *(node.module or "").split(".")]).strip("/")
+            else:
+                target = _in_package(node.module or "")
+            names = [f"{target}/{alias.name}".strip("/") for alias in node.names]
+            found.update(c for c in [target, *names] if c in known)
+            found.update(["adapters"] if (node.module or "").split(".")[0] == "adapters" and not node.level else [])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _in_package(alias.name)
+                found.update([target] if target in known else [])
+                found.update(["adapters"] if alias.name.split(".")[0] == "adapters" else [])
     return found
+
+
+def _in_package(dotted: str) -> str:
+    """``llm_anchors.money.budget`` as a table name (``money/budget``); anything outside the package as ""."""
+    parts = dotted.split(".")
+    return "/".join(parts[1:]) if parts[0] == "llm_anchors" else ""
+
+
+def test_every_import_form_is_read(tmp_path):
+    imports = local_imports("run/report", PACKAGE / "run" / "report.py")
+    assert "explain/explanation" in imports  # a relative import
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import llm_anchors.money.budget\nfrom llm_anchors.search import rules\nimport adapters.llamacpp\n"
+        "def f():\n    from llm_anchors.explain.anchors import AnchorsExplainer\n"
+    )
+    found = local_imports("money/charge", sample)
+    assert found == {"money/budget", "search", "search/rules", "adapters", "explain/anchors"}
 
 
 def test_every_module_is_in_the_table_once():

@@ -415,10 +415,11 @@ def test_version(capsys):
 
 
 def test_run_and_estimate_certify_strictly_unless_told_and_explain_keeps_anchors_criterion():
-    from llm_anchors.cli import _parser, _settings
+    from llm_anchors.cli import _settings
+    from llm_anchors.cli.options import parser as _parser
 
     def certify(*argv: str) -> str:
-        return _settings(_parser().parse_args(list(argv)))["certify"]
+        return _settings(_parser().parse_args(list(argv)))["search"].certify
 
     assert certify("run", "in.jsonl") == certify("estimate", "in.jsonl") == "strict"
     assert certify("run", "in.jsonl", "--certify", "default") == "default"
@@ -426,7 +427,8 @@ def test_run_and_estimate_certify_strictly_unless_told_and_explain_keeps_anchors
 
 
 def test_the_perturbation_options_make_the_sampler_the_explanations_name():
-    from llm_anchors.cli import _parser, _settings
+    from llm_anchors.cli import _settings
+    from llm_anchors.cli.options import parser as _parser
 
     def sampler(*argv: str):
         return _settings(_parser().parse_args(["explain", "a film", *argv]))["sampler"]

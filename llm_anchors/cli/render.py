@@ -1,0 +1,93 @@
+"""What the command line shows: one explanation as text (`render`), and a status line while it is made."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from ..explain.explanation import Explanation
+from ..explain.progress import Progress
+from ..money.charge import Charge
+
+__all__ = ["ProgressLine", "render"]
+
+
+class ProgressLine:
+    """One status line on stderr (tqdm), redrawn after each batch, only on a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        from tqdm import tqdm
+
+        fmt = "  {n:,} samples{postfix} · {elapsed}"
+        self.bar = tqdm(file=stream, disable=not stream.isatty(), bar_format=fmt, leave=False)
+
+    def __call__(self, p: Progress) -> None:
+        self.bar.n = p.samples
+        tokens = p.spent.prompt_tokens + p.spent.completion_tokens
+        self.bar.set_postfix_str(f"{p.queries:,} queries · {p.cache_hits:,} cached · {tokens:,} tokens")
+
+    def __enter__(self) -> ProgressLine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+
+
+def render(exp: Explanation, *, color: bool = False) -> str:
+    """The sentence with the anchor marked, then the numbers."""
+    d, m = exp.data, exp.meta
+    if color:
+        sentence = exp.mark(lambda w: f"\033[1;7m{w}\033[22;27m", wrap_coarse=lambda s: f"\033[4m{s}\033[0m")
+    else:
+        sentence = exp.mark(lambda w: f"[{w}]", wrap_coarse=lambda s: f"{{{s}}}")
+    anchor = " AND ".join(d.anchor) if d.anchor else "(empty: a prior, not these words; see the claim)"
+    status = "" if d.success else "  (no rule reached the threshold: best found)"
+    if m.budget_exhausted:
+        status += "  (budget exhausted: best rule so far)"
+    c = m.cost
+    estimated = " (estimated)" if c.settled.estimated or c.reserved.estimated else ""
+    lines = [
+        sentence,
+        "",
+        f"label       {d.label}",
+        *(
+            [f"sentences   {len(d.coarse.anchor)} of the text's, marked {{ }}: the words were searched inside them"]
+            if d.coarse is not None
+            else []
+        ),
+        f"anchor      {anchor}{status}",
+        f"precision   {d.precision:.3f}  (KL bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
+        f"claim       {exp.claim}",
+        f"coverage    {d.coverage:.3f}",
+        *(
+            [
+                f"2nd opinion {o.precision:.3f}  (precision under {o.perturbation}, {o.samples:,} fresh samples: "
+                f"{o.perturbed_as})"
+            ]
+            if (o := d.second_opinion) is not None
+            else []
+        ),
+        f"samples     {m.samples:,}",
+        f"queries     {m.queries:,}  ({c.cache_hits:,} cache hits, {c.retries} retries)",
+        f"tokens      {c.settled.prompt_tokens:,} prompt{_cached(c.settled)} + {c.settled.completion_tokens:,} "
+        f"completion{estimated}",
+        f"cost        ${c.settled.usd} (reserved ${c.reserved.usd}{_saved(exp)})",
+        f"time        {m.wall_time_s:.1f}s",
+    ]
+    if m.unparsed:
+        lines.append(f"unparsed    {m.unparsed} answers named no label")
+    if c.disputed:
+        said = ", ".join(f"{why} ({n})" for why, n in c.disputed.items())
+        lines.append(f"disputed    {c.settled.disputed} calls counted at their worst case: {said}")
+    return "\n".join(lines)
+
+
+def _cached(usage: Charge) -> str:
+    """How much of a prompt the provider's cache served (and took in), if any."""
+    parts = [f"{usage.cache_read_tokens:,} cached"] if usage.cache_read_tokens else []
+    parts += [f"{usage.cache_write_tokens:,} written to the cache"] if usage.cache_write_tokens else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _saved(exp: Explanation) -> str:
+    saved = exp.saved_by_caching
+    return f"; caching saved ${saved}" if saved else ""
