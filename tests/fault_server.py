@@ -75,6 +75,9 @@ class FaultServer:
         self.retry_after = retry_after
         self.counts: Counter[str] = Counter()
         self.prompts_served = 0
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._runner: web.AppRunner | None = None
         self._client: aiohttp.ClientSession | None = None
         self.base_url = ""
@@ -107,6 +110,20 @@ class FaultServer:
         await self.stop()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self._idle.clear()
+        try:
+            return await self._respond(request)
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
+
+    async def idle(self) -> None:
+        """Return once no request is being answered (those a dead client sent included)."""
+        await self._idle.wait()
+
+    async def _respond(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.bodies.append(body)
         self.tiers.add(body.get("service_tier"))

@@ -240,7 +240,7 @@ async def test_workers_killed_under_a_query_cap_never_make_the_server_answer_mor
             with contextlib.suppress(BudgetExceeded):
                 await stream
             report = await asyncio.to_thread(pool.report)
-        await asyncio.sleep(0.5)  # what the dead workers had sent is answered by now
+        await asyncio.wait_for(server.idle(), 30)  # what the dead workers had sent is answered
         served = server.prompts_served
     assert killed == 3 and report.refused > 0  # workers died before the cap bound, and it bound
     assert served <= report.settled.queries <= cap, (served, report)

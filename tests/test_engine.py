@@ -140,40 +140,77 @@ def test_a_bounded_persisted_cache_reads_dropped_labels_back(tmp_path):
         QueryCache(max_entries=0)
 
 
+class Gate:
+    """A model whose calls hold their texts until ``open`` is set: ``started`` is set by the first call.
+    Tests order what happens by these events and by `until`, never by sleeping."""
+
+    def __init__(self):
+        self.open = asyncio.Event()
+        self.started = asyncio.Event()
+        self.calls: list[list[str]] = []
+
+    async def __call__(self, texts):
+        self.calls.append(list(texts))
+        self.started.set()
+        await self.open.wait()
+        return [t.upper() for t in texts]
+
+
+async def until(condition) -> None:
+    """Let the other tasks run until ``condition()`` holds (scheduling only: no clock)."""
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
 async def test_a_cancelled_explanation_does_not_poison_the_texts_it_was_sending():
-    rec = Recorder(delay=0.2)
-    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=1)
+    gate = Gate()
+    engine = QueryEngine(FunctionClassifier(gate), max_concurrency=1)
     first = asyncio.ensure_future(engine.classify(["a", "b", "c"], QueryStats()))
-    await asyncio.sleep(0.05)
-    waiting = asyncio.ensure_future(engine.classify(["b", "d"], QueryStats()))  # "b" is in flight for `first`
-    await asyncio.sleep(0.01)
+    await gate.started.wait()  # a, b and c are in flight
+    waiting_stats = QueryStats()
+    waiting = asyncio.ensure_future(engine.classify(["b", "d"], waiting_stats))
+    await until(lambda: waiting_stats.cache_hits == 1 and "d" in engine._inflight)  # awaits "b", queues "d"
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
+    gate.open.set()
     # The waiter asks again for what the cancelled call never got, and nothing stays in flight.
     assert await asyncio.wait_for(waiting, 5) == ["B", "D"]
-    assert engine._inflight == {}
+    assert engine._inflight == {} and ["b"] in gate.calls[1:]
     stats = QueryStats()
     assert await asyncio.wait_for(engine.classify(["a", "b", "c"], stats), 5) == ["A", "B", "C"]
 
 
 async def test_cancelled_while_queued_for_the_semaphore_leaves_nothing_in_flight():
-    rec = Recorder(delay=0.2)
-    engine = QueryEngine(FunctionClassifier(rec), max_concurrency=1, request_size=1)
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(engine.classify(["a", "b", "c", "d"], QueryStats()), 0.1)
+    gate = Gate()
+    engine = QueryEngine(FunctionClassifier(gate), max_concurrency=1, request_size=1)
+    queued = asyncio.ensure_future(engine.classify(["a", "b", "c", "d"], QueryStats()))
+    await gate.started.wait()  # "a" is being asked; b, c and d wait for the semaphore
+    assert gate.calls == [["a"]] and set(engine._inflight) == {"a", "b", "c", "d"}
+    queued.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await queued
     assert engine._inflight == {}
+    gate.open.set()
     assert await asyncio.wait_for(engine.classify(["c", "d"], QueryStats()), 5) == ["C", "D"]
 
 
 async def test_waiting_for_an_answer_does_not_cancel_it_for_its_sender():
-    rec = Recorder(delay=0.2)
-    engine = QueryEngine(FunctionClassifier(rec))
+    gate = Gate()
+    engine = QueryEngine(FunctionClassifier(gate))
     sender = asyncio.ensure_future(engine.classify(["a"], QueryStats()))
-    await asyncio.sleep(0.02)
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(engine.classify(["a"], QueryStats()), 0.05)  # a waiter gives up
-    assert await asyncio.wait_for(sender, 5) == ["A"]
+    await gate.started.wait()
+    waiter_stats = QueryStats()
+    waiter = asyncio.ensure_future(engine.classify(["a"], waiter_stats))
+    await until(lambda: waiter_stats.cache_hits == 1)  # the waiter awaits the sender's answer
+    waiter.cancel()  # and gives up
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    gate.open.set()
+    assert await asyncio.wait_for(sender, 5) == ["A"] and len(gate.calls) == 1
 
 
 async def test_a_cache_that_cannot_write_keeps_the_labels_and_warns(tmp_path):
