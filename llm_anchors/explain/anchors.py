@@ -288,7 +288,6 @@ class AnchorsExplainer:
         ``progress``: a callback given a `StreamProgress` after each input (in
         input order), or True for a bar on stderr.
         """
-        check_int("concurrent_inputs", concurrent_inputs)
         report = stream_reporter(progress, len(texts))
         out: list[Explanation] = []
         async for exp in self.explain_stream(texts, concurrent_inputs=concurrent_inputs):
