@@ -150,8 +150,8 @@ class OpenAICompatibleBackend:
             raise ConfigError("model must be named")
         if endpoint not in ("auto", "completions", "chat"):
             raise ConfigError(f"endpoint must be auto, completions or chat, got {endpoint!r}")
-        if timeout <= 0 or max_request_size < 1 or max_connections < 1:
-            raise ConfigError("timeout, max_request_size and max_connections must be positive")
+        if not 0 < timeout < math.inf or max_request_size < 1 or max_connections < 1:  # nan is not a timeout
+            raise ConfigError("timeout (finite), max_request_size and max_connections must be positive")
         self.base_urls = [u.rstrip("/") for u in urls]
         self.model = model
         self.endpoint: Literal["completions", "chat"] = (

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from ._exceptions import ConfigError
 
-__all__ = ["check_int", "check_number"]
+__all__ = ["check_dollars", "check_int", "check_number"]
 
 T = TypeVar("T")
 
@@ -39,3 +40,16 @@ def check_number(
     if not inside:
         bounds = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
         raise ConfigError(f"{name} must be a number in {bounds}{' or None' if optional else ''}, got {value!r}")
+
+
+def check_dollars(name: str, value: float | int | str | Decimal | None) -> Decimal | None:
+    """``value`` as exact dollars, a finite number >= 0 (None stays None)."""
+    if value is None:
+        return None
+    try:
+        result = Decimal(str(value))
+    except ArithmeticError as exc:
+        raise ConfigError(f"{name} must be a number, got {value!r}") from exc
+    if not result.is_finite() or result < 0:
+        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+    return result

@@ -164,6 +164,7 @@ def test_retry_after_forms():
         {"model": ""},
         {"endpoint": "embeddings"},
         {"timeout": 0},
+        {"timeout": float("nan")},
     ],
 )
 def test_bad_configuration(kwargs):

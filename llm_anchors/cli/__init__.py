@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("default")  # each said once, as one line (`_show_warning`)
         warnings.showwarning = _show_warning
         try:
+            if args.command != "report":
+                _settings(args)  # the values their owners bound (--threshold, --p-hide), checked before anything starts
             if args.command == "run":
                 return _run(args)
             if args.command == "report":

@@ -3,42 +3,52 @@
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
+from .._checks import check_dollars, check_int, check_number
+from .._exceptions import ConfigError
 from .._version import __version__
 from ..samplers.text import MAX_WORDS, PERTURBATIONS
 
 __all__ = ["parser"]
 
 
-_NUMBERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool], str]] = {
-    "seconds": (float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
-    "count": (int, lambda v: v >= 1, "an integer >= 1"),
-    "natural": (int, lambda v: v >= 0, "an integer >= 0"),
-    "tau": (float, lambda v: 0 < v <= 1, "a number in (0, 1]"),
-    "usd": (Decimal, lambda v: v.is_finite() and v >= 0, "a finite number >= 0"),
-    "rate": (
-        lambda t: t if t in ("uniform", "auto") else float(t),
-        lambda v: v in ("uniform", "auto") or 0 < v < 1,
-        'a number in (0, 1), "uniform" or "auto"',
-    ),
+_KINDS: dict[str, tuple[Callable[[str], Any], Callable[[str, Any], object] | None]] = {
+    "seconds": (float, lambda name, v: check_number(name, v)),
+    "count": (int, lambda name, v: check_int(name, v)),
+    "natural": (int, lambda name, v: check_int(name, v, minimum=0)),
+    "usd": (str, check_dollars),
+    "number": (float, None),
+    "rate": (lambda t: t if t in ("uniform", "auto") else float(t), None),
+}
+"""How an option's text becomes a value, and the shared check it must pass at once (`_checks`: the same
+function the library applies). None: the value's bounds are its owner's (``--threshold``: `SearchParams`,
+``--p-hide``: `TextSampler`), checked when the command builds its settings, before anything starts."""
+_WANT = {  # what a text that does not convert should have been
+    "seconds": "a number of seconds",
+    "count": "an integer",
+    "natural": "an integer",
+    "usd": "a number",
+    "number": "a number",
+    "rate": 'a number, "uniform" or "auto"',
 }
 
 
 def _number(kind: str) -> Callable[[str], Any]:
-    """An argparse type for a number of ``kind`` (see `_NUMBERS`): anything else is a usage error, before any work."""
-    convert, ok, want = _NUMBERS[kind]
+    """An argparse type for a value of ``kind`` (see `_KINDS`): anything else is a usage error, before any work."""
+    convert, check = _KINDS[kind]
 
     def parse(text: str) -> Any:
         try:
             value = convert(text)
-        except (ValueError, ArithmeticError):
-            value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}")
+            if check is not None:
+                checked = check("the value", value)
+                value = value if checked is None else checked
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("the value ")) from exc
+        except (ValueError, ArithmeticError) as exc:
+            raise argparse.ArgumentTypeError(f"must be {_WANT[kind]}, got {text!r}") from exc
         return value
 
     parse.__name__ = kind
@@ -59,7 +69,7 @@ def _model_options() -> argparse.ArgumentParser:
     common.add_argument("--prompt", default=None, help="prompt template with {text}, or @FILE to read it from")
     common.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")
     common.add_argument("--seed", type=_number("natural"), default=0)
-    common.add_argument("--threshold", type=_number("tau"), default=0.95, help="precision an anchor must reach (τ)")
+    common.add_argument("--threshold", type=_number("number"), default=0.95, help="precision an anchor must reach (τ)")
     common.add_argument(
         "--certify",
         choices=["default", "strict"],

@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .._checks import check_dollars
 from .._exceptions import BudgetExceeded, ConfigError
 from .charge import Charge, disputed, implausible, minus
 from .journal import Journal, JournalState, plain, read_journal
@@ -65,18 +66,6 @@ class BudgetReport:
         caps = ", ".join(f"{k} {v}" for k, v in self.caps.items() if v is not None) or "none"
         lines.append(f"\ncaps: {caps}; calls settled {self.calls}, refused {self.refused}")
         return "\n".join(lines)
-
-
-def _decimal(value: float | int | str | Decimal | None, name: str) -> Decimal | None:
-    if value is None:
-        return None
-    try:
-        result = Decimal(str(value))
-    except ArithmeticError as exc:
-        raise ConfigError(f"{name} must be a number, got {value!r}") from exc
-    if not result.is_finite() or result < 0:
-        raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
-    return result
 
 
 @runtime_checkable
@@ -142,7 +131,7 @@ class Budget:
         parent: SpendCap | None = None,
         journal: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.max_usd = _decimal(max_usd, "max_usd")
+        self.max_usd = check_dollars("max_usd", max_usd)
         for name, value in (("max_tokens", max_tokens), ("max_queries", max_queries)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigError(f"{name} must be an int >= 0, got {value!r}")
