@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .._checks import check_int
 from .._exceptions import ConfigError
@@ -138,7 +138,7 @@ class Settings:
     n_examples: int
     verify_determinism: int = 0
     budget: str | None = None
-    on_budget: str = "raise"
+    on_budget: Literal["raise", "return"] = "raise"
     memory: MemorySettings | None = None
     price: Price | None = None
     """What the model's tokens cost when it was explained (rates per million, their date and source)."""
@@ -149,7 +149,7 @@ class Settings:
 class MemorySettings:
     """MAnchors' parameters (see `MAnchorsExplainer`), the guided search's and the proxy's whole."""
 
-    strategy: str
+    strategy: Literal["guided", "paper"]
     tau_sim: float
     tau_mid: float
     k_nearest: int
