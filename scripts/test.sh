@@ -8,7 +8,7 @@ bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # pytest exits 5 when it collected no test: set -e makes that a failure too.
-.venv/bin/pytest -m "not llm and not browser and not slow" "$@"
+.venv/bin/pytest -m "not llm and not browser and not slow" --durations=5 "$@"
 .venv/bin/mypy
 bash scripts/browser.sh  # Chromium, for the report's browser test
 
@@ -25,4 +25,4 @@ done
 [ -n "$url" ] || { cat "$log"; echo "llama-server did not start in time" >&2; exit 1; }
 export LLM_ANCHORS_LLAMA_URL=$url
 echo "local LLM at $url"
-.venv/bin/pytest -m "llm or browser or slow" "$@"
+.venv/bin/pytest -m "llm or browser or slow" --durations=15 "$@"
