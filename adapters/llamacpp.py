@@ -195,7 +195,7 @@ class LlamaServer:
     its own default is 8 GiB): every perturbation differs after the shared
     few-shot prefix, so cached prompts are almost never reused and the
     cache only grows (9.4 GB RSS over a 30-sentence stream); 256 MiB keeps
-    the prefix reuse that matters (benchmarks/README.md, `server_memory`).
+    the prefix reuse that matters (docs/benchmarks.md, `server_memory`).
     """
 
     def __init__(

@@ -91,7 +91,7 @@ class RayPool:
     ``"actor"`` (each lookup a call to it; one copy in RAM, for a memory too
     big to hold once per worker). Either way an input sees every entry
     accepted before it started: same hit rate, replicas 1.3× faster with 4
-    workers on the text RF (benchmarks/README.md).
+    workers on the text RF (docs/benchmarks.md).
     """
 
     def __init__(

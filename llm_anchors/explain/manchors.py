@@ -103,10 +103,10 @@ class MAnchorsExplainer(AnchorsExplainer):
 
     name = "MAnchorsExplainer"
     default_tau_sim: dict[str, float] = {"guided": 0.4, "paper": 0.6}
-    """τ_sim by strategy: the paper's 0.6; "guided"'s was chosen on held-out streams (benchmarks/README.md)."""
+    """τ_sim by strategy: the paper's 0.6; "guided"'s was chosen on held-out streams (docs/benchmarks.md)."""
     default_use_memory: dict[str, bool] = {"guided": False, "paper": True}
     """Whether the memory is used, by strategy: "guided"'s proposals cost more queries than they saved on
-    the tuning streams (benchmarks/README.md, the ablation)."""
+    the tuning streams (docs/benchmarks.md, the ablation)."""
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ class SentenceEmbedder:
     works in, as the paper embeds inputs with its perturbation model's
     embedding; "sentence" runs the full sentence-transformers model. On
     RT-Polarity "sentence" put 3 of 199 inputs within cosine 0.6 of an
-    earlier one, "words" 172 (benchmarks/README.md).
+    earlier one, "words" 172 (docs/benchmarks.md).
     """
 
     def __init__(self, model: str | None = None, *, pooling: str = "words", device: str = "cpu") -> None:
