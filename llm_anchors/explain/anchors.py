@@ -320,9 +320,8 @@ class AnchorsExplainer:
             sampler = sampler.with_perturbation(perturbation)
         run = self._start(text, seed)
         run.refine_to(self.sampler, coarse, positions)
-        await self._label_target(run, sampler)
-        texts, _ = await asyncio.to_thread(sampler.sample, run.instance, make_rule(positions), n, run.rng)
-        return float((await self._label(run, texts, "estimate")).mean())
+        (run.target,) = await self.engine.classify([run.instance.query], run.stats)
+        return (await self._fresh_precision(run, sampler, make_rule(positions), n, run.rng, "estimate"))[0]
 
     estimate_precision_sync = sync_twin(estimate_precision)
 
@@ -350,10 +349,10 @@ class AnchorsExplainer:
         infill = QueryStats(budget=budget)
         return Explaining(instance, seed, rng, stats, time.perf_counter(), Certifier(self.params), infill)
 
-    async def _label_target(self, run: Explaining, sampler: Sampler | None = None) -> None:
-        """Label the input, and make its instance ready to be perturbed by ``sampler`` (the explainer's)."""
+    async def _label_target(self, run: Explaining) -> None:
+        """Label the input, and make its instance ready to be perturbed (its fills, under ``infill``)."""
         (run.target,) = await self.engine.classify([run.instance.query], run.stats)
-        run.instance = await self._prepared(run, run.instance, sampler)
+        run.instance = await self._prepared(run, run.instance)
 
     async def _prepared(self, run: Explaining, instance: Instance, sampler: Sampler | None = None) -> Instance:
         """``instance`` ready to be perturbed by ``sampler`` (the explainer's): its fills, under ``infill``."""
@@ -430,16 +429,23 @@ class AnchorsExplainer:
         assert self.second_opinion is not None
         n, rng = self.second_opinion.samples, np.random.default_rng([run.seed, 0x5EC])
         try:
-            instance = await self._prepared(run, run.instance, sampler)
-            assert isinstance(instance, TextInstance)
-            texts, _ = await asyncio.to_thread(sampler.sample, instance, rule, n, rng)
-            precision = float((await self._label(run, texts, "second opinion")).mean())
+            precision, instance = await self._fresh_precision(run, sampler, rule, n, rng, "second opinion")
         except BudgetExceeded:
             if self.on_budget == "raise":
                 raise
             run.budget_exhausted = True
             return
+        assert isinstance(instance, TextInstance)
         run.opinion = Opinion(sampler.perturbation, sampler.describe(instance), precision, n)
+
+    async def _fresh_precision(
+        self, run: Explaining, sampler: Sampler, rule: Rule, n: int, rng: np.random.Generator, stage: str
+    ) -> tuple[float, Instance]:
+        """The precision of ``rule`` on ``n`` fresh perturbations under ``sampler``, drawn with ``rng``, labelled
+        under ``stage``; and the instance they perturb (prepared for ``sampler``: infill's fills)."""
+        instance = await self._prepared(run, run.instance, sampler)
+        texts, _ = await asyncio.to_thread(sampler.sample, instance, rule, n, rng)
+        return float((await self._label(run, texts, stage)).mean()), instance
 
     async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
         """Draw, label and return the samples one round of the search asked for."""
@@ -472,10 +478,6 @@ class AnchorsExplainer:
         elapsed = time.perf_counter() - run.started
         return Progress(run.samples, s.queries, s.cache_hits, s.settled, elapsed)
 
-    @staticmethod
-    def _cost(stats: QueryStats) -> Cost:
-        return Cost.of(stats)
-
     def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
         data = run.data(result, self.n_examples, self.sampler.describe(run.instance))
@@ -488,11 +490,11 @@ class AnchorsExplainer:
             samples=run.samples,
             queries=run.stats.queries,
             wall_time_s=time.perf_counter() - run.started,
-            cost=self._cost(run.stats),
+            cost=Cost.of(run.stats),
             unparsed=run.unparsed + int(run.target == UNPARSED),
             budget_exhausted=run.budget_exhausted,
             stages=dict(run.stages),
-            infill=self._cost(run.infill) if infills(self.sampler) or infills(self._second) else None,
+            infill=Cost.of(run.infill) if infills(self.sampler) or infills(self._second) else None,
             **extra,
         )
         return Explanation(meta, data)
