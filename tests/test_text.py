@@ -289,3 +289,16 @@ def test_a_filler_answer_becomes_a_pool_without_the_word_itself():
     assert pool_of("<unparsed>", "dull") is None and filler.identity.startswith("infill:")
     assert fill_prompt("a dull film", (2, 6)) == "a ___ film"
     assert fillable(["a", "dull", "film", "The", "and"]) == [1, 2]
+
+
+def test_a_sampler_under_another_perturbation_is_made_once_and_keeps_every_other_setting():
+    sampler = TextSampler(unit="word", p_hide=0.3, mask="[X]", max_words=50)
+    similar = sampler.with_perturbation("similar")
+    assert sampler.with_perturbation("similar") is similar and sampler.with_perturbation("unk") is sampler
+    assert (similar.perturbation, similar.unit, similar.p_hide, similar.mask, similar.max_words) == (
+        "similar",
+        "word",
+        0.3,
+        "[X]",
+        50,
+    )

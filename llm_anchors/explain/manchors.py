@@ -182,7 +182,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     def memory(self) -> Memory:
         """Where this explainer keeps and looks up earlier explanations (a new `RuleMemory` by default)."""
         if self._memory is None:
-            self._memory = RuleMemory(self.features.dim, self.features.identity, self.memory_scope)
+            self._memory = RuleMemory(*self.memory_identity)
         return self._memory
 
     @memory.setter

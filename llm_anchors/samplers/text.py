@@ -91,6 +91,7 @@ class TextSampler:
         self.filler = filler
         self._stand_ins: OrderedDict[tuple[str, tuple[Span, ...]], list[StandIns]] = OrderedDict()
         self._lock = threading.Lock()
+        self._siblings: dict[Perturbation, TextSampler] = {}
         self.p_hide: HideRate | Literal["auto"] = p_hide
         self.max_words = max_words
         self.sentences_from = sentences_from
@@ -133,10 +134,18 @@ class TextSampler:
         return self._embedder
 
     def with_perturbation(self, perturbation: Perturbation) -> TextSampler:
-        """This sampler with another perturbation (a second opinion on a rule), every other setting kept."""
-        return TextSampler(perturbation=perturbation, unit=self.unit, mask=self.mask, p_hide=self.p_hide,
-                           max_words=self.max_words, sentences_from=self.sentences_from, refine_max=self.refine_max,
-                           similar=self.similar, embedder=self._embedder, filler=self.filler)  # fmt: skip
+        """This sampler with another perturbation (a second opinion on a rule), every other setting kept: made
+        once per operator, so its embedder and stand-ins are not loaded and computed again on every call."""
+        if perturbation == self.perturbation:
+            return self
+        with self._lock:
+            if perturbation not in self._siblings:
+                self._siblings[perturbation] = TextSampler(
+                    perturbation=perturbation, unit=self.unit, mask=self.mask, p_hide=self.p_hide,
+                    max_words=self.max_words, sentences_from=self.sentences_from, refine_max=self.refine_max,
+                    similar=self.similar, embedder=self._embedder, filler=self.filler,
+                )  # fmt: skip
+            return self._siblings[perturbation]
 
     def _rate(self, unit: str) -> HideRate:
         if self.p_hide != "auto":
