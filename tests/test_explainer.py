@@ -406,6 +406,9 @@ async def test_a_second_opinion_measures_the_same_rule_under_another_perturbatio
     under_delete = await e.estimate_precision(text, (1,), perturbation="delete", n=300)
     assert under_unk < 0.2 and under_delete == 1.0  # the mask, not the words, moved the label
     assert await e.estimate_coverage(text, (1,)) == pytest.approx(0.5, abs=0.02)
+    for estimate in (e.estimate_precision, e.estimate_coverage):
+        with pytest.raises(ConfigError, match="n must be an integer >= 1"):
+            await estimate(text, (1,), n=0)  # no samples: refused, not a nan
     with pytest.raises(ConfigError, match="not beside it"):
         explainer(thrown_by_unk, sampler=TextSampler(), perturbation="delete")
 

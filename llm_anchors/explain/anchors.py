@@ -26,7 +26,7 @@ from ..search.beam import BeamSearch
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule, covers, make_rule
-from .explaining import Explaining, asked_again, draw, drive, scope
+from .explaining import STRICT_RECHECK, Explaining, asked_again, draw, drive, scope
 from .explanation import Explanation, Level, Opinion
 from .meta import Cost, Meta, SecondOpinion, Settings
 from .perturbing import Fillers, infills, opinion_sampler
@@ -34,10 +34,6 @@ from .progress import Progress, StreamProgress, stream_reporter
 from .stream import InputError, in_order
 
 __all__ = ["AnchorsExplainer", "InputError"]
-
-STRICT_RECHECK = 5
-"""Texts a strict explanation asks the model about again (of those its anchor was judged on): a model
-that answers one text two ways is reported, and its certificate is said not to hold."""
 
 
 class AnchorsExplainer:
@@ -312,7 +308,8 @@ class AnchorsExplainer:
         """Precision of a rule on ``n`` fresh perturbations drawn with ``seed``. ``positions`` index the
         input's features; coarse to fine, the features under the coarse anchor ``coarse``
         (``exp.data.coarse.positions``): ``exp.data.features``. ``perturbation``: another operator's
-        opinion of the rule (a text's: "unk", "delete", "similar"; default: the explainer's own)."""
+        opinion of the rule (a text's: "unk", "delete", "similar", "infill"; default: the explainer's own)."""
+        check_int("n", n)
         sampler = self.sampler
         if perturbation is not None:
             if not isinstance(sampler, TextSampler):
@@ -331,6 +328,7 @@ class AnchorsExplainer:
     ) -> float:  # fmt: skip
         """Coverage of a rule: the share of ``n`` perturbations of the empty rule that keep its features
         (no model query). ``positions`` and ``coarse`` as `estimate_precision`."""
+        check_int("n", n)
         run = self._start(text, seed)
         run.refine_to(self.sampler, coarse, positions)
         pool = await asyncio.to_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)

@@ -23,9 +23,12 @@ from .explanation import AnchorData, Level, Opinion
 from .meta import Recheck, Stage
 from .progress import Progress
 
-__all__ = ["Explaining", "asked_again", "draw", "drive", "movers", "scope"]
+__all__ = ["STRICT_RECHECK", "Explaining", "asked_again", "draw", "drive", "movers", "scope"]
 
 R = TypeVar("R")
+STRICT_RECHECK = 5
+"""Texts a strict explanation asks the model about again (of those its anchor was judged on): a model
+that answers one text two ways is reported, and its certificate is said not to hold."""
 
 
 @dataclass
