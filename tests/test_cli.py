@@ -537,6 +537,8 @@ async def test_check_gives_an_anchor_s_precision_and_coverage_under_each_perturb
         served = server.prompts_served
         code, err = await cli(*base[:2], "--anchor", "great", *base[4:])
         assert code == 2 and "'great' is not in the text" in err and server.prompts_served == served
+        code, err = await cli(*base, "--second-opinion", "delete")
+        assert code == 2 and "give the operator as --perturbation" in err and server.prompts_served == served
 
 
 async def test_a_run_under_another_perturbation_records_it_and_never_sends_the_mask(tmp_path):

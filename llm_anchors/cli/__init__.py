@@ -166,8 +166,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _second_opinion(args: argparse.Namespace) -> SecondOpinion | None:
-    if args.second_opinion is None or args.command == "check":  # check is itself a second opinion
+    if args.second_opinion is None:
         return None
+    if args.command == "check":  # refused, not ignored: the user would read a number that was never measured
+        raise ConfigError("check is itself a second opinion: give the operator as --perturbation")
     return SecondOpinion(args.second_opinion, args.second_opinion_samples)
 
 
