@@ -16,14 +16,12 @@ import hashlib
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
 from ..models.backend import Backend, Completion, CompletionParams
 from ..models.classifier import UNPARSED, Label
 from ..models.llm import LLMClassifier
 from ..money.pricing import Price
 from ..money.tokens import TokenCounter
-from .similar import StandIns
+from .similar import StandIns, drawn_as
 from .words import WORD
 
 __all__ = ["FILL_PROMPT", "STOP_WORDS", "Filler", "fill_prompt", "pool_of"]
@@ -101,11 +99,7 @@ def pool_of(answer: Label, word: str) -> StandIns:
         fill = fill.lower()
         if fill and fill != word.lower() and WORD.fullmatch(fill):
             scores[fill] = max(scores.get(fill, -math.inf), float(logprob))
-    if not scores:
-        return None
-    names = tuple(w.capitalize() if word[:1].isupper() else w for w in scores)
-    weights = np.exp(np.array(list(scores.values())) - max(scores.values()))
-    return names, weights / weights.sum()
+    return drawn_as(word, scores)
 
 
 def fillable(words: Sequence[str]) -> list[int]:

@@ -8,7 +8,7 @@ with probability ∝ exp(cosine / temperature).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,7 +18,7 @@ from .._checks import check_int, check_number
 from .._exceptions import ConfigError
 from .embedder import SentenceEmbedder
 
-__all__ = ["Similar", "StandIns", "stand_ins"]
+__all__ = ["Similar", "StandIns", "drawn_as", "stand_ins"]
 
 StandIns = tuple[tuple[str, ...], np.ndarray] | None
 """One feature's stand-ins and the probability of each (None: it has none, and takes the fallback)."""
@@ -56,10 +56,16 @@ def stand_ins(words: Sequence[str | None], embedder: SentenceEmbedder, similar: 
     out: list[StandIns] = []
     for word in words:
         near = embedder.nearest_words(word, similar.neighbours, similar.min_similarity) if word else []
-        if not near:
-            out.append(None)
-            continue
-        weights = np.exp(np.array([s for _, s in near]) / similar.temperature)
-        names = tuple(w.capitalize() if word and word[:1].isupper() else w for w, _ in near)
-        out.append((names, weights / weights.sum()))
+        out.append(drawn_as(word or "", {w: s / similar.temperature for w, s in near}))
     return out
+
+
+def drawn_as(word: str, scores: Mapping[str, float]) -> StandIns:
+    """Stand-ins for ``word``, each drawn with probability ∝ exp(its score) and capitalised as ``word`` is
+    (None: no candidate)."""
+    if not scores:
+        return None
+    logits = np.array(list(scores.values()))
+    weights = np.exp(logits - logits.max())
+    names = tuple(w.capitalize() if word[:1].isupper() else w for w in scores)
+    return names, weights / weights.sum()
