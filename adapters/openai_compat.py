@@ -18,15 +18,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
-from urllib.parse import urlparse, urlunparse
+from urllib.parse import urlparse
 
-from adapters.token_counters import ServerTokenCounter, TiktokenCounter
+from adapters.token_counters import ServerTokenCounter, TiktokenCounter, endpoint_url
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
-from llm_anchors.extend import Charge, Completion, CompletionParams, Completions, TokenCounter
+from llm_anchors.extend import Charge, Completion, CompletionParams, Completions, TokenCounter, redact, shown_url
 
 __all__ = [
     "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_response", "parse_retry_after",
-    "reasoning_effort_for", "redact",
+    "reasoning_effort_for",
 ]  # fmt: skip
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -52,51 +52,25 @@ def reasoning_effort_for(model: str) -> str | None:
     return next((effort for pattern, effort in _LOWEST_EFFORT if pattern.match(name)), None)
 
 
-_CREDENTIALS = [
-    (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+"), r"\1<redacted>"),
-    (re.compile(r"(?i)\b(authorization[\"']?\s*[:=]\s*[\"']?)(?!bearer\b)[^\s\"',;]+"), r"\1<redacted>"),
-    (re.compile(r"(?i)\b(api[_-]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+"), r"\1<redacted>"),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), "sk-<redacted>"),
-    (re.compile(r"//[^/@\s]+@"), "//<redacted>@"),  # user:password@ in a URL
-]
-
-
-def redact(text: str, *secrets: str | None) -> str:
-    """``text`` without the given secrets, nor anything that looks like a credential
-    (a Bearer token, an Authorization or api_key value, an ``sk-`` key, a URL's user:password@)."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<redacted>")
-    for pattern, replacement in _CREDENTIALS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
 def _check_url(url: Any, key: str | None) -> None:
     """`ConfigError` unless ``url`` is an http(s) URL with a host and a valid port; the message shows
-    it without the API key or a user:password."""
-    shown = redact(str(url), key)
+    it as `shown_url` does (no API key, user:password, query value or key-like segment)."""
+    if not isinstance(url, str):
+        raise ConfigError(f"base_url must be an http(s) URL, got {type(url).__name__}")
+    shown = redact(shown_url(url), key)
     try:
-        parts = urlparse(url) if isinstance(url, str) else None
-        port_ok = parts is not None and (parts.port is None or parts.port > 0)
-    except ValueError as exc:  # a port out of range, a broken IPv6 address
-        raise ConfigError(f"base_url {shown!r} is not a URL ({exc})") from None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        parts = urlparse(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a port out of range or not a number, a broken IPv6 address: never echoed
+        raise ConfigError(f"base_url {shown!r} is not a URL: its host or port cannot be read") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ConfigError(f"base_url must be an http(s) URL with a host, like http://127.0.0.1:8000/v1, got {shown!r}")
     if any(c.isspace() for c in url):
         raise ConfigError(f"base_url {shown!r} holds a space")
+    if parts.fragment or url.endswith("#"):
+        raise ConfigError(f"base_url {shown!r} holds a #fragment, which no request sends: give the key as an API key")
     if (parts.username or parts.password) and key:
         raise ConfigError(f"base_url {shown!r} holds a user:password and an API key is set: give one of them")
-
-
-def _display(url: str) -> str:
-    """A URL as shown in messages and repr: without user:password@."""
-    parts = urlparse(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunparse(parts._replace(netloc=netloc))
 
 
 Endpoint = Literal["auto", "completions", "chat"]
@@ -152,7 +126,7 @@ class OpenAICompatibleBackend:
             raise ConfigError(f"endpoint must be auto, completions or chat, got {endpoint!r}")
         if not 0 < timeout < math.inf or max_request_size < 1 or max_connections < 1:  # nan is not a timeout
             raise ConfigError("timeout (finite), max_request_size and max_connections must be positive")
-        self.base_urls = [u.rstrip("/") for u in urls]
+        self.base_urls = [endpoint_url(u, "") for u in urls]  # no trailing slash
         self.model = model
         self.endpoint: Literal["completions", "chat"] = (
             ("chat" if any(urlparse(u).hostname == "api.openai.com" for u in urls) else "completions")
@@ -199,7 +173,7 @@ class OpenAICompatibleBackend:
     @property
     def api_url(self) -> str:
         """The first server's base URL (its provider's prices are told apart by it)."""
-        return _display(self.base_urls[0])
+        return shown_url(self.base_urls[0])
 
     @property
     def is_openai(self) -> bool:
@@ -215,7 +189,7 @@ class OpenAICompatibleBackend:
         return None
 
     def __repr__(self) -> str:
-        urls = [_display(u) for u in self.base_urls]
+        urls = [shown_url(u) for u in self.base_urls]
         return f"OpenAICompatibleBackend({urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
 
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
@@ -243,7 +217,7 @@ class OpenAICompatibleBackend:
         try:
             async with (
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=min(self.timeout, 10.0))) as session,
-                session.get(self.base_urls[0] + "/models", headers=headers) as response,
+                session.get(endpoint_url(self.base_urls[0], "/models"), headers=headers) as response,
             ):
                 raw = await response.json(content_type=None) if response.status == 200 else None
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
@@ -328,7 +302,7 @@ class _Session:
 
     async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
         aiohttp = self._aiohttp
-        url = base + _PATHS[endpoint]
+        url = endpoint_url(base, _PATHS[endpoint])
         try:
             async with self._session.post(url, json=body) as response:
                 if response.status >= 400:
@@ -339,9 +313,9 @@ class _Session:
                 except ValueError as exc:
                     raise BadResponseError(f"answer is not JSON: {exc}", classifier=who, transient=True) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise BackendTimeoutError(f"no answer from {_display(url)} in time", classifier=who) from exc
+            raise BackendTimeoutError(f"no answer from {shown_url(url)} in time", classifier=who) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            where = _display(url)
+            where = shown_url(url)
             raise BackendTimeoutError(f"connection to {where} dropped: {type(exc).__name__}", classifier=who) from None
         if not isinstance(raw, dict):
             raise BadResponseError(f"answer is {type(raw).__name__}, not an object", classifier=who)
@@ -472,20 +446,32 @@ def _top_logprobs(logprobs: Any) -> dict[str, float] | None:
       ``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}``
     - legacy shape (OpenAI/vLLM completions, llama-cpp-python):
       ``{"tokens": [...], "token_logprobs": [...], "top_logprobs": [{token: logprob}]}``
+
+    A log-probability that is not a number is kept as NaN, which `Completion` drops.
     """
     if not logprobs:
         return None
     content = logprobs.get("content")
     if content:
         first = content[0]
-        top = {str(t["token"]): float(t["logprob"]) for t in first.get("top_logprobs") or []}
+        top = {str(t["token"]): _number(t.get("logprob")) for t in first.get("top_logprobs") or []}
         if not top and "token" in first:
-            top = {str(first["token"]): float(first["logprob"])}
+            top = {str(first["token"]): _number(first.get("logprob"))}
         return top or None
     legacy = logprobs.get("top_logprobs")
     if legacy:
-        return {str(k): float(v) for k, v in legacy[0].items()} or None
+        return {str(k): _number(v) for k, v in legacy[0].items()} or None
     tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
     if tokens and values:
-        return {str(tokens[0]): float(values[0])}
+        return {str(tokens[0]): _number(values[0])}
     return None
+
+
+def _number(value: Any) -> float:
+    """A log-probability as a float: NaN when it is none (null, a string that is not a number)."""
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan

@@ -17,16 +17,25 @@ import gzip
 import hashlib
 import importlib.util
 import os
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from llm_anchors import BackendError, BadResponseError, ConfigError
-from llm_anchors.extend import TokenCount
+from llm_anchors.extend import TokenCount, shown_url
 
-__all__ = ["ServerTokenCounter", "TiktokenCounter", "install_offline_encodings"]
+__all__ = ["ServerTokenCounter", "TiktokenCounter", "endpoint_url", "install_offline_encodings"]
+
+
+def endpoint_url(base_url: str, path: str, *, root: bool = False) -> str:
+    """``path`` under ``base_url``, before its query (``…/v1?api-version=x`` + ``/completions`` is
+    ``…/v1/completions?api-version=x``); with ``root``, under the server's root (``/v1`` dropped)."""
+    parts = urlsplit(base_url)
+    base = parts.path.rstrip("/")
+    base = base.removesuffix("/v1") if root else base
+    return urlunsplit(parts._replace(path=base + path, fragment=""))
 
 
 _ENCODING_URLS = {
@@ -91,8 +100,8 @@ class ServerTokenCounter:
     def __init__(
         self, base_url: str, *, model: str | None = None, max_concurrency: int = 16, max_entries: int = 100_000
     ) -> None:
-        self.root = base_url.rstrip("/").removesuffix("/v1")
-        self.shown = re.sub(r"//[^/@\s]+@", "//", self.root)  # for messages: no user:password@
+        self.url = endpoint_url(base_url, "/tokenize", root=True)
+        self.shown = shown_url(endpoint_url(base_url, "", root=True))  # for messages: no credential
         self.model = model
         self._vllm = False  # llama-server's request shape first; vLLM's when it is refused
         self.max_concurrency = max_concurrency
@@ -142,7 +151,7 @@ class ServerTokenCounter:
         body: dict[str, Any] = {"content": prompt, "add_special": True}
         if self._vllm:
             body = {"model": self.model, "prompt": prompt, "add_special_tokens": True}
-        async with session.post(f"{self.root}/tokenize", json=body) as response:
+        async with session.post(self.url, json=body) as response:
             if response.status >= 400:
                 return response.status, None
             return response.status, await response.json(content_type=None)

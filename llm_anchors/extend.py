@@ -12,7 +12,8 @@ writing a new backend, classifier, sampler, cap or memory needs:
 - `SpendCap` (a cap held elsewhere than a `Budget`), with `Charge`, `Reservation`, `BudgetReport`;
 - `Memory` (MAnchors' memory kept elsewhere than a `RuleMemory`), with `MemoryEntry`;
 - `Proposer` (rules for MAnchors' guided search to test), with `Proposals` (rules known beforehand);
-- `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap).
+- `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap);
+- `redact` and `shown_url`: what a backend's messages may show of its credentials and URLs.
 
 Each protocol's base class (or ``as_backend`` / ``as_classifier``) gives its
 optional members safe defaults. The parts the explainers are made of are in
@@ -20,6 +21,7 @@ their own packages (`llm_anchors.search`, `.money`, `.models`, `.query`,
 `.memory`, `.samplers`, `.explain`); a dataset run is `llm_anchors.run`.
 """
 
+from ._secrets import redact, shown_url
 from .memory import Memory, MemoryEntry, MemoryFeatures
 from .models import (
     Backend,
@@ -69,4 +71,6 @@ __all__ = [
     "TokenCounter",
     "as_backend",
     "as_classifier",
+    "redact",
+    "shown_url",
 ]

@@ -6,7 +6,9 @@ connection, a 400, a 401 whose body echoes the Authorization header
 ("echo-key"), or status 200 with a truncated JSON body ("truncated") or
 an HTML page ("html"). The rest are answered either by a Python function
 (``answer(prompt) -> label word``, replied in llama-server's shape) or by
-forwarding to a real upstream server (``upstream="http://127.0.0.1:P/v1"``).
+forwarding to a real upstream server (``upstream="http://127.0.0.1:P/v1"``); ``alternatives``
+(``(prompt, answer) -> [(token, logprob)]``) says the first token's alternatives, NaN or not; ``fail_if``
+(``prompts -> kind or None``) fails the requests it picks, every time.
 
 As a hosted provider (``usage``): each answer carries the usage that
 function reports, in OpenAI's documented shape (``usage.prompt_tokens``,
@@ -54,7 +56,11 @@ class FaultServer:
         reasoning_tokens: int = 0,
         honour_bound: bool = True,
         tier: str | None = None,
+        alternatives: Callable[[str, str], list[tuple[str, float]]] | None = None,
+        fail_if: Callable[[list[str]], str | None] | None = None,
     ) -> None:
+        self.fail_if = fail_if  # (the request's prompts) -> a fault kind to answer with, or None
+        self.alternatives = alternatives  # (prompt, answer) -> the first token's alternatives, as said
         self.usage = usage
         self.reasoning_tokens = reasoning_tokens
         self.honour_bound = honour_bound
@@ -130,8 +136,9 @@ class FaultServer:
         lo, hi = self.latency
         if hi > 0:
             await asyncio.sleep(self.rng.uniform(lo, hi))
-        if self.rng.random() < self.fail_rate:
-            kind = self.rng.choice(self.kinds)
+        chosen = self.fail_if(_prompts(request.path, body)) if self.fail_if is not None else None
+        if chosen is not None or self.rng.random() < self.fail_rate:
+            kind = chosen or self.rng.choice(self.kinds)
             self.counts[kind] += 1
             if kind == "429":
                 return web.Response(status=429, text="slow down", headers={"Retry-After": self.retry_after})
@@ -194,10 +201,7 @@ class FaultServer:
 
     def _reply(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         assert self.answer is not None
-        if path.endswith("/chat/completions"):
-            prompts = [body["messages"][-1]["content"]]
-        else:
-            prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        prompts = _prompts(path, body)
         self.prompts_served += len(prompts)
         self.prompts.extend(prompts)
         bound = body.get("max_completion_tokens", body.get("max_tokens", 1))
@@ -211,10 +215,10 @@ class FaultServer:
             word = "" if cut else word
             finish = "length" if cut or self.reasoning_tokens == 0 else "stop"
             other = " negative" if word != " negative" else " positive"
-            top = [{"token": word, "logprob": -0.1}, {"token": other, "logprob": -2.5}]
-            logprobs = (
-                None if "logprobs" not in body else {"content": [{"token": word, "logprob": -0.1, "top_logprobs": top}]}
-            )
+            pairs = [(word, -0.1), (other, -2.5)] if self.alternatives is None else self.alternatives(prompt, word)
+            top = [{"token": t, "logprob": lp} for t, lp in pairs]
+            first = {"token": word, "logprob": pairs[0][1] if pairs else -0.1, "top_logprobs": top}
+            logprobs = None if "logprobs" not in body else {"content": [first]}
             if path.endswith("/chat/completions"):
                 message = {"role": "assistant", "content": word}
                 choices.append({"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish})
@@ -229,3 +233,10 @@ class FaultServer:
         # Like llama-server: for a list of prompts the usage covers the first one only.
         n_tokens = len(prompts[0].split()) + 1
         return {"choices": choices, "usage": {"prompt_tokens": n_tokens, "completion_tokens": 1}}
+
+
+def _prompts(path: str, body: dict[str, Any]) -> list[str]:
+    """The prompts of a completions or chat request."""
+    if path.endswith("/chat/completions"):
+        return [body["messages"][-1]["content"]]
+    return body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]

@@ -260,7 +260,7 @@ class _OverReporting:
         pass
 
 
-async def test_a_server_over_reporting_its_completions_is_not_believed_and_never_passes_the_cap():
+async def test_a_server_billing_past_its_bound_is_recorded_at_its_bill_and_ends_the_explanation():
     budget = Budget(max_usd="0.0002")
     clf = LLMClassifier(_OverReporting(), PROMPT, LABELS, price=PRICE)
     explainer = AnchorsExplainer(
@@ -268,12 +268,33 @@ async def test_a_server_over_reporting_its_completions_is_not_believed_and_never
     )
     exp = await explainer.explain(SENTENCES[0])
     report, cost = budget.report(), exp.meta.cost
-    assert report.passed == "" and report.settled.usd <= budget.max_usd
+    assert exp.meta.budget_exhausted and report.settled.usd > budget.max_usd  # it was held at the worst case
+    excess = report.settled.usd - budget.max_usd
+    assert report.passed.startswith(f"settled spend passed the cap by ${excess:.6f}: $")
     assert cost.disputed == {"more completion tokens than the request allowed": report.calls} and report.calls > 1
-    assert cost.settled == replace(cost.reserved, disputed=report.calls)  # each at its worst case
+    assert cost.settled.completion_tokens == 20 * cost.settled.queries  # as billed, never at the bound of 1
     from llm_anchors.cli import render
 
-    assert f"disputed    {report.calls} calls counted at their worst case: more completion tokens" in render(exp)
+    assert f"disputed    {report.calls} calls counted at their worst case or their bill, the larger" in render(exp)
+
+
+async def test_a_disputed_bill_counts_each_part_at_the_larger_of_the_worst_case_and_the_report(tmp_path):
+    from llm_anchors.money.charge import disputed, implausible
+
+    worst = Charge(8, 800, 8, Decimal("0.001"))
+    huge = Charge(8, 10**9, 8, Decimal("150"))
+    assert implausible(huge, worst) == "more prompt tokens than were sent"
+    assert disputed(worst, huge) == Charge(8, 10**9, 8, Decimal("150"), disputed=1)
+    below = Charge(8, -5, 2, Decimal("-1"))  # what cannot be a count says nothing
+    assert disputed(worst, below) == Charge(8, 800, 8, Decimal("0.001"), disputed=1)
+    budget = Budget(max_usd="1", journal=tmp_path / "j.jsonl")
+    budget.settle(await budget.reserve(worst), huge)
+    assert budget.settled == disputed(worst, huge) and budget.passed.startswith("settled spend passed the cap by $149")
+    budget.close()
+    with Budget(max_usd="1", journal=tmp_path / "j.jsonl") as again:  # replayed: said again
+        assert again.passed == budget.passed
+        with pytest.raises(BudgetExceeded):
+            await again.reserve(worst)
 
 
 class _Overbilling:
@@ -298,7 +319,7 @@ async def test_a_classifier_billing_past_its_quote_ends_the_explanation_and_says
         exp = await explainer.explain(SENTENCES[0])
         assert exp.meta.budget_exhausted
     report = budget.report()
-    assert report.passed.startswith("settled spend passed the cap: $") and report.settled.usd > budget.max_usd
+    assert report.passed.startswith("settled spend passed the cap by $") and report.settled.usd > budget.max_usd
     spent = report.settled.usd
     with pytest.raises(BudgetExceeded):  # nothing more is sent
         await AnchorsExplainer(_Overbilling(), seed=1, budget=budget).explain(SENTENCES[1])

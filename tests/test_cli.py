@@ -592,3 +592,87 @@ async def test_a_run_under_infill_fills_with_the_same_server_and_counts_its_fill
     records = lines(out)
     infill = [r["explanation"]["meta"]["infill"]["settled"]["queries"] for r in records]
     assert len(records) == 2 and sum(infill) == len(fills) and all(infill)  # each input's blanks, asked once
+
+
+async def test_a_filler_answering_nan_costs_its_fills_not_the_run(tmp_path):
+    import math
+
+    from tests.fault_server import FaultServer
+
+    def broken(prompt: str, answer: str) -> list[tuple[str, float]]:  # a filler whose numbers are not numbers
+        if prompt.startswith("Fill in the blank"):
+            return [(answer, math.nan), (" great", -math.inf), (" fine", math.nan)]
+        return [(answer, -0.1), (" negative" if answer != " negative" else " positive", -2.5)]
+
+    out, first = tmp_path / "out.jsonl", SENTENCES[:2] + SENTENCES[6:8]
+    async with FaultServer(answer=fill_or_keywords, alternatives=broken) as server:
+        code, err = await cli(*run_args(server.base_url, inputs(tmp_path, first), out, "--perturbation", "infill"))
+        assert code == 0, err  # it was rc 1: "Probabilities contain NaN", and so was every rerun
+        assert any(p.startswith("Fill in the blank") for p in server.prompts)
+    assert len(lines(out)) == 4 and all("explanation" in r for r in lines(out))
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+    async with FaultServer(answer=fill_or_keywords, port=port) as healthy:  # the same --out and cache: it goes on
+        more = first + SENTENCES[2:4] + SENTENCES[8:10]
+        code, err = await cli(*run_args(healthy.base_url, inputs(tmp_path, more), out, "--perturbation", "infill"))
+        assert code == 0, err
+    assert len(lines(out)) == 8 and all("explanation" in r for r in lines(out))
+
+
+async def test_labels_sharing_a_prefix_are_read_as_the_model_spelled_them(tmp_path):
+    import math
+
+    from tests.fault_server import FaultServer
+
+    def short_label(prompt: str, answer: str) -> list[tuple[str, float]]:
+        return [(" pos", math.log(0.95)), (" positive", -3.0)]
+
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=lambda p: "pos", alternatives=short_label) as server:
+        code, err = await cli(*run_args(server.base_url, inputs(tmp_path, SENTENCES[:1]), out, "--labels",
+                                        "pos,positive"))  # fmt: skip
+        assert code == 0, err
+        assert all(body["max_tokens"] > 1 for body in server.bodies)  # room to spell them
+    (record,) = lines(out)
+    assert record["explanation"]["data"]["label"] == "pos"  # it was "positive"
+
+
+async def test_a_key_in_the_base_url_is_in_no_file_a_run_or_its_report_writes(tmp_path):
+    from tests.fault_server import FaultServer
+
+    key = "Zq8vT3kLm9XwR2pN7sHd"
+    async with FaultServer(answer=keyword_sentiment, fail_rate=1.0, kinds=["drop"]) as server:
+        root = server.base_url.removesuffix("/v1")
+        for n, url in enumerate([f"{root}/v1?api_key={key}", f"{root}/{key}/v1"]):
+            out = tmp_path / f"out{n}.jsonl"
+            code, err = await cli(*run_args(url, inputs(tmp_path, SENTENCES[:2]), out, "--max-attempts", "1"))
+            assert code == 4 and key not in err, err  # faults: every call dropped, the lines say where
+            assert all(r.get("fault") and "<redacted>" in r["failed"] for r in lines(out))
+            code, err = await cli("report", str(out), "-o", str(tmp_path / f"report{n}.html"))
+            assert code == 0, err
+        code, err = await cli(*run_args(f"{root}/v1#{key}", inputs(tmp_path, SENTENCES[:1]), tmp_path / "o.jsonl"))
+        assert code == 2 and "#fragment" in err and key not in err
+        code, err = await cli(*run_args(f"http://127.0.0.1:{key}/v1", inputs(tmp_path, SENTENCES[:1]), tmp_path / "p"))
+        assert code == 2 and key not in err
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) > 6 and not [p.name for p in written if key.encode() in p.read_bytes()]
+
+
+async def test_a_second_opinion_that_fails_leaves_the_paid_explanation_with_the_reason(tmp_path):
+    from tests.fault_server import FaultServer
+
+    def fills_refused(prompts: list[str]) -> str | None:
+        return "429" if any(p.startswith("Fill in the blank") for p in prompts) else None
+
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=fill_or_keywords, fail_if=fills_refused) as server:
+        more = ("--second-opinion", "infill", "--second-opinion-samples", "40", "--max-attempts", "2")
+        code, err = await cli(*run_args(server.base_url, inputs(tmp_path, SENTENCES[:3]), out, *more))
+        assert code == 0, err  # every input was a fault line blaming the model: "fault": true
+        assert server.counts["429"] >= 3
+    records = lines(out)
+    assert len(records) == 3 and all("explanation" in r for r in records)
+    opinions = [r["explanation"]["data"]["second_opinion"] for r in records]
+    assert all(o["precision"] is None and "429" in o["missing"] for o in opinions)
+    assert all(r["explanation"]["data"]["anchor"] for r in records if "good" in r["explanation"]["data"]["query"])
+    code, _ = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
+    assert code == 0 and (tmp_path / "report.html").read_text().count(">missing</td>") == 3

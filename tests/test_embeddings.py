@@ -28,6 +28,40 @@ def test_word_vectors_put_synonyms_nearer_than_unrelated_words(words):
     assert np.array_equal(again, good)  # cached: the same vector
 
 
+def test_word_pieces_are_the_models_own_tokenizers(words):
+    """The table tokenizes as the packaged model's tokenizer does, and its rows are the model's."""
+    from transformers import AutoTokenizer
+
+    from llm_anchors.datasets import load_rt_polarity
+    from llm_anchors.samplers.words import WORD
+
+    tokenizer = AutoTokenizer.from_pretrained(words._path())
+    texts, _ = load_rt_polarity()
+    vocabulary = sorted({w for t in texts[:3000] for w in WORD.findall(t)})
+    odd = ["Café", "naïve", "century's", "jean-claude", "x" * 101, "東京タワー", "ＦＵＬＬ", "don’t", "a\u200bb", "Ω"]
+    table = words.table
+    for word in [*vocabulary, *odd]:
+        expected = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
+        assert table.pieces(word) == expected, word
+    assert len(vocabulary) > 5000
+    model = SentenceEmbedder(pooling="sentence")._load()
+    rows = model[0].auto_model.embeddings.word_embeddings.weight.detach().numpy()
+    assert np.array_equal(np.asarray(table.rows), rows)
+
+
+def test_word_vectors_load_neither_torch_nor_transformers():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom llm_anchors.samplers import SentenceEmbedder\n"
+        "e = SentenceEmbedder()\nassert e.embed(['a dull film']).shape == (1, e.dim)\n"
+        "e.nearest_words('dull', 3, 0.3)\nprint(sorted({'torch', 'transformers'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
 def test_sentence_pooling_runs_the_full_model():
     sentence = SentenceEmbedder(pooling="sentence")
     vector = sentence.embed(["a dull film"])

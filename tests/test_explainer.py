@@ -430,13 +430,16 @@ async def test_an_explainer_asked_for_a_second_opinion_records_it_paid_and_apart
     assert asked.data.anchor == plain.data.anchor and asked.data.precision == plain.data.precision  # same search
     o = asked.data.second_opinion
     assert o is not None and o.perturbation == "delete" and o.samples == 300 and "deleted" in o.perturbed_as
-    assert 0.2 < o.precision < 0.45 and plain.data.second_opinion is None  # ≥ 3 of the 4 others kept: 5/16
+    assert o.precision is not None and o.interval is not None and plain.data.second_opinion is None
+    assert 0.2 < o.precision < 0.45  # ≥ 3 of the 4 others kept: 5/16
+    assert 0.2 < o.interval[0] < o.precision < o.interval[1] < 0.5  # a 95% interval of 300 samples
     stage = asked.meta.stages["second opinion"]
     assert stage.samples == 300 and asked.meta.samples == plain.meta.samples + 300
     assert asked.meta.queries == plain.meta.queries + stage.queries and stage.queries > 0
     assert asked.meta.settings.second_opinion == SecondOpinion("delete", 300)
     assert Explanation.from_json(asked.to_json()) == asked
-    assert "2nd opinion 0." in render(asked) and "2nd opinion" not in render(plain)
+    assert f"2nd opinion {o.precision:.3f}  (95% interval {o.interval[0]:.3f}–" in render(asked)
+    assert "2nd opinion" not in render(plain)
     for strategy in ("guided", "paper"):  # MAnchors' searches, memory hit or not, ask it as well
         clf = FunctionClassifier(good_and_long)
         m = MAnchorsExplainer(
@@ -453,7 +456,8 @@ async def test_an_explainer_asked_for_a_second_opinion_records_it_paid_and_apart
 
 
 async def test_a_second_opinion_the_cap_refuses_leaves_the_anchor_and_marks_the_cap():
-    from llm_anchors import Budget, BudgetExceeded
+    from llm_anchors import Budget, BudgetExceeded, Explanation
+    from llm_anchors.cli import render
     from llm_anchors.explain import SecondOpinion
 
     text = "a good and pleasant film"
@@ -461,7 +465,11 @@ async def test_a_second_opinion_the_cap_refuses_leaves_the_anchor_and_marks_the_
     second = SecondOpinion("delete", samples=300)
     cap = lambda: Budget(max_queries=plain.meta.queries + 5)  # noqa: E731  (the search fits; the opinion not)
     exp = await explainer(good_and_long, second_opinion=second, budget=cap(), on_budget="return").explain(text)
-    assert exp.data.anchor == plain.data.anchor and exp.data.second_opinion is None and exp.meta.budget_exhausted
+    assert exp.data.anchor == plain.data.anchor and exp.meta.budget_exhausted
+    o = exp.data.second_opinion
+    assert o is not None and o.precision is None and o.interval is None and o.missing.startswith("the cap refused it")
+    assert "2nd opinion none under delete: the cap refused it" in render(exp)
+    assert Explanation.from_json(exp.to_json()) == exp
     with pytest.raises(BudgetExceeded):
         await explainer(good_and_long, second_opinion=second, budget=cap()).explain(text)
 

@@ -3,7 +3,7 @@ import warnings
 import pytest
 
 from llm_anchors import UNPARSED, AnchorsExplainer, BadResponseError, ConfigError, LLMClassifier, PromptCacheWarning
-from llm_anchors.extend import LOCAL, Backend, Completion, Completions, MockBackend, as_backend
+from llm_anchors.extend import LOCAL, Backend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from llm_anchors.money import EstimateCounter, price_for
 
 PROMPT = "Review: {text}\nSentiment:"
@@ -46,9 +46,41 @@ def test_answer_naming_no_label_is_unparsed(text, top):
     assert read(clf_for(), text, top) == UNPARSED
 
 
-def test_a_top_token_naming_two_labels_picks_the_one_the_alternatives_favour():
-    clf = LLMClassifier(MockBackend(lambda p: "positive"), PROMPT, ["positive", "possible"])
-    assert read(clf, " pos", {" pos": -0.1, " possible": -1.0, " positive": -2.0}) == "possible"
+def test_a_label_spelled_whole_is_not_read_as_a_longer_one_it_begins():
+    clf = LLMClassifier(MockBackend(lambda p: "pos"), PROMPT, ["pos", "positive"])
+    assert read(clf, " pos", {" pos": -0.05, " positive": -3.0}) == "pos"  # it was "positive"
+    assert read(clf, " positive", {" positive": -0.05, " pos": -3.0}) == "positive"
+    assert read(clf, "pos") == "pos" and read(clf, " Positive.") == "positive"  # both were unparsed
+    assert read(clf, " posit") == "positive"  # cut short, it begins one label only
+    assert read(clf, " po") == UNPARSED
+
+
+def test_labels_sharing_a_first_word_are_read_from_the_whole_answer():
+    clf = LLMClassifier(MockBackend(lambda p: "very bad"), PROMPT, ["very good", "very bad"])
+    assert clf.params.max_tokens > 1  # room to spell them, by default
+    assert read(clf, "very bad") == "very bad" and read(clf, " Very good!") == "very good"  # both were unparsed
+    # The first token names both: the greedy text decides (the first label listed won, whatever the model said).
+    assert read(clf, " very bad", {" very": -0.01, " quite": -5.0}) == "very bad"
+    assert read(clf, " very", {" very": -0.01}) == UNPARSED  # cut before it could tell
+    # A text that does not begin with the most probable token is not the model's answer: the token alone is.
+    assert read(clf, " very bad", {" extremely": -0.01, " very": -5.0}) == UNPARSED
+
+
+def test_one_output_token_is_refused_for_labels_sharing_a_word():
+    with pytest.raises(ConfigError, match="'very good' and 'very bad' begin with the same word"):
+        LLMClassifier(MockBackend(lambda p: "x"), PROMPT, ["very good", "very bad"], params=CompletionParams())
+    pos = LLMClassifier(MockBackend(lambda p: "x"), PROMPT, ["pos", "positive"], params=CompletionParams())
+    assert pos.params.max_tokens == 1  # a whole word tells these apart: asked for, allowed
+    assert LLMClassifier(MockBackend(lambda p: "x"), PROMPT, LABELS).params.max_tokens == 1
+
+
+def test_log_probabilities_that_are_not_numbers_are_dropped():
+    nan, inf = float("nan"), float("inf")
+    assert Completion(" a", {" a": nan, " b": -inf, " c": inf, " d": "x"}).top_logprobs is None  # type: ignore[dict-item]
+    assert Completion(" a", {" a": nan, " b": -1.0, " c": 2e-4}).top_logprobs == {" b": -1.0, " c": 0.0}
+    clf = clf_for()
+    assert read(clf, " positive", {" negative": nan, " positive": -5.0}) == "positive"
+    assert read(clf, " negative", {" positive": nan}) == "negative"  # none left: the text says it
 
 
 def test_short_tokens_do_not_name_labels():

@@ -316,23 +316,6 @@ def test_a_key_in_the_url_is_not_shown():
     assert "hunter2" not in repr(backend) and "example.com:8000" in repr(backend)
 
 
-def test_redact_catches_credentials_in_any_shape():
-    from adapters.openai_compat import redact
-
-    for leaky in (
-        "Incorrect API key provided: Bearer sk-abc123def456",
-        "headers: {'Authorization': 'xyz-token-1'}",
-        'api_key="tok_123456"',
-        "see http://user:pw@host/v1",
-        "raw sk-proj-AbCdEf123456",
-    ):
-        clean = redact(leaky)
-        assert "abc123" not in clean and "xyz-token-1" not in clean and "tok_123456" not in clean
-        assert "pw@" not in clean and "AbCdEf" not in clean and "<redacted>" in clean
-    assert redact("no secret here, HTTP 500") == "no secret here, HTTP 500"
-    assert redact("the key is k3y!", "k3y!") == "the key is <redacted>"
-
-
 @pytest.mark.parametrize("kind", ["truncated", "html"])
 async def test_a_garbled_answer_is_a_bad_response(kind):
     async with FaultServer(fail_rate=1.0, kinds=[kind], answer=sentiment) as server:

@@ -88,6 +88,19 @@ async def test_a_reasoning_model_s_answers_are_bounded_reserved_in_full_and_bill
     assert bill(server, "gpt-5") <= 1 and len(lines(tmp_path / "out.jsonl")) == len(SENTENCES)
 
 
+async def test_a_small_cap_with_a_reasoning_model_stops_only_when_one_prompt_no_longer_fits(tmp_path):
+    cap = Decimal("0.05")
+    async with FaultServer(answer=keyword_sentiment, reasoning_tokens=50) as server:
+        args = [*run_args(server.base_url, inputs(tmp_path), tmp_path / "out.jsonl", "--model", "gpt-5"), "--endpoint",
+                "completions"]  # fmt: skip
+        code, _, err = await cli(*args, "--max-usd", str(cap))
+        sizes = [len(body["prompt"]) if isinstance(body["prompt"], list) else 1 for body in server.bodies]
+    journal, price = spent(tmp_path / "out.jsonl"), price_for("gpt-5")
+    one = price.worst_case(40 + 8, 256)  # one prompt (under 40 tokens, + the slack) at its output bound, priority
+    assert code == 3 and journal.usd <= cap and sizes, err
+    assert journal.usd > cap - 2 * one, err  # it stopped at $0.00786 of $0.05: 8 prompts reserved at once
+
+
 async def test_answers_cut_by_the_bound_are_unparsed_and_said_once(tmp_path):
     async with FaultServer(answer=keyword_sentiment, reasoning_tokens=50) as server:
         code, _, err = await cli(*gateway(server.base_url, tmp_path, "gpt-5", "--max-output-tokens", "16"),
@@ -110,7 +123,21 @@ def _lying(server: FaultServer, lie: str):
     return usage
 
 
-@pytest.mark.parametrize("lie", ["cached", "huge", "string", "fraction", "negative", "nan"])
+async def test_a_server_billing_past_the_output_bound_is_recorded_at_its_bill_and_said_to_pass_the_cap(tmp_path):
+    cap = Decimal("0.003")
+    async with FaultServer(answer=keyword_sentiment, reasoning_tokens=50, honour_bound=False) as server:
+        args = gateway(server.base_url, tmp_path, "gpt-5", "--max-output-tokens", "1")
+        code, _, err = await cli(*args, "--max-usd", str(cap))
+        billed, journal = bill(server, "gpt-5"), spent(tmp_path / "out.jsonl")
+        assert all(a["completion_tokens"] == 51 for a in server.answered)  # 50 reasoning + 1, past the bound of 1
+        assert code == 3 and billed <= journal.usd, err  # it was $0.0027 recorded against $0.0072 billed
+        assert journal.usd > cap and f"passed the cap by ${journal.usd - cap:.6f}" in err, err
+        assert journal.disputed == journal.queries > 0
+        code, _, err = await cli(*args, "--max-usd", str(cap))  # resumed: refused, and said again
+        assert code == 3 and "passed the cap by" in err and bill(server, "gpt-5") == billed, err
+
+
+@pytest.mark.parametrize("lie", ["cached", "string", "fraction", "negative", "nan"])
 async def test_usage_that_cannot_be_true_counts_at_the_worst_case_and_the_run_goes_on(tmp_path, lie):
     cap = Decimal("0.002")
     server = FaultServer(answer=keyword_sentiment)
@@ -127,7 +154,7 @@ async def test_usage_that_cannot_be_true_counts_at_the_worst_case_and_the_run_go
     assert sum(record["disputed"].values()) == record["settled"]["disputed"] > 0
     page = tmp_path / "report.html"
     assert (await cli("report", str(tmp_path / "out.jsonl"), "-o", str(page)))[0] == 0
-    assert "reported usage that could not be true: counted at their worst case" in page.read_text()
+    assert "reported usage that could not be true: counted at their worst case or their bill" in page.read_text()
     assert bill(server, "gpt-4o-mini") <= spent(tmp_path / "out.jsonl").usd <= Decimal("0.5")
 
 

@@ -226,15 +226,17 @@ def test_a_damaged_journal_line_is_an_error_naming_the_file_and_line(tmp_path, l
      Charge(queries=1, prompt_tokens=10**9, completion_tokens=1, usd=Decimal("1250")),
      Charge(queries=-3, prompt_tokens=-1, usd=Decimal("NaN"))],
 )  # fmt: skip
-async def test_a_bill_that_cannot_be_true_is_journaled_at_the_reservation_and_read_back(tmp_path, bill):
+async def test_a_bill_that_cannot_be_true_is_journaled_at_its_larger_parts_and_read_back(tmp_path, bill):
     journal = tmp_path / "b.jsonl"
     worst = Charge(queries=1, prompt_tokens=20, completion_tokens=1, usd=Decimal("0.0001"))
     with Budget(max_usd="0.001", journal=journal) as budget:
         budget.settle(await budget.reserve(worst), bill)
     state = read_journal(journal)  # its own reader takes every record it wrote
-    assert state.settled == replace(worst, disputed=1) and state.open == Charge()
-    with Budget(max_usd="0.001", journal=journal) as again:  # and the run goes on under the same cap
-        assert again.settled.usd == worst.usd
+    billed_past = bill.prompt_tokens > worst.prompt_tokens  # a bill of more than was sent: recorded as billed
+    counted = replace(worst, prompt_tokens=bill.prompt_tokens, usd=bill.usd) if billed_past else worst
+    assert state.settled == replace(counted, disputed=1) and state.open == Charge()
+    with Budget(max_usd="0.001", journal=journal) as again:  # read back; the run goes on under the same cap
+        assert again.settled.usd == counted.usd and bool(again.passed) == billed_past
 
 
 # -- the budget: a journal across restarts, a cap per explanation --------------------

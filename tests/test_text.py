@@ -291,6 +291,14 @@ def test_a_filler_answer_becomes_a_pool_without_the_word_itself():
     assert fillable(["a", "dull", "film", "The", "and"]) == [1, 2]
 
 
+def test_a_pool_cached_with_numbers_that_are_not_numbers_draws_from_the_rest():
+    from llm_anchors.samplers.infill import pool_of
+
+    names, p = pool_of("superb=nan\tgreat=-inf\tfine=-0.5000\tfair=x", "good")  # as an older build cached it
+    assert names == ("fine",) and p.tolist() == [1.0]
+    assert pool_of("superb=nan\tgreat=-inf", "good") is None  # no fill: the word takes the fallback
+
+
 def test_a_sampler_under_another_perturbation_is_made_once_and_keeps_every_other_setting():
     sampler = TextSampler(unit="word", p_hide=0.3, mask="[X]", max_words=50)
     similar = sampler.with_perturbation("similar")

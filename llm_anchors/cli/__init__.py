@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigError, LLMAnchorsError
+from .._secrets import redact, shown_url
 from ..explain.anchors import AnchorsExplainer
 from ..explain.manchors import MAnchorsExplainer
 from ..explain.meta import SecondOpinion
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return asyncio.run(_check(args))
             return asyncio.run(_explain(args))
         except LLMAnchorsError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {redact(str(exc))}", file=sys.stderr)
             return EXIT_REFUSED
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
     """A warning as one line on stderr, without Python's file, line and source."""
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {redact(str(message))}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -101,7 +102,7 @@ def _stopped_after_spending(journal: Path) -> Iterator[None]:
     except LLMAnchorsError as exc:
         if _reservations(journal) == before:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         print(f"(stopped after spending: what was finished is kept beside {journal.name}; remove the cause and "
               "run the same command)", file=sys.stderr)  # fmt: skip
         raise _Stopped from None
@@ -324,12 +325,12 @@ async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
     """What tells this model from another under the same name: the embedded model's file, or the
     servers' addresses and what they say they serve."""
     from adapters.llamacpp import find_model
-    from adapters.openai_compat import OpenAICompatibleBackend, redact
+    from adapters.openai_compat import OpenAICompatibleBackend
 
     backend = clf.backend
     if embedded or not isinstance(backend, OpenAICompatibleBackend):
         return {"embedded": find_model().name}
-    return {"base_url": [redact(u) for u in backend.base_urls], "served": await backend.served_models()}
+    return {"base_url": [shown_url(u) for u in backend.base_urls], "served": await backend.served_models()}
 
 
 async def _estimate(args: argparse.Namespace) -> int:

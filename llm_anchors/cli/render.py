@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ..explain.explanation import Explanation
+from ..explain.explanation import Explanation, Opinion
 from ..explain.progress import Progress
 from ..money.charge import Charge
 
@@ -58,14 +58,7 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         f"precision   {d.precision:.3f}  (KL bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
         f"claim       {exp.claim}",
         f"coverage    {d.coverage:.3f}",
-        *(
-            [
-                f"2nd opinion {o.precision:.3f}  (precision under {o.perturbation}, {o.samples:,} fresh samples: "
-                f"{o.perturbed_as})"
-            ]
-            if (o := d.second_opinion) is not None
-            else []
-        ),
+        *([_opinion(d.second_opinion)] if d.second_opinion is not None else []),
         f"samples     {m.samples:,}",
         f"queries     {m.queries:,}  ({c.cache_hits:,} cache hits, {c.retries} retries)",
         f"tokens      {c.settled.prompt_tokens:,} prompt{_cached(c.settled)} + {c.settled.completion_tokens:,} "
@@ -77,7 +70,8 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         lines.append(f"unparsed    {m.unparsed} answers named no label")
     if c.disputed:
         said = ", ".join(f"{why} ({n})" for why, n in c.disputed.items())
-        lines.append(f"disputed    {c.settled.disputed} calls counted at their worst case: {said}")
+        counted = "calls counted at their worst case or their bill, the larger"
+        lines.append(f"disputed    {c.settled.disputed} {counted}: {said}")
     return "\n".join(lines)
 
 
@@ -91,3 +85,14 @@ def _cached(usage: Charge) -> str:
 def _saved(exp: Explanation) -> str:
     saved = exp.saved_by_caching
     return f"; caching saved ${saved}" if saved else ""
+
+
+def _opinion(o: Opinion) -> str:
+    """The second opinion's line: its precision with its 95% interval, or why it is missing."""
+    if o.precision is None:
+        return f"2nd opinion none under {o.perturbation}: {o.missing}"
+    low, high = o.interval or (o.precision, o.precision)
+    return (
+        f"2nd opinion {o.precision:.3f}  (95% interval {low:.3f}–{high:.3f}; precision under {o.perturbation}, "
+        f"{o.samples:,} fresh samples: {o.perturbed_as})"
+    )

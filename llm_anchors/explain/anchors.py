@@ -10,7 +10,8 @@ from typing import Any, Literal, Self, overload
 import numpy as np
 
 from .._checks import check_int
-from .._exceptions import BudgetExceeded, ConfigError
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError
+from .._secrets import redact
 from .._sync import SyncRunner, close_when_dropped, sync_twin
 from .._version import __version__
 from ..models.classifier import UNPARSED, Classifier, as_classifier
@@ -422,19 +423,25 @@ class AnchorsExplainer:
 
     async def _opinion(self, run: Explaining, sampler: TextSampler, rule: Rule) -> None:
         """The precision of ``rule`` under ``sampler`` on fresh samples, drawn apart from the search's
-        (the anchor is the same with or without it); a cap that refuses it leaves it out
-        (``on_budget="return"``)."""
+        (the anchor is the same with or without it). An opinion that cannot be had leaves the paid
+        explanation standing: a model or filler failing past its retries, or a cap that refuses it
+        (``on_budget="return"``), make it missing, with the reason."""
         assert self.second_opinion is not None
         n, rng = self.second_opinion.samples, np.random.default_rng([run.seed, 0x5EC])
+        described = sampler.describe(run.instance) if isinstance(run.instance, TextInstance) else sampler.perturbation
         try:
             precision, instance = await self._fresh_precision(run, sampler, rule, n, rng, "second opinion")
-        except BudgetExceeded:
+        except BudgetExceeded as exc:
             if self.on_budget == "raise":
                 raise
             run.budget_exhausted = True
+            run.opinion = Opinion(sampler.perturbation, described, None, 0, missing=f"the cap refused it: {exc}")
+            return
+        except ClassifierError as exc:
+            run.opinion = Opinion(sampler.perturbation, described, None, 0, missing=redact(str(exc)))
             return
         assert isinstance(instance, TextInstance)
-        run.opinion = Opinion(sampler.perturbation, sampler.describe(instance), precision, n)
+        run.opinion = Opinion.measured(sampler.perturbation, sampler.describe(instance), round(precision * n), n)
 
     async def _fresh_precision(
         self, run: Explaining, sampler: Sampler, rule: Rule, n: int, rng: np.random.Generator, stage: str

@@ -19,6 +19,7 @@ from ..models.classifier import Label
 from ..money.charge import Charge
 from ..money.pricing import Price
 from ..samplers.text_instance import TextInstance
+from ..search.bandit import kl_lower_bound, kl_upper_bound
 from ..search.base import RoundTrace, RuleStats
 from ..search.guided import GuidedParams
 from ..search.params import SearchParams
@@ -31,12 +32,23 @@ __all__ = ["AnchorData", "Explanation", "Level", "Opinion"]
 @dataclass(frozen=True)
 class Opinion:
     """The anchor's precision under another perturbation (`SecondOpinion`): measured on ``samples``
-    fresh perturbations, ``perturbed_as`` says how; no certificate, an estimate."""
+    fresh perturbations, ``perturbed_as`` says how; no certificate, an estimate, with ``interval``, a
+    95% interval (Chernoff's KL bounds, 2.5% each side). When it could not be measured (its calls
+    failed past their retries, the cap refused them) ``precision`` and ``interval`` are None and
+    ``missing`` says why: the explanation stands without it."""
 
     perturbation: str
     perturbed_as: str
-    precision: float
+    precision: float | None
     samples: int
+    interval: tuple[float, float] | None = None
+    missing: str = ""
+
+    @classmethod
+    def measured(cls, perturbation: str, perturbed_as: str, hits: int, samples: int) -> Opinion:
+        """The opinion of ``hits`` samples keeping the label out of ``samples``."""
+        p, level = hits / samples, math.log(1 / 0.025) / samples
+        return cls(perturbation, perturbed_as, p, samples, (kl_lower_bound(p, level), kl_upper_bound(p, level)))
 
 
 @dataclass(frozen=True)
@@ -273,7 +285,9 @@ def _data(raw: dict[str, Any]) -> AnchorData:
         data["coarse"] = Level(**{**coarse, "anchor": tuple(coarse["anchor"]), "positions": tuple(coarse["positions"]),
                                   "spans": _spans(coarse["spans"])})  # fmt: skip
     if data.get("second_opinion") is not None:
-        data["second_opinion"] = Opinion(**data["second_opinion"])
+        opinion = data["second_opinion"]
+        interval = tuple(opinion["interval"]) if opinion.get("interval") is not None else None
+        data["second_opinion"] = Opinion(**{**opinion, "interval": interval})
     data["rounds"] = tuple(
         RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"]), r["n_arms"])
         for r in data["rounds"]

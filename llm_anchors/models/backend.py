@@ -8,7 +8,8 @@ benchmarks that must repeat exactly.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -17,7 +18,10 @@ from .._exceptions import ConfigError
 from ..money.charge import Charge
 from ..money.tokens import TokenCounter
 
-__all__ = ["Backend", "BaseBackend", "Completion", "CompletionParams", "Completions", "MockBackend", "as_backend"]
+__all__ = [
+    "Backend", "BaseBackend", "Completion", "CompletionParams", "Completions", "MockBackend", "as_backend",
+    "finite_logprobs",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,20 @@ class CompletionParams:
         return cls(max_tokens=max_tokens, top_logprobs=0)
 
 
+_ROUNDING = 1e-3  # a server's log-probability of a certain token may read slightly above 0
+
+
+def finite_logprobs(alternatives: Mapping[str, Any]) -> dict[str, float] | None:
+    """``alternatives`` without the log-probabilities that cannot be one (NaN, ±inf, above 0 by more
+    than rounding, anything but a number); None when none is left. −inf is probability 0: it names
+    nothing either."""
+    kept = {}
+    for token, logprob in alternatives.items():
+        if isinstance(logprob, int | float) and not isinstance(logprob, bool) and -math.inf < logprob <= _ROUNDING:
+            kept[str(token)] = min(float(logprob), 0.0)
+    return kept or None
+
+
 @dataclass(frozen=True)
 class Completion:
     """One prompt's answer: the text, and the log-probabilities of the
@@ -50,6 +68,12 @@ class Completion:
     text: str
     top_logprobs: dict[str, float] | None = None
     cut: bool = False
+
+    def __post_init__(self) -> None:
+        # A log-probability that is not a number (NaN, ±inf, a string) says nothing of its token: it
+        # is dropped here, where every backend's answer passes, so nothing downstream divides by it.
+        if self.top_logprobs is not None:
+            object.__setattr__(self, "top_logprobs", finite_logprobs(self.top_logprobs))
 
 
 @dataclass(frozen=True)

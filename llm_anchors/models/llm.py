@@ -29,14 +29,18 @@ class LLMClassifier(BaseClassifier):
     """Classifies a text by asking an LLM to complete ``prompt``.
 
     ``prompt`` holds ``{text}`` where the text goes; ``labels`` are the
-    words the model answers with. The label is the one named by the most
-    probable first token (a token names a label when it is a prefix of it,
-    case and spacing aside; of labels sharing that prefix, the one another
-    alternative names with the highest log-probability). When the most
-    probable token names no label the answer is `UNPARSED`, a class of its
-    own, however likely a label was among the other alternatives: the model
-    did not answer with it. Without log-probabilities the generated text's
-    first word is parsed the same way.
+    words the model answers with. The label is the one the most probable
+    answer names, case, spacing and a leading quote aside: the label it
+    spells up to a word's end (the longest: "pos" names ``pos``, not
+    ``positive``), else the one label it begins by three letters or more
+    (an answer cut short). The most probable answer is the greedy text when
+    it begins with the most probable first token, else that token alone;
+    without log-probabilities, the text. An answer that names no label, or
+    begins several, is `UNPARSED`, a class of its own, however likely a
+    label was among the other alternatives: the model did not answer with
+    it. Labels that may begin with the same token (``pos``, ``positive``;
+    ``very good``, ``very bad``) are given enough output tokens to spell
+    them by default, and one token is refused for labels sharing a word.
 
     Cost: ``price`` (default: the built-in price of the backend's model, with
     its service tiers, else an error for a hosted model, and for a model on
@@ -70,23 +74,39 @@ class LLMClassifier(BaseClassifier):
         if "{text}" not in prompt:
             raise ConfigError("the prompt template must contain {text}")
         clean = [str(label).strip() for label in labels]
-        if len(clean) < 2 or len({c.lower() for c in clean}) != len(clean) or not all(clean):
+        if len(clean) < 2 or len({_normal(c) for c in clean}) != len(clean) or not all(clean):
             raise ConfigError(f"need at least two distinct, non-empty labels, got {list(labels)!r}")
         if UNPARSED in clean:
             raise ConfigError(f"{UNPARSED!r} is reserved for answers that name no label")
         self.backend = complete
         self.prompt = prompt
         self.labels = clean
-        reasons = complete.reasoning_effort is not None
-        self.params = params or (CompletionParams.for_reasoning() if reasons else CompletionParams())
+        self._normal = {label: _normal(label) for label in clean}
+        if not all(self._normal.values()):
+            raise ConfigError(f"a label must hold a letter or a digit, got {list(labels)!r}")
+        self.params = params or self._default_params()
         if not isinstance(self.params.max_tokens, int) or self.params.max_tokens < 1:
             raise ConfigError(f"params.max_tokens must be an int >= 1, got {self.params.max_tokens!r}")
+        alike = _alike(clean)
+        if alike and self.params.max_tokens == 1 and alike[0].split()[0].lower() == alike[1].split()[0].lower():
+            raise ConfigError(
+                f"labels {alike[0]!r} and {alike[1]!r} begin with the same word: one output token cannot tell "
+                f"them apart. Allow more (params.max_tokens, --max-output-tokens; by default "
+                f"{_spelling_bound(clean)}) or name them apart by their first word"
+            )
         self._price = price or self._default_price(prices)
         check_service_tier(self._price, complete.service_tier, str(complete.model or complete.identity))
         self.token_counter = token_counter or self._default_counter()
         self._usage_partial = False
         self._layout_checked = False
         self._cut_said = False
+
+    def _default_params(self) -> CompletionParams:
+        """One token, unless two labels may begin with the same one (then enough to spell them), or
+        a reasoning model's room to reason."""
+        if self.backend.reasoning_effort is not None:
+            return CompletionParams.for_reasoning()
+        return CompletionParams(max_tokens=_spelling_bound(self.labels) if _alike(self.labels) else 1)
 
     def _default_price(self, prices: dict[str, Price] | None) -> Price:
         """The backend's model's price; free only for a backend that says it runs locally.
@@ -234,34 +254,59 @@ class LLMClassifier(BaseClassifier):
             )
 
     def read(self, completion: Completion) -> Label:
-        """The label a completion names, or `UNPARSED`."""
+        """The label a completion names, or `UNPARSED`: the answer's most probable first token, read
+        with the rest of the answer when the text continues it (the greedy answer), else alone."""
         if completion.cut:
             return UNPARSED
+        answer = completion.text
         if alternatives := completion.top_logprobs:
-            named = self._named_by(max(alternatives, key=alternatives.__getitem__))
-            if len(named) < 2:
-                return named[0] if named else UNPARSED
-            scores = {label: float("-inf") for label in named}
-            for token, logprob in alternatives.items():
-                if len(one := [label for label in self._named_by(token) if label in scores]) == 1:
-                    scores[one[0]] = max(scores[one[0]], logprob)
-            return max(named, key=lambda label: scores[label])
-        words = completion.text.strip().split()
-        if words:
-            named = self._named_by(words[0].strip(".,:;!\"'"))
-            if len(named) == 1:
-                return named[0]
-        return UNPARSED
+            top = max(alternatives, key=alternatives.__getitem__)
+            if not _normal(answer).startswith(_normal(top)):
+                answer = top  # the text is not the most probable answer: the first token alone says it
+        return self._named_by(answer)
 
-    def _named_by(self, token: str) -> list[str]:
-        t = token.strip().lower()
-        if not t:
-            return []
-        return [
-            label
-            for label in self.labels
-            if label.lower().startswith(t) and (len(t) >= _MIN_PREFIX or t == label.lower())
-        ]
+    def _named_by(self, answer: str) -> Label:
+        """The label ``answer`` spells (the longest, ending where a word ends: "pos" is not "positive"),
+        else the one label it begins, by at least `_MIN_PREFIX` letters (an answer cut short: "posit"),
+        else `UNPARSED`."""
+        said = _normal(answer)
+        if not said:
+            return UNPARSED
+        spelled = [label for label, n in self._normal.items() if _spells(said, n)]
+        if spelled:
+            return max(spelled, key=lambda label: len(self._normal[label]))
+        begun = [label for label, n in self._normal.items() if n.startswith(said)]
+        return begun[0] if len(begun) == 1 and len(said) >= _MIN_PREFIX else UNPARSED
+
+
+def _spells(answer: str, label: str) -> bool:
+    """Whether ``answer`` is ``label`` up to a word's end (not the start of a longer word)."""
+    return answer.startswith(label) and not answer[len(label) :][:1].isalnum()
+
+
+def _normal(text: str) -> str:
+    """An answer or a label as compared: lower case, single spaces, no leading quote, mark or space."""
+    return " ".join(text.lower().split()).lstrip(_LEADING)
+
+
+_LEADING = "\"'`*_:([ "  # what a model may put before its answer (a quote, markdown's emphasis)
+
+
+def _spelling_bound(labels: Sequence[str]) -> int:
+    """Output tokens that spell any of ``labels`` whole: two a word, and one more (a leading space)."""
+    return 1 + 2 * max(len(label.split()) for label in labels)
+
+
+def _alike(labels: Sequence[str]) -> tuple[str, str] | None:
+    """Two labels whose first token may be the same (they share their first word, or their first
+    `_MIN_PREFIX` letters), which one output token may not tell apart; None if there are none."""
+    normal = [_normal(label) for label in labels]
+    for i, a in enumerate(normal):
+        for j in range(i + 1, len(normal)):
+            b = normal[j]
+            if a.split()[0] == b.split()[0] or a[:_MIN_PREFIX] == b[:_MIN_PREFIX] or a.startswith(b) or b.startswith(a):
+                return labels[i], labels[j]
+    return None
 
 
 def _discard(task: asyncio.Future[Any] | None) -> None:

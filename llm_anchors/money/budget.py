@@ -49,9 +49,10 @@ class BudgetReport:
     refused: int
     over_reservation: int
     passed: str = ""
-    """Which cap settled spend passed, and by how much ("" if none): it can
-    only happen when a classifier bills more dollars than it quoted within
-    the token counts it quoted (a bill beyond them counts at the quote)."""
+    """Which cap settled spend passed, and by how much ("" if none): it
+    happens only when calls were billed past what they were reserved at (a
+    server that billed more tokens than its request allowed, a classifier
+    that billed more than it quoted, calls written off at their worst case)."""
     reservations: int = 0
     """Reservations made so far (with a journal: since the journal began)."""
 
@@ -102,11 +103,12 @@ class Budget:
     allows, reasoning included, at the dearest rate and tier it may be
     billed at) and is settled at what it was billed. A bill that could not
     be true (`implausible`: more tokens than were sent or allowed, cached
-    beyond the prompt, below zero) counts at the reservation instead, so a
-    server cannot make settled spend pass the cap. A classifier that bills
-    more dollars than it quoted can: then nothing more is sent, the
-    explanations end as on any exhaustion, and `passed` (and the report)
-    say by how much.
+    beyond the prompt, below zero) counts part by part at the larger of the
+    reservation and what was reported (`disputed`): a server that bills past
+    what its request allowed is recorded at its bill, never below. When
+    settled spend passes a cap so, nothing more is sent, the explanations
+    end as on any exhaustion, and `passed` (and the report) say which cap
+    and by how much.
 
     ``parent``: a cap this one draws on as well (a cap per explanation
     inside a run's cap): a call is sent only if both hold it.
@@ -154,6 +156,7 @@ class Budget:
             self._journal = Journal(Path(journal))
         self._ids = itertools.count(last + 1)
         self._last = last
+        self._say_passed()  # a journal whose bills passed the cap says so again
 
     def __repr__(self) -> str:
         return f"Budget(max_usd={self.max_usd}, max_tokens={self.max_tokens}, max_queries={self.max_queries})"
@@ -228,7 +231,7 @@ class Budget:
         """Replace a reservation by what the call really cost (also one written off: see `write_off`).
         A bill that could not be true (`implausible` against the reservation) counts at the reservation."""
         if implausible(actual, reservation.charge):
-            actual = disputed(reservation.charge)
+            actual = disputed(reservation.charge, actual)
         with self._lock:
             held = self._open.pop(reservation.id, None)
             if held is not None:
@@ -242,8 +245,7 @@ class Budget:
             if actual.usd > reservation.charge.usd or actual.tokens > reservation.charge.tokens:
                 self._over += 1
             self._calls += 1
-            if not self._passed and (over := self._over_cap(self._settled)):
-                self._passed = f"settled spend passed the cap: {over} (calls cost more than reserved)"
+            self._say_passed()
             if (in_parent := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
                 self.parent.settle(in_parent, actual)
             if self._journal is not None:
@@ -272,13 +274,25 @@ class Budget:
                 self._held = minus(self._held, held.charge)
                 self._written_off[reservation.id] = held
                 self._settled = self._settled + held.charge
-                if not self._passed and (over := self._over_cap(self._settled)):
-                    self._passed = f"settled spend passed the cap: {over} (calls cost more than reserved)"
+                self._say_passed()
 
     @property
     def passed(self) -> str:
         """Which cap settled spend passed, by how much; "" while every cap holds."""
         return self._passed
+
+    def _say_passed(self) -> None:
+        """Say which cap settled spend passed and by how much (a server billed past what its calls
+        allowed, or calls written off at their worst case), updated as it grows."""
+        if over := self._over_cap(self._settled):
+            self._passed = f"settled spend passed the cap by {self._excess(self._settled)}: {over}"
+
+    def _excess(self, c: Charge) -> str:
+        if self.max_usd is not None and c.usd > self.max_usd:
+            return f"${c.usd - self.max_usd:.6f}"
+        if self.max_tokens is not None and c.tokens > self.max_tokens:
+            return f"{c.tokens - self.max_tokens:,} tokens"
+        return f"{c.queries - (self.max_queries or 0):,} queries"
 
     def _over_cap(self, c: Charge) -> str:
         if self.max_usd is not None and c.usd > self.max_usd:

@@ -88,9 +88,26 @@ def implausible(billed: Charge, worst: Charge | None = None) -> str:
     return ""
 
 
-def disputed(worst: Charge) -> Charge:
-    """What a call whose usage could not be true is counted at: the client's worst case for it."""
-    return replace(worst, disputed=1, saved_by_caching=Decimal(0))
+def disputed(worst: Charge, reported: Charge | None = None) -> Charge:
+    """What a call whose usage could not be true is counted at: each part at the larger of the
+    client's worst case and what the server ``reported`` (a part that is no count, or below zero,
+    says nothing). A server that bills past what the request allowed is recorded at its bill, never
+    below it: the cap cannot stop money already billed, but the ledger says it (`Budget.passed`)."""
+
+    def larger(a: int, b: int) -> int:
+        return max(a, b) if isinstance(b, int) and b >= 0 else a
+
+    if reported is None:
+        return replace(worst, disputed=1, saved_by_caching=Decimal(0))
+    usd = reported.usd if reported.usd.is_finite() and reported.usd > worst.usd else worst.usd
+    return replace(
+        worst,
+        prompt_tokens=larger(worst.prompt_tokens, reported.prompt_tokens),
+        completion_tokens=larger(worst.completion_tokens, reported.completion_tokens),
+        reasoning_tokens=min(larger(worst.reasoning_tokens, reported.reasoning_tokens),
+                             larger(worst.completion_tokens, reported.completion_tokens)),
+        usd=usd, disputed=1, saved_by_caching=Decimal(0),
+    )  # fmt: skip
 
 
 def minus(a: Charge, b: Charge) -> Charge:

@@ -52,6 +52,14 @@ class _Abandoned(Exception):
     """The request carrying a text was cancelled before its answer came: ask again."""
 
 
+class _TooDear(Exception):
+    """The cap refused a call's worst case (nothing was sent): a smaller call may fit."""
+
+    def __init__(self, error: BudgetExceeded) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _reason(exc: Exception) -> str:
     """Why a call failed, for `QueryStats.failures`."""
     if isinstance(exc, BackendTimeoutError):
@@ -197,7 +205,20 @@ class QueryEngine:
             raise BudgetExceeded(f"{budget.passed}: the classifier billed more than it quoted")
 
     async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
-        """One call, retried on 429, 5xx, timeouts and dropped connections."""
+        """One call, retried on 429, 5xx, timeouts and dropped connections. A call whose worst case the
+        cap cannot hold however the calls in flight settle is sent as two smaller ones (near the cap
+        a request of one text may fit where one of eight does not); one text that cannot fit is refused."""
+        try:
+            return await self._retried(chunk, stats)
+        except _TooDear as refused:
+            if len(chunk) == 1:
+                raise refused.error from None
+        half = len(chunk) // 2
+        first = await self._call(chunk[:half], stats)
+        second = await self._call(chunk[half:], stats)
+        return Batch(first.labels + second.labels, first.charge + second.charge, first.disputed or second.disputed)
+
+    async def _retried(self, chunk: list[str], stats: QueryStats) -> Batch:
         async for attempt in self.retry.retrying():
             with attempt:
                 retry = attempt.retry_state.attempt_number > 1
@@ -215,7 +236,10 @@ class QueryEngine:
         budget = stats.cap(self.budget)
         if budget is not None:
             worst = await self._quote(chunk)
-            reservation = await budget.reserve(worst, wait=True)  # what calls in flight hold: wait for it
+            try:
+                reservation = await budget.reserve(worst, wait=True)  # what calls in flight hold: wait for it
+            except BudgetExceeded as exc:
+                raise _TooDear(exc) from None
             stats.reserved += worst
         if retry:
             stats.retries += 1
@@ -245,7 +269,7 @@ class QueryEngine:
                 worst = Charge(queries=len(chunk))
                 with contextlib.suppress(Exception):
                     worst = await self._quote(chunk)
-            charge = disputed(worst)
+            charge = disputed(worst, charge)
         self._settle(reservation, charge, stats)
         return batch
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigError
+from .._secrets import redact
 from .._version import __version__
-from ..explain.explanation import Explanation
+from ..explain.explanation import Explanation, Opinion
 from .results import read_results
 
 __all__ = ["ReportRow", "report_html", "write_report"]
@@ -66,7 +67,7 @@ def load_run(path: str | Path) -> tuple[list[ReportRow], dict[int, str]]:
         except ConfigError as exc:
             raise ConfigError(f"{path}: the line of input {index} is {exc}") from None
         rows.append(ReportRow(index, str(r.get("input_sha256", "")), explanation))
-    return rows, {index: str(r["failed"]) for index, r in records.items() if "failed" in r}
+    return rows, {index: redact(str(r["failed"])) for index, r in records.items() if "failed" in r}
 
 
 def write_report(
@@ -162,7 +163,8 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
             _usd_note(usd, rows)
             + (f"; caching saved ${_usd(saved)}" if saved else "")
             + (
-                f"; {disputed:,} calls reported usage that could not be true: counted at their worst case"
+                f"; {disputed:,} calls reported usage that could not be true: counted at their worst case or their "
+                "bill, the larger"
                 if disputed
                 else ""
             ),  # fmt: skip
@@ -181,7 +183,7 @@ def _second_opinions(rows: Sequence[ReportRow]) -> list[tuple[str, str, str]]:
     """A card per second-opinion perturbation: how many anchors hold at ≥ τ under it."""
     by: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
-        if (o := r.explanation.data.second_opinion) is not None:
+        if (o := r.explanation.data.second_opinion) is not None and o.precision is not None:
             by.setdefault(o.perturbation, []).append((o.precision, r.explanation.meta.settings.search.threshold))
     return [
         (
@@ -354,6 +356,17 @@ def _columns(rows: Sequence[ReportRow]) -> tuple[tuple[str, str], ...]:
     return (*_COLUMNS[:at], ("second", f"precision under {' / '.join(second)}"), *_COLUMNS[at:])
 
 
+def _opinion_cell(o: Opinion | None) -> str:
+    """A second opinion's cell: its precision, its interval and samples on hover; or why it is missing."""
+    if o is None:
+        return "<td class=num>—</td>"
+    if o.precision is None:
+        return f'<td class=num title="{_e(f"not measured: {o.missing}")}">missing</td>'
+    low, high = o.interval or (o.precision, o.precision)
+    said = f"95% interval {low:.3f}–{high:.3f}; {o.samples:,} fresh samples; perturbed as: {o.perturbed_as}"
+    return f'<td class=num title="{_e(said)}">{o.precision:.3f}</td>'
+
+
 def _table(rows: Sequence[ReportRow]) -> str:
     labels = sorted({r.label for r in rows})
     options = "".join(f'<option value="{_e(label)}">{_e(label)}</option>' for label in labels)
@@ -392,13 +405,8 @@ def _row(r: ReportRow, second: bool = False) -> str:
     opinion = ""
     if second:
         o = d.second_opinion
-        keys["second"] = f"{o.precision:.4f}" if o is not None else -1
-        opinion = (
-            f'<td class=num title="{_e(f"{o.samples:,} fresh samples; perturbed as: {o.perturbed_as}")}">'
-            f"{o.precision:.3f}</td>"
-            if o is not None
-            else "<td class=num>—</td>"
-        )
+        keys["second"] = f"{o.precision:.4f}" if o is not None and o.precision is not None else -1
+        opinion = _opinion_cell(o)
     attrs = " ".join(f'data-{k}="{v}"' for k, v in keys.items())
     return (
         f"<tr {attrs}><td class=num>{r.index}</td>"

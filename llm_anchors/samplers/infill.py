@@ -98,8 +98,16 @@ def pool_of(answer: Label, word: str) -> StandIns:
         fill, _, logprob = pair.rpartition("=")
         fill = fill.lower()
         if fill and fill != word.lower() and WORD.fullmatch(fill):
-            scores[fill] = max(scores.get(fill, -math.inf), float(logprob))
+            scores[fill] = max(scores.get(fill, -math.inf), _logprob(logprob))
     return drawn_as(word, scores)
+
+
+def _logprob(text: str) -> float:
+    """A pair's log-probability (NaN when it is not a number: `drawn_as` leaves it out)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
 
 
 def fillable(words: Sequence[str]) -> list[int]:

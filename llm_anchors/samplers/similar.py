@@ -8,6 +8,7 @@ with probability ∝ exp(cosine / temperature).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -62,10 +63,12 @@ def stand_ins(words: Sequence[str | None], embedder: SentenceEmbedder, similar: 
 
 def drawn_as(word: str, scores: Mapping[str, float]) -> StandIns:
     """Stand-ins for ``word``, each drawn with probability ∝ exp(its score) and capitalised as ``word`` is
-    (None: no candidate)."""
-    if not scores:
+    (None: no candidate). A score that is not finite (a filler's NaN or −inf, a pool cached before it
+    was checked) names no candidate."""
+    finite = {w: s for w, s in scores.items() if math.isfinite(s)}
+    if not finite:
         return None
-    logits = np.array(list(scores.values()))
+    logits = np.array(list(finite.values()))
     weights = np.exp(logits - logits.max())
-    names = tuple(w.capitalize() if word[:1].isupper() else w for w in scores)
+    names = tuple(w.capitalize() if word[:1].isupper() else w for w in finite)
     return names, weights / weights.sum()
