@@ -34,7 +34,7 @@ CONFIGS = {
     "manchors, memory": ["--memory"],
     "manchors, memory, similar": ["--memory", "--perturbation", "similar"],
 }
-SIGNAL_AT = (0.1, 0.3, 0.6, 1.0, 2.0, 4.0)
+SIGNAL_AT = (0.1, 0.3, 0.6, 1.0, 2.0, 4.0, 10.0, 20.0)
 ONE = "a charming , funny and moving film"
 
 
@@ -78,7 +78,7 @@ def run(repeats: int) -> dict[str, Any]:
         many.write_text("".join(f"{ONE} number {i} with friends\n" for i in range(20)))
         starts: dict[str, dict[str, Any]] = {}
         for name, extra in CONFIGS.items():
-            times, peaks = [], []
+            times, peaks, queries = [], [], []
             for r in range(repeats):
                 out = folder / f"{name.replace(', ', '-')}-{r}.jsonl"
                 seconds, peak, code = _timed(_command(one, out, server.base_url, extra))
@@ -86,7 +86,9 @@ def run(repeats: int) -> dict[str, Any]:
                     raise RuntimeError(f"{name}: exit {code}")
                 times.append(seconds)
                 peaks.append(peak)
-            starts[name] = {"wall_s": statistics.median(times), "peak_mb": max(peaks), "runs": times}
+                queries.append(json.loads(out.read_text().splitlines()[1])["explanation"]["meta"]["queries"])
+            starts[name] = {"wall_s": statistics.median(times), "peak_mb": max(peaks), "runs": times,
+                            "queries": statistics.median(queries)}  # fmt: skip
         signals = []
         for at in SIGNAL_AT:
             out = folder / f"signal-{at}.jsonl"
@@ -96,9 +98,14 @@ def run(repeats: int) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     base = result["starts"]["anchors"]["wall_s"]
-    lines = ["| one 6-word input | wall, median | × --anchors | peak memory |", "| --- | ---: | ---: | ---: |"]
+    lines = [
+        "| one 6-word input | wall, median | × --anchors | queries | peak memory |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for name, s in result["starts"].items():
-        lines.append(f"| {name} | {s['wall_s']:.2f} s | {s['wall_s'] / base:.2f} | {s['peak_mb']:.0f} MB |")
+        lines.append(
+            f"| {name} | {s['wall_s']:.2f} s | {s['wall_s'] / base:.2f} | {s['queries']:g} | {s['peak_mb']:.0f} MB |"
+        )
     lines += ["", "| SIGINT at | exit after | code | inputs kept |", "| ---: | ---: | ---: | ---: |"]
     for s in result["signals"]:
         lines.append(f"| {s['at_s']:.1f} s | {s['exit_after_s']:.2f} s | {s['code']} | {s['explained']} |")

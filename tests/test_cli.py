@@ -207,6 +207,12 @@ def lines(path) -> list[dict]:
     return list(read_results(path).values())
 
 
+def report_rows(page: str) -> list[dict]:
+    from tests.test_report import data
+
+    return data(page)
+
+
 def run_args(url: str, source: str, out, *more: str) -> list[str]:
     return ["run", source, "--out", str(out), "--base-url", url, "--prompt", PROMPT, "--anchors", *more]
 
@@ -512,6 +518,7 @@ async def test_a_run_and_its_report_with_five_labels_and_documents_explained_coa
     page = (tmp_path / "report.html").read_text()
     assert code == 0 and all(f"<h3>{label}</h3>" in page for label in labels.split(","))
     assert page.count("<span class=coarse") == 5 and "perturbed as: each word of the anchor" in page
+    assert "strict" in page and all(r["k"] == "strict" for r in report_rows(page))  # run certifies strictly
 
 
 def thrown_by_unk_sentiment(prompt: str) -> str:
@@ -571,7 +578,7 @@ async def test_a_run_with_a_second_opinion_records_it_and_the_report_shows_it_be
     code, _ = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
     page = (tmp_path / "report.html").read_text()
     assert code == 0 and "<th data-key=second" in page and "precision under delete" in page
-    assert page.count("data-second=") == 3 and "under delete" in page
+    assert all(0 <= r["s"] <= 1 and len(r["o"]) == 4 for r in report_rows(page)) and "under delete" in page
 
 
 def fill_or_keywords(prompt: str) -> str:
@@ -675,4 +682,5 @@ async def test_a_second_opinion_that_fails_leaves_the_paid_explanation_with_the_
     assert all(o["precision"] is None and "429" in o["missing"] for o in opinions)
     assert all(r["explanation"]["data"]["anchor"] for r in records if "good" in r["explanation"]["data"]["query"])
     code, _ = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
-    assert code == 0 and (tmp_path / "report.html").read_text().count(">missing</td>") == 3
+    rows = report_rows((tmp_path / "report.html").read_text())
+    assert code == 0 and all(r["s"] == -1 and r["o"].startswith("not measured: ") and "429" in r["o"] for r in rows)

@@ -69,17 +69,28 @@ class Rows(HTMLParser):
 
 
 def parse(page: str) -> Rows:
+    """The rows drawn in a page's DOM (after its script ran)."""
     rows = Rows()
     rows.feed(page)
     return rows
 
 
+def data(page: str) -> list[dict]:
+    """The rows a page carries, as its script reads them (see report._row for their keys)."""
+    raw = page.split("<script type=application/json id=rows>")[1].split("</script>")[0]
+    assert "</" not in raw and "<!--" not in raw  # nothing that could end the script early
+    return json.loads(raw)["rows"]
+
+
 def test_the_page_has_every_input_its_anchor_marked_and_escapes_what_it_shows(runs, tmp_path):
     manchors, _ = runs
     page = write_report(manchors, tmp_path / "report.html").read_text()
-    rows = parse(page)
-    assert [int(r["data-index"]) for r in rows.rows] == list(range(len(TEXTS)))
-    assert rows.marks >= sum(1 for t in TEXTS if set(t.split()) & POSITIVE)  # positive anchors name a word
+    rows = data(page)
+    assert [r["i"] for r in rows] == list(range(len(TEXTS)))
+    certified = [r for r in rows if r["n"]]  # certified in default mode: the report said "strict" of every one
+    assert certified and {r["k"] for r in certified} == {"default"}
+    marks = sum(r["t"].count("<mark>") for r in rows)
+    assert marks >= sum(1 for t in TEXTS if set(t.split()) & POSITIVE)  # positive anchors name a word
     assert "<script>alert" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
     assert not re.search(r"(src|href)=\"?https?:", page)  # self-contained: nothing fetched
     words = page.split("id=anchor-words")[1].split("</section>")[0]
@@ -107,7 +118,7 @@ def test_the_command_writes_the_page_and_leaves_a_cut_short_results_file_as_it_i
     before = cut.read_bytes()
     assert main(["report", str(cut), "-o", str(tmp_path / "r.html")]) == 0
     assert cut.read_bytes() == before
-    assert len(parse((tmp_path / "r.html").read_text()).rows) == len(TEXTS) - 1
+    assert len(data((tmp_path / "r.html").read_text())) == len(TEXTS) - 1
     err = capsys.readouterr().err
     assert "wrote" in err and f"warning: {cut}: leaving out a last line cut short" in err  # one line, no source
     assert "warnings.warn" not in err
@@ -123,7 +134,19 @@ def test_the_command_writes_the_page_and_leaves_a_cut_short_results_file_as_it_i
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "the line of input" in err and "precision is 'x'" in err
     assert "Traceback" not in err
-    (tmp_path / "bad.jsonl").write_text('{"index": 0}\nnot json\n{"index": 2}\n')
+    for field, value, said in (("memory_hit", "x", "memory_hit is 'x'"), ("positions", [999], "positions [999]"),
+                               ("positions", [-1], "positions [-1]")):  # fmt: skip
+        raw = [json.loads(line) for line in manchors.read_text().splitlines()]
+        where = raw[3]["explanation"]["meta" if field == "memory_hit" else "data"]
+        where[field] = value
+        edited.write_text("".join(json.dumps(line) + "\n" for line in raw))
+        assert main(["report", str(edited), "-o", str(tmp_path / "e.html")]) == 2  # it was a TypeError, rc 1
+        err = capsys.readouterr().err
+        assert "edited.jsonl:4: the line of input 2 is" in err and said in err and "Traceback" not in err, err
+    (tmp_path / "bad.jsonl").write_text('{"index": 0, "failed": "empty"}\nnot json\n{"index": 2}\n')
+    with pytest.raises(ConfigError, match="bad.jsonl:2 is not a results line"):
+        write_report(tmp_path / "bad.jsonl", tmp_path / "b.html")
+    (tmp_path / "bad.jsonl").write_text('{"index": 0, "failed": "empty"}\n{"index": 2}\n{"index": 3, "failed": "x"}\n')
     with pytest.raises(ConfigError, match="bad.jsonl:2 is not a results line"):
         write_report(tmp_path / "bad.jsonl", tmp_path / "b.html")
 
@@ -161,21 +184,36 @@ def test_in_headless_chromium_the_table_sorts_filters_and_the_page_renders(runs,
 
     loaded = parse(chromium(tmp_path, "--dump-dom", url))  # the DOM after the page's script ran
     assert len(loaded.rows) == len(TEXTS) and loaded.marks > 0
-    assert not any("hidden" in r for r in loaded.rows)
 
     view = parse(chromium(tmp_path, "--dump-dom", url + "#label=pos&sort=queries&dir=desc"))
-    shown = [r for r in view.rows if "hidden" not in r]
     positives = sum(label == "pos" for label in predict(TEXTS))
-    assert len(shown) == positives and {r["data-label"] for r in shown} == {"pos"}
-    queries = [int(r["data-queries"] or 0) for r in shown]
+    assert len(view.rows) == positives and {r["data-label"] for r in view.rows} == {"pos"}
+    queries = [int(r["data-queries"] or 0) for r in view.rows]
     assert queries == sorted(queries, reverse=True)
-    assert len(view.rows) == len(TEXTS)  # filtered rows are hidden, not removed
 
-    shot = tmp_path / "report.png"
+    shot = tmp_path / "report.png"  # fmt: skip
     chromium(tmp_path, "--window-size=1280,1000", f"--screenshot={shot}", url)
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1280, 1000)
     assert len(png) > 20_000  # a page drawn, not a blank one
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium: scripts/test.sh installs Debian's chromium package")
+def test_in_headless_chromium_a_long_run_is_shown_a_page_at_a_time(runs, tmp_path):
+    manchors, _ = runs
+    raw = [json.loads(line) for line in manchors.read_text().splitlines()]
+    head, body = raw[0], raw[1:]
+    long = tmp_path / "long.jsonl"  # 250 inputs: the run's lines again under other indices
+    copies = [{**body[i % len(body)], "index": i, "input_sha256": f"{i:064x}"} for i in range(250)]
+    long.write_text("".join(json.dumps(line) + "\n" for line in [head, *copies]))
+    url = write_report(long, tmp_path / "long.html").resolve().as_uri()
+    first = chromium(tmp_path, "--dump-dom", url)
+    assert [int(r["data-index"]) for r in parse(first).rows] == list(range(100)) and "page 1 of 3" in first
+    third = chromium(tmp_path, "--dump-dom", url + "#sort=index&dir=desc&page=3")
+    assert [int(r["data-index"]) for r in parse(third).rows] == list(range(49, -1, -1)) and "page 3 of 3" in third
+    far = chromium(tmp_path, "--dump-dom", url + "#page=99")  # a page past the end shows the last
+    assert len(parse(far).rows) == 50 and "page 3 of 3" in far
 
 
 async def test_inputs_that_could_not_be_explained_are_counted_and_listed(tmp_path):

@@ -4,9 +4,11 @@ its JSON form, read back whole and typed."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import json
 import math
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -130,8 +132,17 @@ class Explanation:
         """The explanation `to_json` wrote; anything else is a `ConfigError`."""
         try:
             raw = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"not an explanation of llm-anchors {__version__}: {exc}") from None
+        return cls.from_mapping(raw)
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> Explanation:
+        """The explanation whose `to_json` text parses to ``raw``; anything else is a `ConfigError`."""
+        try:
             explanation = cls(_meta(raw["meta"]), _data(raw["data"]))
             _check_types(explanation)
+            _check_positions(explanation.data)
             return explanation
         except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
             raise ConfigError(f"not an explanation of llm-anchors {__version__}: {type(exc).__name__}: {exc}") from None
@@ -302,20 +313,57 @@ def _rule_stats(raw: dict[str, Any]) -> RuleStats:
 _SIMPLE = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 
 
+@functools.cache
+def _hints(kind: type) -> dict[str, Any]:
+    """A dataclass's resolved field types (resolved once: `typing.get_type_hints` compiles each)."""
+    return typing.get_type_hints(kind)
+
+
 def _check_types(value: Any, where: str = "") -> None:
     """`TypeError` naming the field when a number, flag or name read from JSON is of another type
     (a hand-edited ``"precision": "x"``), in ``value`` and the dataclasses it holds."""
     if not dataclasses.is_dataclass(value) or isinstance(value, type):
         return
-    hints = typing.get_type_hints(type(value))
+    hints = _hints(type(value))
     for f in dataclasses.fields(value):
         got, name = getattr(value, f.name), f"{where}{f.name}"
-        allowed = _SIMPLE.get(getattr(hints[f.name], "__name__", ""))
-        if allowed and (not isinstance(got, allowed) or (bool not in allowed and isinstance(got, bool))):
-            raise TypeError(f"{name} is {got!r}, not a {hints[f.name].__name__}")
-        if hints[f.name] is float and not math.isfinite(got):
-            raise ValueError(f"{name} is {got!r}")
+        hint = hints[f.name]
+        optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+        if optional and got is None:
+            continue
+        if optional:
+            hint = next(h for h in typing.get_args(hint) if h is not type(None))
+        _check_simple(got, hint, name)
+        if typing.get_origin(hint) is tuple and typing.get_args(hint)[1:] == (Ellipsis,):
+            for i, item in enumerate(got):
+                _check_simple(item, typing.get_args(hint)[0], f"{name}[{i}]")
         _check_types(got, f"{name}.")
+
+
+def _check_simple(got: Any, hint: Any, name: str) -> None:
+    """`TypeError` unless ``got`` is of ``hint`` when that is an int, a float, a flag or a name."""
+    allowed = _SIMPLE.get(getattr(hint, "__name__", "")) if isinstance(hint, type) else None
+    if allowed and (not isinstance(got, allowed) or (bool not in allowed and isinstance(got, bool))):
+        raise TypeError(f"{name} is {got!r}, not a {hint.__name__}")
+    if hint is float and not math.isfinite(got):
+        raise ValueError(f"{name} is {got!r}")
+
+
+def _check_positions(data: AnchorData) -> None:
+    """`ValueError` unless the anchor's positions index its features, in order, and name its words (and
+    a text's spans lie in its query): a hand-edited ``positions: [999]`` or ``[-1]`` is refused."""
+    for name, positions, features, anchor in (
+        ("positions", data.positions, data.features, data.anchor),
+        *([("coarse.positions", data.coarse.positions, None, data.coarse.anchor)] if data.coarse else []),
+    ):
+        if list(positions) != sorted(set(positions)) or len(positions) != len(anchor):
+            raise ValueError(f"{name} {list(positions)} are not the anchor's, one each, in order")
+        if features is not None and any(not 0 <= p < len(features) or features[p] != a
+                                        for p, a in zip(positions, anchor, strict=True)):  # fmt: skip
+            raise ValueError(f"{name} {list(positions)} do not index the anchor's words among the features")
+    if data.spans and (len(data.spans) != len(data.features) or any(
+            not 0 <= a <= b <= len(data.query) for a, b in data.spans)):  # fmt: skip
+        raise ValueError("spans do not lie in the query, one per feature")
 
 
 def _plain(value: Any) -> Any:

@@ -5,8 +5,10 @@ holds a summary (inputs, labels, memory hits, queries, tokens, dollars,
 time, and the saving against a plain-Anchors run of the same inputs when
 one is given), the cumulative spend as an SVG chart, the most frequent
 anchor words per label, and a table of every input with its anchor marked,
-sortable by any column and filterable by label or text (the choice is kept
-in the address's ``#label=…&sort=…&dir=…`` fragment, so a view can be shared).
+sortable by any column, filterable by label or text and shown a page at a
+time (the choice is kept in the address's ``#label=…&sort=…&dir=…&page=…``
+fragment, so a view can be shared). The rows travel as JSON the page's
+script draws: a page of 100,000 inputs stays a few tens of MB.
 """
 
 from __future__ import annotations
@@ -15,59 +17,22 @@ import html
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import ConfigError
-from .._secrets import redact
 from .._version import __version__
-from ..explain.explanation import Explanation, Opinion
-from .results import read_results
+from .rows import ReportRow, read_rows
 
 __all__ = ["ReportRow", "report_html", "write_report"]
 
 TOP_WORDS = 10
-
-
-@dataclass(frozen=True)
-class ReportRow:
-    """One explained input, as the report shows it."""
-
-    index: int
-    input_sha256: str
-    explanation: Explanation
-
-    @property
-    def label(self) -> str:
-        return str(self.explanation.data.label)
-
-    @property
-    def hit(self) -> bool | None:
-        return self.explanation.meta.memory_hit
-
-
-def load_rows(path: str | Path) -> list[ReportRow]:
-    """A results file's explanations, in the order they finished."""
-    return load_run(path)[0]
-
-
-def load_run(path: str | Path) -> tuple[list[ReportRow], dict[int, str]]:
-    """A results file's explanations, in the order they finished, and its failed inputs with the reason."""
-    records = read_results(path)
-    rows = []
-    for index, r in records.items():
-        if "explanation" not in r:
-            continue
-        try:
-            explanation = Explanation.from_json(json.dumps(r["explanation"]))
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: the line of input {index} is {exc}") from None
-        rows.append(ReportRow(index, str(r.get("input_sha256", "")), explanation))
-    return rows, {index: redact(str(r["failed"])) for index, r in records.items() if "failed" in r}
+CHART_POINTS = 600
+"""Points of the cumulative-spend chart at most (a long run is drawn at evenly spaced inputs)."""
+LISTED_FAILURES = 200
+"""Inputs that could not be explained listed by name at most (the rest counted)."""
 
 
 def write_report(
@@ -83,9 +48,9 @@ def write_report(
     the same inputs; the summary then says what MAnchors saved on the inputs
     both explained (matched by their hash).
     """
-    rows, failed = load_run(results)
-    base = load_rows(baseline) if baseline is not None else None
-    page = report_html(rows, base, title=title or f"llm-anchors report: {Path(results).name}", failed=failed)
+    run = read_rows(results)
+    base = read_rows(baseline).rows if baseline is not None else None
+    page = report_html(run.rows, base, title=title or f"llm-anchors report: {Path(results).name}", failed=run.failed)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
@@ -124,17 +89,17 @@ def report_html(
 
 
 def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow]] | None, failed: int = 0) -> str:
-    metas = [r.explanation.meta for r in rows]
     labels = Counter(r.label for r in rows)
     looked_up = [r.hit for r in rows if r.hit is not None]
-    usd = sum((m.cost.settled.usd for m in metas), Decimal(0))
-    prompt = sum(m.cost.settled.prompt_tokens for m in metas)
-    completion = sum(m.cost.settled.completion_tokens for m in metas)
-    estimated = " (estimated)" if any(m.cost.settled.estimated or m.cost.reserved.estimated for m in metas) else ""
-    cached = sum(m.cost.settled.cache_read_tokens for m in metas)
-    saved = sum((r.explanation.saved_by_caching for r in rows), Decimal(0))
-    disputed = sum(m.cost.settled.disputed for m in metas)
-    found = sum(r.explanation.data.success for r in rows)
+    settled = [r.settled for r in rows]
+    usd = sum((c.usd for c in settled), Decimal(0))
+    prompt = sum(c.prompt_tokens for c in settled)
+    completion = sum(c.completion_tokens for c in settled)
+    estimated = " (estimated)" if any(c.estimated for c in settled) else ""
+    cached = sum(c.cache_read_tokens for c in settled)
+    saved = sum((c.saved_by_caching for c in settled), Decimal(0))
+    disputed = sum(c.disputed for c in settled)
+    found = sum(r.success for r in rows)
     cards = [
         (
             "inputs",
@@ -149,8 +114,8 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
         ),
         (
             "queries",
-            f"{sum(m.queries for m in metas):,}",
-            f"{sum(m.samples for m in metas):,} samples, {sum(m.cost.cache_hits for m in metas):,} cache hits",
+            f"{sum(r.queries for r in rows):,}",
+            f"{sum(r.samples for r in rows):,} samples, {sum(r.cache_hits for r in rows):,} cache hits",
         ),
         (
             "tokens",
@@ -169,7 +134,7 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
                 else ""
             ),  # fmt: skip
         ),
-        ("time", _duration(sum(m.wall_time_s for m in metas)), "Σ per input (inputs explained at once overlap)"),
+        ("time", _duration(sum(r.wall_time_s for r in rows)), "Σ per input (inputs explained at once overlap)"),
         *_second_opinions(rows),
     ]
     html_cards = "".join(
@@ -183,8 +148,8 @@ def _second_opinions(rows: Sequence[ReportRow]) -> list[tuple[str, str, str]]:
     """A card per second-opinion perturbation: how many anchors hold at ≥ τ under it."""
     by: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
-        if (o := r.explanation.data.second_opinion) is not None and o.precision is not None:
-            by.setdefault(o.perturbation, []).append((o.precision, r.explanation.meta.settings.search.threshold))
+        if (o := r.opinion) is not None and o.precision is not None:
+            by.setdefault(o.perturbation, []).append((o.precision, r.threshold))
     return [
         (
             f"under {name}",
@@ -201,8 +166,8 @@ def _savings(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
     if matched:
         lines = []
         for name, value in _SAVED.items():
-            ours = sum(value(m.explanation) for m, _ in matched)
-            theirs = sum(value(b.explanation) for _, b in matched)
+            ours = sum(value(m) for m, _ in matched)
+            theirs = sum(value(b) for _, b in matched)
             saved = f"{1 - ours / theirs:.0%} fewer" if theirs else "—"
             lines.append(f"<tr><th>{name}</th><td>{_num(ours)}</td><td>{_num(theirs)}</td><td>{saved}</td></tr>")
         return (
@@ -212,8 +177,8 @@ def _savings(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
         )
     if matched is not None:
         return "<p class=muted>The plain-Anchors run given shares no input with this one.</p>"
-    hits = [r.explanation.meta.queries for r in rows if r.hit]
-    misses = [r.explanation.meta.queries for r in rows if r.hit is False]
+    hits = [r.queries for r in rows if r.hit]
+    misses = [r.queries for r in rows if r.hit is False]
     if not hits or not misses:
         return ""
     return (
@@ -224,11 +189,11 @@ def _savings(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
     )
 
 
-_SAVED: dict[str, Callable[[Explanation], Any]] = {
-    "queries": lambda e: e.meta.queries,
-    "samples": lambda e: e.meta.samples,
-    "dollars": lambda e: e.meta.cost.settled.usd,
-    "time (s)": lambda e: e.meta.wall_time_s,
+_SAVED: dict[str, Callable[[ReportRow], Any]] = {
+    "queries": lambda r: r.queries,
+    "samples": lambda r: r.samples,
+    "dollars": lambda r: r.usd,
+    "time (s)": lambda r: r.wall_time_s,
 }
 
 
@@ -238,14 +203,18 @@ def _matched(rows: Sequence[ReportRow], baseline: Sequence[ReportRow]) -> list[t
 
 
 def _failures(failed: Mapping[int, str]) -> str:
-    """The inputs that could not be explained (empty, too long), with the reason."""
+    """The inputs that could not be explained (empty, too long), with the reason: the first
+    `LISTED_FAILURES` by index, the rest counted."""
     if not failed:
         return ""
-    items = "".join(f"<tr><td>{i}</td><td>{_e(reason)}</td></tr>" for i, reason in sorted(failed.items()))
+    listed = sorted(failed.items())[:LISTED_FAILURES]
+    items = "".join(f"<tr><td>{i}</td><td>{_e(reason)}</td></tr>" for i, reason in listed)
+    more = len(failed) - len(listed)
+    rest = f"<p class=muted>and {more:,} more: their lines in the results file say why</p>" if more else ""
     return (
         f"<section id=failed><h2>Inputs that could not be explained ({len(failed):,})</h2>"
         f"<table class=compact><thead><tr><th>input</th><th>why</th></tr></thead><tbody>{items}</tbody></table>"
-        "</section>"
+        f"{rest}</section>"
     )
 
 
@@ -254,15 +223,15 @@ def _failures(failed: Mapping[int, str]) -> str:
 
 def _spend_chart(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow]] | None) -> str:
     """Cumulative dollars (queries when the run cost nothing) over the inputs in the order they finished."""
-    dollars = any(r.explanation.meta.cost.settled.usd for r in rows)
+    dollars = any(r.usd for r in rows)
 
-    def spend(e: Explanation) -> float:
-        return float(e.meta.cost.settled.usd) if dollars else float(e.meta.queries)
+    def spend(r: ReportRow) -> float:
+        return float(r.usd) if dollars else float(r.queries)
 
-    series = {"this run": _cumulative(spend(r.explanation) for r in rows)}
+    series = {"this run": _cumulative(spend(r) for r in rows)}
     if matched:
-        series["plain Anchors, same inputs"] = _cumulative(spend(b.explanation) for _, b in matched)
-        series["this run"] = _cumulative(spend(m.explanation) for m, _ in matched)
+        series["plain Anchors, same inputs"] = _cumulative(spend(b) for _, b in matched)
+        series["this run"] = _cumulative(spend(m) for m, _ in matched)
     what = "dollars" if dollars else "queries (the run cost $0)"
     return f"<section id=spend><h2>Cumulative spend: {what}</h2>{_svg(series, dollars)}</section>"
 
@@ -299,7 +268,9 @@ def _svg(series: Mapping[str, list[float]], dollars: bool, width: int = 720, hei
         f"they finished ({n:,})</text>"
     )
     for k, (name, values) in enumerate(series.items()):
-        points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+        step = max(1, len(values) // CHART_POINTS)
+        drawn = sorted({*range(step - 1, len(values), step), len(values) - 1} - {-1})
+        points = " ".join(f"{x(i):.1f},{y(values[i]):.1f}" for i in drawn)
         parts.append(f'<polyline points="{points}" class="line s{k}"><title>{_e(name)}</title></polyline>')
         parts.append(f'<text x={left + 8} y={top + 14 + 16 * k} class="legend s{k}">■ {_e(name)}</text>')
     parts.append("</svg>")
@@ -313,8 +284,8 @@ def _top_words(rows: Sequence[ReportRow]) -> str:
     by_label: dict[str, Counter[str]] = {}
     empty: Counter[str] = Counter()
     for r in rows:
-        by_label.setdefault(r.label, Counter()).update(w.lower() for w in r.explanation.data.anchor)
-        empty[r.label] += not r.explanation.data.anchor
+        by_label.setdefault(r.label, Counter()).update(w.lower() for w in r.anchor)
+        empty[r.label] += not r.anchor
     blocks = []
     for label, counts in sorted(by_label.items()):
         top = counts.most_common(TOP_WORDS)
@@ -349,25 +320,20 @@ _COLUMNS = (
 
 def _columns(rows: Sequence[ReportRow]) -> tuple[tuple[str, str], ...]:
     """The table's columns: a second opinion's after the precision, when the run asked for one."""
-    second = sorted({o.perturbation for r in rows if (o := r.explanation.data.second_opinion) is not None})
+    second = sorted({o.perturbation for r in rows if (o := r.opinion) is not None})
     if not second:
         return _COLUMNS
     at = [key for key, _ in _COLUMNS].index("precision") + 1
     return (*_COLUMNS[:at], ("second", f"precision under {' / '.join(second)}"), *_COLUMNS[at:])
 
 
-def _opinion_cell(o: Opinion | None) -> str:
-    """A second opinion's cell: its precision, its interval and samples on hover; or why it is missing."""
-    if o is None:
-        return "<td class=num>—</td>"
-    if o.precision is None:
-        return f'<td class=num title="{_e(f"not measured: {o.missing}")}">missing</td>'
-    low, high = o.interval or (o.precision, o.precision)
-    said = f"95% interval {low:.3f}–{high:.3f}; {o.samples:,} fresh samples; perturbed as: {o.perturbed_as}"
-    return f'<td class=num title="{_e(said)}">{o.precision:.3f}</td>'
+PAGE_ROWS = 100
+"""Rows the table shows at once (the script pages through the rest)."""
 
 
 def _table(rows: Sequence[ReportRow]) -> str:
+    """The table's frame and its rows as JSON (`_row`), which the page's script sorts, filters and
+    draws a page at a time."""
     labels = sorted({r.label for r in rows})
     options = "".join(f'<option value="{_e(label)}">{_e(label)}</option>' for label in labels)
     columns = _columns(rows)
@@ -376,56 +342,48 @@ def _table(rows: Sequence[ReportRow]) -> str:
         f'<label>label <select id=label-filter><option value="">all</option>{options}</select></label> '
         '<label>text <input id=text-filter type=search placeholder="words…"></label> '
         f"<span class=muted>showing <b id=shown>{len(rows):,}</b> of {len(rows):,}</span>"
+        "<span class=pager><button id=prev type=button>‹ previous</button> <span id=page-of></span> "
+        "<button id=next type=button>next ›</button></span>"
     )
-    body = "\n".join(_row(r, len(columns) > len(_COLUMNS)) for r in rows)
+    described: dict[str, int] = {}  # a second opinion's distribution, said once
+    data = [_row(r, described) for r in rows]
+    payload = json.dumps({"rows": data, "described": list(described)}, ensure_ascii=False, separators=(",", ":"))
     return (
         f"<section id=inputs-section><h2>Every input</h2><div class=controls>{controls}</div>"
-        f"<table id=inputs><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table></section>"
+        f"<table id=inputs data-page-rows={PAGE_ROWS}><thead><tr>{head}</tr></thead><tbody></tbody></table>"
+        f"<script type=application/json id=rows>{_script_safe(payload)}</script></section>"
     )
 
 
-def _row(r: ReportRow, second: bool = False) -> str:
-    d, m = r.explanation.data, r.explanation.meta
-    low = d.precision_bounds[0]
-    memory = {None: ("—", -1), True: ("hit", 1), False: ("miss", 0)}[m.memory_hit]
-    flags = "" if d.anchor else " <span class=muted>(empty anchor)</span>"
-    flags += "" if d.success else ' <span class=flag title="no rule reached the threshold">below τ</span>'
-    if m.budget_exhausted:
-        flags += ' <span class=flag title="the per-input cap stopped the search">cap</span>'
-    keys = {
-        "index": r.index,
-        "label": _e(r.label),
-        "precision": f"{d.precision:.4f}",
-        "coverage": f"{d.coverage:.4f}",
-        "queries": m.queries,
-        "usd": m.cost.settled.usd,
-        "memory": memory[1],
-        "text": _e(d.query.lower()),
-    }
-    opinion = ""
-    if second:
-        o = d.second_opinion
-        keys["second"] = f"{o.precision:.4f}" if o is not None and o.precision is not None else -1
-        opinion = _opinion_cell(o)
-    attrs = " ".join(f'data-{k}="{v}"' for k, v in keys.items())
-    return (
-        f"<tr {attrs}><td class=num>{r.index}</td>"
-        f"<td class=text>{r.explanation.marked_html(_mark, _sentence)}{flags}</td>"
-        f'<td>{_e(r.label)}</td><td class=num title="{_e(r.explanation.claim)}">{d.precision:.3f} '
-        f"<span class=muted>≥ {low:.3f}{' strict' if d.certified_samples else ''}</span></td>{opinion}"
-        f"<td class=num>{d.coverage:.3f}</td><td class=num>{m.queries:,}</td>"
-        f"<td class=num>{_usd(m.cost.settled.usd)}</td>"
-        f"<td class=mem-{memory[0] if memory[1] >= 0 else 'none'}>{memory[0]}</td></tr>"
-    )
+_EMPTY, _BELOW, _CAP = 1, 2, 4  # a row's flags
 
 
-def _mark(word: str) -> str:
-    return f"<mark>{word}</mark>"
+def _row(r: ReportRow, described: dict[str, int]) -> dict[str, Any]:
+    """One row as the script reads it (report.js draws its cells): ``i`` index, ``l`` label, ``t`` the input
+    marked (HTML, escaped here), ``p`` precision, ``b`` its certified lower bound, ``k`` how it was
+    certified ("strict", "default", "" not), ``n`` on how many samples, ``c`` coverage, ``q`` queries,
+    ``u`` dollars, ``m`` memory (1 hit, 0 miss, -1 off), ``f`` flags (1 empty anchor, 2 below τ, 4 the
+    cap stopped it); a second opinion's ``s`` precision (-1: none) and ``o``: [low, high, samples, the
+    index of its distribution in ``described``], or why it is missing."""
+    flags = (not r.anchor) * _EMPTY | (not r.success) * _BELOW | r.budget_exhausted * _CAP
+    row: dict[str, Any] = {
+        "i": r.index, "l": r.label, "t": r.marked, "p": round(r.precision, 4), "b": round(r.lower, 3),
+        "k": r.certify, "n": r.certified_samples, "c": round(r.coverage, 4), "q": r.queries,
+        "u": float(r.usd), "m": {None: -1, True: 1, False: 0}[r.memory_hit], "f": flags,
+    }  # fmt: skip
+    if (o := r.opinion) is not None:
+        if o.precision is None:
+            row |= {"s": -1, "o": f"not measured: {o.missing}"}
+        else:
+            low, high = o.interval or (o.precision, o.precision)
+            said = described.setdefault(o.perturbed_as, len(described))
+            row |= {"s": round(o.precision, 4), "o": [round(low, 3), round(high, 3), o.samples, said]}
+    return row
 
 
-def _sentence(sentence: str) -> str:
-    """A coarse anchor's sentence (coarse to fine: the words marked were searched inside it)."""
-    return f'<span class=coarse title="the anchor\'s sentence: its words were searched inside it">{sentence}</span>'
+def _script_safe(data: str) -> str:
+    """JSON inside a script element: no ``</`` that could end it early, no ``<!--`` that could hide its end."""
+    return data.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 
 
 # -- small helpers ------------------------------------------------------------------------
@@ -434,9 +392,9 @@ def _sentence(sentence: str) -> str:
 def _provenance(rows: Sequence[ReportRow]) -> str:
     """HTML: which explainer on which model (the classifier's name up to its settings), when, and under
     which perturbation distributions."""
-    made = sorted({f"{r.explanation.meta.explainer} on {r.explanation.meta.classifier.split('|')[0]}" for r in rows})
+    made = sorted({r.made_by for r in rows})
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    under = Counter(r.explanation.data.perturbation for r in rows if r.explanation.data.perturbation)
+    under = Counter(r.perturbation for r in rows if r.perturbation)
     perturbed = "".join(f"<br>perturbed as: {_e(p)} ({n:,} inputs)" for p, n in sorted(under.items()))
     return f"{_e('; '.join(made) or 'no explanations yet')} · written {when} by llm-anchors {__version__}{perturbed}"
 
