@@ -39,7 +39,8 @@ async def one(kind: type[AnchorsExplainer], clf: FunctionClassifier, texts: list
                 report = await explain_resumable(explainer, texts, results)
             spent = sum(exp.meta.queries for _, exp in results.explanations())
         cache.close()
-    held = forecast.queries_low <= spent <= forecast.queries_high
+    low, high = forecast.queries_low, forecast.queries_high
+    held = low is not None and high is not None and low <= spent <= high
     return {"seed": seed, "forecast": forecast.to_dict(), "run_queries": spent, "held": held, "done": report.done}
 
 

@@ -1,8 +1,8 @@
-"""Pictures of explanations: an image's anchor outlined, the rest dimmed; a run's HTML report.
+"""Pictures of explanations: an image's anchor outlined, the rest dimmed. (A run's HTML report is
+`llm_anchors.run.write_report`.)
 
->>> from llm_anchors.display import save_anchor_png, write_report
+>>> from llm_anchors.display import save_anchor_png
 >>> save_anchor_png(exp, "anchor.png", sampler)   # the ImageSampler that explained it
->>> write_report("results.jsonl", "report.html")  # what llm-anchors report does
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import numpy as np
 
 from ._exceptions import InvalidInputError
 from .explain.explanation import Explanation
-from .run.report import write_report
 from .samplers.image import ImageInstance, ImageSampler, unit_range
 
-__all__ = ["anchor_image", "save_anchor_png", "write_report"]
+__all__ = ["anchor_image", "save_anchor_png"]
 
 
 def anchor_image(explanation: Explanation, sampler: ImageSampler, image: object | None = None) -> np.ndarray:

@@ -57,7 +57,7 @@ def _in_package(dotted: str) -> str:
 
 
 def test_every_import_form_is_read(tmp_path):
-    imports = local_imports("run/report", PACKAGE / "run" / "report.py")
+    imports = local_imports("run/rows", PACKAGE / "run" / "rows.py")
     assert "explain/explanation" in imports  # a relative import
     sample = tmp_path / "sample.py"
     sample.write_text(

@@ -12,6 +12,7 @@ from llm_anchors.search import SearchParams
 STRICT = SearchParams(certify="strict")
 
 SENTENCE = "alpha beta c d e f g h i j"
+SEEDS = 100
 
 
 def coin(text: str) -> float:
@@ -46,13 +47,16 @@ async def test_strict_anchors_hold_tau_for_a_model_of_known_precision_where_defa
             FunctionClassifier(known_precision, name="known"), search=SearchParams(certify=certify)
         ) as explainer:
             found = []
-            for seed in range(12):
+            for seed in range(SEEDS):
                 exp = await explainer.explain(SENTENCE, seed=seed)
                 found.append(exp.data.anchor if exp.data.success else None)
             anchors[certify] = found
-    assert ("alpha",) in anchors["default"]  # the default accepts a rule below τ (it clears τ − ε_stop)
+    # Not tuned to these seeds: each strict claim is false with probability ≤ δ = 0.1, so more than 22
+    # false ones in 100 has probability < 1e-4 (a binomial tail). The default accepts the rule {alpha},
+    # below τ but above τ − ε_stop, in 10–20% of explanations here; fewer than 3 in 100 at 10%: < 0.2%.
+    assert anchors["default"].count(("alpha",)) >= 3
     below = [a for a in anchors["strict"] if a is None or true_precision(a) < 0.95]
-    assert len(below) <= 2, anchors["strict"]  # a claim false with probability ≤ δ = 0.1 each, at its edge
+    assert len(below) <= 22, anchors["strict"]
 
 
 async def test_a_strict_anchor_says_on_which_fresh_samples_it_was_certified():
@@ -111,9 +115,10 @@ async def test_a_model_that_answers_a_text_two_ways_gets_no_strict_certificate_p
     async with AnchorsExplainer(FunctionClassifier(fickle, name="fickle"), seed=0, search=STRICT) as e:
         with pytest.warns(NondeterminismWarning):
             exp = await e.explain(SENTENCE)
-    assert exp.data.success and (exp.meta.determinism.rechecked, exp.meta.determinism.changed) == (5, 5)
+    assert not exp.data.success and (exp.meta.determinism.rechecked, exp.meta.determinism.changed) == (5, 5)
     assert exp.claim.startswith("NOT CERTIFIED: the model gave 5 of 5 texts another label when asked again")
     async with AnchorsExplainer(FunctionClassifier(known_precision, name="known"), seed=0, search=STRICT) as e:
         steady = await e.explain(SENTENCE)
     assert (steady.meta.determinism.rechecked, steady.meta.determinism.changed) == (5, 0)
-    assert "NOT CERTIFIED" not in steady.claim
+    assert "NOT CERTIFIED" not in steady.claim and steady.data.success
+    assert Explanation.from_json(exp.to_json()) == exp and exp.data.certified_samples > 0  # as measured, kept

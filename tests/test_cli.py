@@ -87,13 +87,10 @@ def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp
 def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
     import json
 
-    from llm_anchors.run import ResultsFile, input_hash
+    from llm_anchors import cli as commands
+    from llm_anchors.run import ResultsFile, input_hash, run_config
 
     (tmp_path / "in.txt").write_text("a good film\n")
-    with ResultsFile(tmp_path / "out.jsonl") as results:
-        results.check_journal().touch()
-        results.check_config({"explainer": "MAnchorsExplainer"})
-        results.append({"index": 0, "input_sha256": input_hash("a good film"), "explanation": {}})
     args = [
         "run",
         str(tmp_path / "in.txt"),
@@ -102,6 +99,14 @@ def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
         "--base-url",
         "http://127.0.0.1:9/v1",
     ]
+    options = commands.parser().parse_args(args)  # the configuration this command records
+    kind, settings = commands._explainer(options)
+    with kind(commands._Model(options).classifier(options.base_url, "default"), **settings) as explainer:
+        config = run_config(explainer, model={"base_url": options.base_url, "served": None})
+    with ResultsFile(tmp_path / "out.jsonl") as results:
+        results.check_journal().touch()
+        results.check_config(config)
+        results.append({"index": 0, "input_sha256": input_hash("a good film"), "explanation": {}})
     assert main(args) == 0
     assert "all 1 inputs are done already (1 explained, 0 failed)" in capsys.readouterr().err
     assert (tmp_path / "out.jsonl.budget.jsonl").read_text() == ""  # nothing was reserved: no server was asked
@@ -684,3 +689,19 @@ async def test_a_second_opinion_that_fails_leaves_the_paid_explanation_with_the_
     code, _ = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
     rows = report_rows((tmp_path / "report.html").read_text())
     assert code == 0 and all(r["s"] == -1 and r["o"].startswith("not measured: ") and "429" in r["o"] for r in rows)
+
+
+async def test_a_finished_out_refuses_another_configuration_before_anything_starts(tmp_path):
+    from tests.fault_server import FaultServer
+
+    out, source = tmp_path / "out.jsonl", inputs(tmp_path, SENTENCES[:2])
+    async with FaultServer(answer=keyword_sentiment) as server:
+        assert (await cli(*run_args(server.base_url, source, out)))[0] == 0
+        code, err = await cli(*run_args(server.base_url, source, out))
+        assert code == 0 and "all 2 inputs are done already" in err
+        asked = len(server.prompts)
+        code, err = await cli(*run_args(server.base_url, source, out, "--seed", "5"))
+        assert code == 2 and "another configuration (seed: 0 → 5)" in err, err  # it was rc 0, "all done"
+        code, err = await cli(*run_args(server.base_url, source, out, "--threshold", "0.9"))
+        assert code == 2 and "search.threshold: 0.95 → 0.9" in err, err
+        assert len(server.prompts) == asked  # nothing was asked of the model

@@ -68,11 +68,18 @@ async def test_a_cap_that_ends_the_pilot_early_marks_the_forecast_partial(on_bud
     labels = FunctionClassifier(lambda t: [int("good" in x and "great" in x) for x in t], name="gg")
     async with AnchorsExplainer(labels, seed=0) as explainer:
         whole = (await estimate(explainer, texts, seed=1)).pilot_queries
+    stopped_before_any = False
     for cap in range(10, whole + 30, 7):  # wherever it falls: in a search, or at the next input's label
         async with AnchorsExplainer(labels, seed=0, budget=Budget(max_queries=cap), on_budget=on_budget) as explainer:
             forecast = await estimate(explainer, texts, seed=1)
         assert forecast.pilot_queries <= cap and forecast.planned == 4
         assert forecast.partial == (cap < whole) and (forecast.pilot < 4 or not forecast.partial), cap
+        if not forecast.pilot:  # no input explained: no forecast, never "0 queries, $0 expected"
+            said = forecast.to_dict()
+            assert all(said[k] is None for k in ("queries_expected", "queries_high", "usd_expected", "usd_high"))
+            assert "no forecast" in forecast.summary()
+            stopped_before_any = True
+    assert stopped_before_any
 
 
 def test_a_pilot_of_three_scattered_costs_gives_a_finite_range():

@@ -69,3 +69,36 @@ def test_every_contract_an_extender_implements_is_in_extend():
             if inspect.isclass(value) and Protocol in value.__mro__[1:] and value.__module__ == info.name:
                 protocols.add(value.__name__)
     assert protocols and protocols <= set(llm_anchors.extend.__all__), protocols - set(llm_anchors.extend.__all__)
+
+
+def _named_in_signatures(value) -> set[type]:
+    """The llm_anchors classes a public class's constructor or a public function takes or returns."""
+    import typing
+
+    target = value.__init__ if inspect.isclass(value) else value
+    try:
+        hints = typing.get_type_hints(target)
+    except (NameError, TypeError):
+        return set()
+    found: set[type] = set()
+    stack = list(hints.values())
+    while stack:
+        hint = stack.pop()
+        stack.extend(typing.get_args(hint))
+        if inspect.isclass(hint) and hint.__module__.startswith("llm_anchors."):
+            found.add(hint)
+    return found
+
+
+def test_every_class_a_public_signature_takes_can_be_imported_from_a_public_module():
+    """A re-exporting package defines nothing itself, so the check above cannot see what it leaves out (how
+    GuidedParams, which MAnchorsExplainer takes, went unexported): every class a public constructor or
+    function names must be in the top level or a public module's ``__all__``."""
+    modules = [llm_anchors, *(importlib.import_module(f"llm_anchors.{name}") for name in PUBLIC)]
+    exported = {id(getattr(m, n)) for m in modules for n in m.__all__ if not n.startswith("__")}
+    public = [getattr(m, n) for m in modules for n in m.__all__ if not n.startswith("__")]
+    named = {cls for value in public if inspect.isclass(value) or inspect.isfunction(value)
+             for cls in _named_in_signatures(value)}  # fmt: skip
+    missing = sorted(f"{cls.__module__}.{cls.__name__}" for cls in named if id(cls) not in exported)
+    assert not missing, missing
+    assert len(named) > 20  # the check reads the signatures

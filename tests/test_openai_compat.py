@@ -386,9 +386,8 @@ async def test_a_server_reporting_cached_tokens_is_billed_exactly_at_the_cached_
 
     from llm_anchors import AnchorsExplainer, Budget, LLMClassifier
     from llm_anchors.cli import render
-    from llm_anchors.display import write_report
     from llm_anchors.money import price_for
-    from llm_anchors.run import ResultsFile
+    from llm_anchors.run import ResultsFile, write_report
 
     rubric = "Judge the review by the rubric: " + " ".join(f"rule{i}" for i in range(600)) + "\nReview: {text}\nLabel:"
     prefix = len(rubric.split("{text}")[0].split())

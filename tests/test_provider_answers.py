@@ -71,6 +71,20 @@ async def test_a_server_that_serves_priority_is_billed_at_priority_and_stopped_w
     assert bill(server, "gpt-5") <= 1 and len(lines(tmp_path / "out.jsonl")) == len(SENTENCES)
 
 
+async def test_a_server_saying_it_served_auto_is_billed_at_the_dearest_tier_not_the_worst_case(tmp_path):
+    async with FaultServer(answer=keyword_sentiment, tier="auto") as server:
+        code, _, err = await cli(*gateway(server.base_url, tmp_path, "gpt-5-mini"), "--max-usd", "0.5")
+        price = price_for("gpt-5-mini")
+        usage = [Charge(prompt_tokens=a["prompt_tokens"], completion_tokens=a["completion_tokens"])
+                 for a in server.answered]  # fmt: skip
+    dearest = sum(price.dearest(u).cost(u) for u in usage)
+    journal = spent(tmp_path / "out.jsonl")
+    assert code == 0 and journal.usd == dearest > 0, err  # it was 52 times the bill: each at its worst case
+    assert journal.disputed == 0
+    record = lines(tmp_path / "out.jsonl")[0]["explanation"]["meta"]["cost"]
+    assert record["dearest_tier"] > 0 and record["disputed"] == {}
+
+
 async def test_a_reasoning_model_s_answers_are_bounded_reserved_in_full_and_billed_within_the_cap(tmp_path):
     cap = Decimal("0.01")
     async with FaultServer(answer=keyword_sentiment, reasoning_tokens=50) as server:

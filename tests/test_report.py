@@ -13,8 +13,7 @@ import pytest
 
 from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.cli import main
-from llm_anchors.display import write_report
-from llm_anchors.run import ResultsFile, explain_resumable, read_results
+from llm_anchors.run import ResultsFile, explain_resumable, read_results, write_report
 
 POSITIVE = {"good", "great", "fine"}
 TEXTS = [

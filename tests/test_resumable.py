@@ -65,6 +65,23 @@ async def test_results_of_other_inputs_are_refused_not_overwritten(tmp_path):
     results.close()
 
 
+async def test_a_resumed_run_hashes_each_recorded_input_once(tmp_path, monkeypatch):
+    import llm_anchors.run.results as results_module
+
+    texts = [f"a good film number {i}" for i in range(8)]
+    clf = FunctionClassifier(keywords, name="kw")
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        async with AnchorsExplainer(clf, seed=0) as explainer:
+            await explain_resumable(explainer, texts[:5], results)
+    hashed: list[str] = []
+    monkeypatch.setattr(results_module, "input_hash", lambda text: hashed.append(text) or input_hash(text))
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        assert results.todo(texts) == [5, 6, 7] and not results.failed
+        async with AnchorsExplainer(clf, seed=0) as explainer:
+            await explain_resumable(explainer, texts, results)
+    assert sorted(hashed) == sorted(texts[:5])  # the 5 recorded, once each: it was 7 times over
+
+
 async def test_a_cap_reached_at_an_input_s_first_query_stops_the_run_too(tmp_path):
     texts = [f"a good film number {i}" for i in range(3)]  # 30 queries for the first: the cap
     with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=30) as budget:

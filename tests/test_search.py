@@ -305,3 +305,31 @@ def test_context_features_are_perturbed_but_never_in_a_rule_and_max_size_bounds_
     assert all(len(r.rule) <= 1 for batch in batches for r in batch) and not capped.success
     with pytest.raises(ConfigError, match="context"):
         make(context=tuple(range(F)))
+
+
+def test_a_rate_drawn_per_sample_weighs_a_sub_rule_s_samples_to_be_the_rule_s():
+    """Coarse to fine, a document's sentences are hidden at a rate drawn per sample: a sample of the empty
+    rule that keeps sentence 0 keeps 2/3 of the others, not 1/2; weighed, its samples are the rule's."""
+    from llm_anchors.explain.explaining import scope
+    from llm_anchors.samplers import TextSampler
+    from llm_anchors.search.base import Samples, SampleStore
+    from llm_anchors.search.rules import covers
+
+    document = TextSampler().features("The film is good. The plot is thin. The cast is fine. It ends well.")
+    assert document.p_hide == "uniform" and scope(document)[2]
+    assert not scope(TextSampler().features("a good film"))[2]  # a fixed rate: reused as drawn
+    rng = np.random.default_rng(0)
+    present = rng.random((40_000, 6)) >= rng.random((40_000, 1))  # the empty rule's samples, a rate each
+    for rule in (frozenset({0}), frozenset({0, 1}), frozenset({0, 1, 2})):
+        rest = [f for f in range(6) if f not in rule]
+        holds = present[:, rest].sum(axis=1) >= len(rest) / 2  # a model whose label needs half the rest kept
+        rows_kept = covers(rule, present)
+        truth = (rng.random((40_000, len(rest))) >= rng.random((40_000, 1))).sum(axis=1) >= len(rest) / 2
+        for per_sample, near in ((False, False), (True, True)):
+            store = SampleStore(6, rate_per_sample=per_sample)
+            store.add(frozenset(), Samples(present, holds))
+            rows = store.reusable(rule)
+            assert len(rows) == rows_kept.sum()
+            n, kept = store.counts(rule, rows)
+            assert (abs(kept / n - truth.mean()) < 0.02) == near, (rule, per_sample, kept / n, truth.mean())
+            assert (n < len(rows)) == per_sample  # weighed samples are worth fewer

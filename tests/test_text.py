@@ -199,6 +199,13 @@ def test_pinned_parts_are_never_features_and_always_kept():
     assert "Fans sang" not in " ".join(sentences.features) and "for an hour!" in sentences.features
 
 
+@pytest.mark.parametrize("pinned", [["oo"], [[1, 3]], ["go"], ["ood fi"]])
+def test_a_pinned_part_of_a_word_pins_the_whole_word(pinned):
+    inst = TextSampler(unit="word").features({"text": "a good film", "pinned": pinned})
+    assert "good" not in inst.features and not {"g", "d", "od", "ood"} & set(inst.features)  # it was "g" and "d"
+    assert inst.render(np.zeros(len(inst.features), dtype=bool), "UNK").split()[1] == "good"
+
+
 @pytest.mark.parametrize(
     "x, why",
     [

@@ -246,6 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     stopped_by: list[int] = []
     with ResultsFile(out) as results:
         results.check_inputs(texts)
+        _check_recorded(args, model, results)
         journal = results.check_journal()
         failed = sorted(results.failed)
         sampler = _sampler(args)
@@ -313,6 +314,21 @@ async def _run_async(
                     on_result=bar.update,
                     model=identity,
                 )
+
+
+def _check_recorded(args: argparse.Namespace, model: _Model, results: ResultsFile) -> None:
+    """Refuse, before any server starts, a run whose settings differ from those recorded in its results
+    file (what its server says it serves is checked once it runs): a finished --out answered "all done"
+    to any configuration."""
+    if results.config is None:
+        return
+    urls, name, embedded = _served_as(args)
+    kind, settings = _explainer(args)
+    explainer = kind(model.classifier(urls, name, embedded=embedded), **settings)  # nothing is sent
+    try:
+        results.check_config(run_config(explainer), unknown=("model",))
+    finally:
+        explainer.close()
 
 
 def _label_cache(out: Path) -> QueryCache:
@@ -415,13 +431,21 @@ def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) ->
 def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str, bool]]:
     """The servers' base URLs, the model's name, and whether it is the embedded local LLM (started here)."""
     if args.base_url:
-        yield args.base_url, args.model or "default", False
+        yield _served_as(args)
         return
     from adapters.llamacpp import LlamaServer
 
     print("starting the local LLM (Gemma 3 270M on llama-server)…", file=sys.stderr, flush=True)
     with LlamaServer() as server:
-        yield [server.base_url], args.model or "gemma-3-270m-q4_k_m", True
+        yield [server.base_url], _served_as(args)[1], True
+
+
+def _served_as(args: argparse.Namespace) -> tuple[list[str], str, bool]:
+    """The servers, the model's name and whether it is the embedded LLM, as the options say (the embedded
+    LLM's address is known once it starts: a placeholder until then)."""
+    if args.base_url:
+        return args.base_url, args.model or "default", False
+    return ["http://127.0.0.1:1/v1"], args.model or "gemma-3-270m-q4_k_m", True
 
 
 def _read_prompt(value: str) -> str:

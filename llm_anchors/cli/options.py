@@ -74,9 +74,9 @@ def _model_options() -> argparse.ArgumentParser:
         "--certify",
         choices=["default", "strict"],
         default=None,
-        help="default: an anchor's KL lower bound at δ, on the samples that chose it, clears τ − 0.05; strict: "
-        "on samples drawn after it was chosen, its lower bound at δ clears τ itself (more queries). run and "
-        "estimate: strict unless told (an audit); explain: default",
+        help="what a claim certifies, both on samples drawn after the anchor was chosen, δ shared among the "
+        "rules tested: default, precision ≥ τ − 0.05; strict, precision ≥ τ (more queries; the model also "
+        "asked again about a few texts). run and estimate: strict unless told; explain: default",
     )
     common.add_argument(
         "--max-words", type=_number("count"), default=MAX_WORDS, help="longest input explained, in words"
@@ -114,7 +114,7 @@ def _model_options() -> argparse.ArgumentParser:
         "by words alone",
     )
     common.add_argument(
-        "--max-concurrency", "--concurrency", dest="max_concurrency", type=_number("count"), default=8,
+        "--max-concurrency", dest="max_concurrency", type=_number("count"), default=8,
         help="requests in flight",
     )  # fmt: skip
     common.add_argument("--timeout", type=_number("seconds"), default=60.0, help="seconds for one HTTP request")

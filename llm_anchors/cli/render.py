@@ -55,7 +55,8 @@ def render(exp: Explanation, *, color: bool = False) -> str:
             else []
         ),
         f"anchor      {anchor}{status}",
-        f"precision   {d.precision:.3f}  (KL bounds {d.precision_bounds[0]:.3f}–{d.precision_bounds[1]:.3f})",
+        f"precision   {d.precision:.3f}  ({_on_what(exp)}; KL bounds {d.precision_bounds[0]:.3f}–"
+        f"{d.precision_bounds[1]:.3f})",
         f"claim       {exp.claim}",
         f"coverage    {d.coverage:.3f}",
         *([_opinion(d.second_opinion)] if d.second_opinion is not None else []),
@@ -72,6 +73,9 @@ def render(exp: Explanation, *, color: bool = False) -> str:
         said = ", ".join(f"{why} ({n})" for why, n in c.disputed.items())
         counted = "calls counted at their worst case or their bill, the larger"
         lines.append(f"disputed    {c.settled.disputed} {counted}: {said}")
+    if c.dearest_tier:
+        named = "their server named none its price knows"
+        lines.append(f"tier        {c.dearest_tier} calls billed at the dearest tier: {named}")
     return "\n".join(lines)
 
 
@@ -96,3 +100,11 @@ def _opinion(o: Opinion) -> str:
         f"2nd opinion {o.precision:.3f}  (95% interval {low:.3f}–{high:.3f}; precision under {o.perturbation}, "
         f"{o.samples:,} fresh samples: {o.perturbed_as})"
     )
+
+
+def _on_what(exp: Explanation) -> str:
+    """What the precision shown is measured on."""
+    d = exp.data
+    if d.certified_samples:
+        return f"on the {d.certified_samples:,} samples that certified it"
+    return f"the search's estimate on {d.n_samples:,} samples, not certified"

@@ -1,7 +1,7 @@
 """Explaining: the explanation and its parts, Anchors, the proxy, MAnchors, the tabular and image explainers."""
 
 from .anchors import AnchorsExplainer
-from .explanation import AnchorData, Explanation, Opinion
+from .explanation import AnchorData, Explanation, Level, Opinion
 from .image import ImageExplainer
 from .manchors import MAnchorsExplainer
 from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
@@ -14,6 +14,7 @@ __all__ = [
     "AnchorsExplainer",
     "Cost",
     "Explanation",
+    "Level",
     "ImageExplainer",
     "MAnchorsExplainer",
     "MemorySettings",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Literal, Self, overload
 
 import numpy as np
@@ -360,8 +361,9 @@ class AnchorsExplainer:
     async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
         pool = await self._coverage_pool(run)
-        n, (context, max_size) = len(run.instance.features), scope(run.instance)
-        return await self._drive(run, BeamSearch(n, pool, self.params, start, run.certifier, context, max_size))
+        n, (context, max_size, rate_per_sample) = len(run.instance.features), scope(run.instance)
+        search = BeamSearch(n, pool, self.params, start, run.certifier, context, max_size, rate_per_sample)
+        return await self._drive(run, search)
 
     async def _levels(self, run: Explaining, search: Callable[[], Awaitable[SearchResult]]) -> SearchResult:
         """Run ``search`` on the input and, when the sampler has a finer level under the anchor found (the
@@ -386,7 +388,7 @@ class AnchorsExplainer:
         fine = await search()
         if not (fine.success and fine.rule):  # none certified, or no word needed once they may stay one by one
             run.instance = instance
-            return coarse
+            return replace(coarse, tested=run.certifier.chosen)  # δ was shared with the word level's rules too
         positions = tuple(sorted(coarse.rule))
         spans = tuple(instance.spans[p] for p in positions) if isinstance(instance, TextInstance) else ()
         stats, unit = coarse.stats, getattr(instance, "unit", "")
@@ -484,8 +486,12 @@ class AnchorsExplainer:
         return Progress(run.samples, s.queries, s.cache_hits, s.settled, elapsed)
 
     def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
-        """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
+        """Assemble the explanation; ``extra`` adds meta fields (MAnchors). A model that answered a text
+        two ways voids the certificate: ``success`` is False (the claim says why)."""
         data = run.data(result, self.n_examples, self.sampler.describe(run.instance))
+        recheck = extra.get("determinism")
+        if recheck is not None and recheck.changed:
+            data = replace(data, success=False)
         meta = Meta(
             explainer=self.name,
             version=__version__,

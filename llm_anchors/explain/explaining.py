@@ -68,7 +68,7 @@ class Explaining:
             label=self.target,
             anchor=tuple(instance.features[p] for p in positions),
             positions=positions,
-            precision=stats.precision,
+            precision=precision_of(result),
             precision_bounds=(result.lower, result.upper),
             coverage=stats.coverage,
             success=result.success,
@@ -128,10 +128,20 @@ async def asked_again(engine: QueryEngine, run: Explaining, result: SearchResult
     return Recheck(len(chosen), changed)
 
 
-def scope(instance: Instance) -> tuple[tuple[int, ...], int | None]:
-    """The features of ``instance`` perturbed but never part of an anchor, and the most features an anchor
-    may hold (a text's, coarse to fine; else none, and any number)."""
-    return (instance.context, instance.max_anchor) if isinstance(instance, TextInstance) else ((), None)
+def scope(instance: Instance) -> tuple[tuple[int, ...], int | None, bool]:
+    """The features of ``instance`` perturbed but never part of an anchor, the most features an anchor
+    may hold (a text's, coarse to fine; else none, and any number), and whether its hiding rate is drawn
+    per sample (a reused sample is then weighed: `SampleStore.counts`)."""
+    if isinstance(instance, TextInstance):
+        return instance.context, instance.max_anchor, instance.p_hide == "uniform"
+    return (), None, False
+
+
+def precision_of(result: SearchResult) -> float:
+    """The precision an explanation shows: on the samples that certified its anchor (drawn after it
+    was chosen, the ones its bounds are of), else the search's estimate on every sample it has."""
+    certificate = result.certificate
+    return certificate.kept / certificate.n if certificate is not None and certificate.n else result.stats.precision
 
 
 def movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[str, float], ...]:

@@ -78,9 +78,13 @@ class AnchorData:
     text; a row as JSON; an image's digest); ``features``: its features by
     name (the words or sentences; predicates; superpixels) and, for a text, ``spans``: where each is in
     ``query`` (character offsets). ``anchor``: the anchor's features, in input order;
-    ``positions``: their indices among ``features``. ``precision`` is the search's estimate, with
-    KL bounds ``precision_bounds``; ``success`` is False when no rule
-    reached the threshold and the best-precision rule is returned instead. ``perturbation``: the
+    ``positions``: their indices among ``features``. ``precision``: of a certified anchor, the share of
+    the ``certified_samples`` (drawn after it was chosen) that kept the label, the samples its KL bounds
+    ``precision_bounds`` are of; of one not certified, the search's estimate on every sample it has
+    (those that chose it too, so it reads high). ``success`` is False when no rule
+    reached the threshold and the best-precision rule is returned instead, or when the model, asked
+    again about texts the anchor was certified on, answered one of them another way (the certificate
+    assumes one answer per text: void; ``meta.determinism``). ``perturbation``: the
     distribution the precision is about, in words.
 
     Coarse to fine (a text of several sentences, ``unit="auto"``): ``coarse`` holds the sentences found
@@ -166,19 +170,20 @@ class Explanation:
         low = d.precision_bounds[0]
         bound, name = (p.threshold, "τ") if p.certify == "strict" else (p.threshold - p.epsilon_stop, "τ − ε_stop")
         under = f"; perturbed as: {d.perturbation}" if d.perturbation else ""
-        if not d.success:
+        recheck = self.meta.determinism
+        unsure = recheck is not None and recheck.changed > 0  # success is False then, its certificate void
+        if not d.success and not (unsure and d.certified_samples):
             return (
                 f"no rule was certified (precision ≥ {name} = {bound:g}) among the {d.tested:,} tested: the rule "
                 f"shown is the most promising tested, its bounds on the samples drawn after it was chosen{under}"
             )
-        recheck = self.meta.determinism
-        unsure = ""
-        if recheck is not None and recheck.changed:
-            unsure = (
+        void = ""
+        if unsure and recheck is not None:
+            void = (
                 f"NOT CERTIFIED: the model gave {recheck.changed} of {recheck.rechecked} texts another label when "
                 "asked again, and the certificate assumes one answer per text; as measured: "
             )
-        claim = unsure + (
+        claim = void + (
             f"precision ≥ {name} = {bound:g} with probability ≥ 1 − δ = {1 - p.delta:g} for the anchor returned, "
             f"δ shared among the {d.tested:,} rules tested; certified on {d.certified_samples:,} samples drawn "
             f"after it was chosen (their lower bound {low:.3f}; {p.certify})"

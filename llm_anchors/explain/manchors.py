@@ -309,12 +309,15 @@ class MAnchorsExplainer(AnchorsExplainer):
         certifier: Certifier | None = None,
         context: Sequence[int] = (),
         max_size: int | None = None,
+        rate_per_sample: bool = False,
     ) -> GuidedSearch:
         """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``),
         asking ``proposers`` (the memory's, the proxy's), certified by ``certifier`` (the explanation's);
-        ``context``: features never in a rule; ``max_size``: the most features in one."""
+        ``context``: features never in a rule; ``max_size``: the most features in one; ``rate_per_sample``:
+        whether the hiding rate is drawn per sample (a document's: reused samples are reweighted)."""
         return GuidedSearch(n_features, pool, self.params, guided=self.guided, proposers=proposers,
-                            certifier=certifier, context=context, max_size=max_size)  # fmt: skip
+                            certifier=certifier, context=context, max_size=max_size,
+                            rate_per_sample=rate_per_sample)  # fmt: skip
 
     async def _proxy_proposer(self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]) -> Proposer | None:
         """What `GuidedSearch` asks for the proxy's rules once the root is refused (None: no proxy).

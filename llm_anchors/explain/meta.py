@@ -30,7 +30,10 @@ class Cost:
     by reason ("HTTP 429", "timeout", or the error's type); ``disputed``:
     calls whose reported usage could not be true (more prompt tokens than
     were sent, cached beyond the prompt, unreadable, ...), by reason: each
-    is in ``settled`` at the worst case reserved for it.
+    is in ``settled`` at the larger of the worst case reserved for it and
+    its bill; ``dearest_tier``: calls whose server named no service tier its
+    price knows (``"auto"``, a tier it lacks), billed at the dearest tier of
+    the model, their usage as reported.
     """
 
     settled: Charge = field(default_factory=Charge)
@@ -39,12 +42,13 @@ class Cost:
     retries: int = 0
     failures: dict[str, int] = field(default_factory=dict)
     disputed: dict[str, int] = field(default_factory=dict)
+    dearest_tier: int = 0
 
     @classmethod
     def of(cls, stats: QueryStats) -> Cost:
         """The record of an explanation's (or its proxy's) calls."""
         return cls(stats.settled, stats.reserved, stats.cache_hits, stats.retries, dict(stats.failures),
-                   dict(stats.disputed))  # fmt: skip
+                   dict(stats.disputed), stats.dearest_tier)  # fmt: skip
 
 
 @dataclass(frozen=True)

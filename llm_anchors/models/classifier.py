@@ -47,7 +47,10 @@ class Batch:
     charge: Charge = field(default_factory=Charge)
     disputed: str = ""
     """Why the classifier did not believe the usage its server reported ("": it did); the engine
-    then counts the call at its worst case (`Charge.disputed`)."""
+    then counts the call at the larger of its worst case and its bill (`Charge.disputed`)."""
+    dearest_tier: bool = False
+    """Whether the call was billed at its model's dearest service tier because its server named none
+    the price knows (``"auto"``, a tier the price lacks): its usage as reported, not disputed."""
 
 
 @runtime_checkable

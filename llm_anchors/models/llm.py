@@ -166,8 +166,8 @@ class LLMClassifier(BaseClassifier):
 
     def billed_at(self, served: str | None) -> Price | None:
         """The rates of a call the server says it served at ``served`` (None: it did not say, so the
-        tier asked; "auto" asked and not said: None). None: a tier the price does not know, which
-        the call cannot be billed at: it counts at its worst case."""
+        tier asked; "auto" said, or asked and not said: None). None: a tier the price does not know,
+        which the call cannot be billed at: its usage is billed at the model's dearest tier."""
         tier = served if served is not None else self.backend.service_tier
         return None if tier == "auto" else self.price.at(tier)
 
@@ -233,12 +233,12 @@ class LLMClassifier(BaseClassifier):
             _discard(counting)
         self._say_cut(result.items)
         price = self.billed_at(result.service_tier)
-        if price is None:  # a tier the price lacks, or "auto" asked and no tier said: it cannot be priced
-            unknown = "a service tier the price does not know" if result.service_tier else "no service tier said"
-            price, disputed = self.price.dearest(usage), disputed or unknown
+        dearest = price is None  # a tier the price lacks ("auto" said, or asked and none said): the dearest
+        if price is None:
+            price = self.price.dearest(usage)
         usd = price.cost(usage)  # at the tier served; cache reads and writes at theirs
         charge = replace(usage, queries=len(texts), usd=usd, saved_by_caching=price.uncached(usage) - usd)
-        return Batch([self.read(c) for c in result.items], charge, disputed=disputed)
+        return Batch([self.read(c) for c in result.items], charge, disputed=disputed, dearest_tier=dearest)
 
     def _say_cut(self, items: Sequence[Completion]) -> None:
         """Warn once when answers end at the output bound before any text (they are `UNPARSED`)."""

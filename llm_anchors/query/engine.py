@@ -39,7 +39,10 @@ class QueryStats:
     failures: dict[str, int] = field(default_factory=dict)
     """Failed calls by reason ("HTTP 429", "HTTP 503", "timeout", or the error's type)."""
     disputed: dict[str, int] = field(default_factory=dict)
-    """Calls whose reported usage could not be true, by reason: each counted at its worst case."""
+    """Calls whose reported usage could not be true, by reason: each counted at the larger of its worst
+    case and its bill."""
+    dearest_tier: int = 0
+    """Calls billed at the dearest service tier: their server named none the price knows."""
     budget: SpendCap | None = None
     """The cap this explanation's calls reserve against (a `Budget` with the
     engine's as its ``parent``, for a cap per explanation); None: the engine's."""
@@ -263,6 +266,7 @@ class QueryEngine:
                 budget.release(reservation)
             raise
         charge = replace(batch.charge, queries=len(chunk))
+        stats.dearest_tier += batch.dearest_tier
         if why := batch.disputed or implausible(charge, worst):
             stats.disputed[why] = stats.disputed.get(why, 0) + 1
             if worst is None:  # no budget: nothing reserved, so a quote now (or the queries alone)

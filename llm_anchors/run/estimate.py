@@ -11,7 +11,8 @@ cost a few hundred queries, a few cost thousands), so the rest of the file
 is forecast in two ways: the expected total by the ratio of cost to words
 (a ratio estimator), and the 95% range from a log-normal model of the cost
 per word, its parameters' uncertainty included (the posterior predictive
-of the rest's total, by 4,000 seeded draws). A pilot of a few inputs can
+of the rest's total, by 4,000 seeded draws): a 95% range under that model,
+which real costs follow only roughly. A pilot of a few inputs can
 miss a file's expensive ones: ``benchmarks/forecast.py`` measures how often
 the range holds.
 """
@@ -43,16 +44,21 @@ class Forecast:
     """What the run of a file will spend after its pilot, with a 95% range, and what the pilot spent.
 
     ``pilot``: the inputs the pilot explained; ``partial``: the cap stopped it before the
-    ``planned`` inputs were explained, so the forecast rests on fewer (none: no forecast)."""
+    ``planned`` inputs were explained, so the forecast rests on fewer. When it explained none there is
+    no forecast: the expected totals and their ranges are None (``null`` in JSON), never 0.
+
+    The range is the 95% interval of a log-normal model of the pilot's cost per word (its parameters'
+    uncertainty included): it holds 95% of the time when costs are so, as simulated in
+    ``tests/test_estimate.py``, and on real files as often as ``benchmarks/forecast.py`` measures."""
 
     inputs: int
     pilot: int
-    queries_expected: int
-    queries_low: int
-    queries_high: int
-    usd_expected: Decimal
-    usd_low: Decimal
-    usd_high: Decimal
+    queries_expected: int | None
+    queries_low: int | None
+    queries_high: int | None
+    usd_expected: Decimal | None
+    usd_low: Decimal | None
+    usd_high: Decimal | None
     pilot_queries: int
     pilot_usd: Decimal
     planned: int = 0
@@ -67,8 +73,8 @@ class Forecast:
         return (
             f"explaining the {self.inputs - self.pilot:,} inputs left of {self.inputs:,} will take about "
             f"{self.queries_expected:,} queries ({self.queries_low:,}–{self.queries_high:,}) and "
-            f"${self.usd_expected} (${self.usd_low}–${self.usd_high}); the pilot of {self.pilot:,} inputs"
-            f"{stopped} {spent}"
+            f"${self.usd_expected} (${self.usd_low}–${self.usd_high}; 95% ranges of a log-normal model of the "
+            f"pilot's cost per word); the pilot of {self.pilot:,} inputs{stopped} {spent}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,15 +133,16 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
     queries = forecast_rest(sizes, [e.meta.queries for e in explained.values()], rest, seed=seed)
     usd = forecast_rest(sizes, [float(e.meta.cost.settled.usd) for e in explained.values()], rest, seed=seed)
     cents = Decimal("0.000001")
+    known = bool(explained)  # else no forecast: None, not 0
     return Forecast(
         inputs=len(texts),
         pilot=len(explained),
-        queries_expected=round(queries[0]),
-        queries_low=math.floor(queries[1]),
-        queries_high=math.ceil(queries[2]),
-        usd_expected=Decimal(usd[0]).quantize(cents),
-        usd_low=Decimal(usd[1]).quantize(cents),
-        usd_high=Decimal(usd[2]).quantize(cents),
+        queries_expected=round(queries[0]) if known else None,
+        queries_low=math.floor(queries[1]) if known else None,
+        queries_high=math.ceil(queries[2]) if known else None,
+        usd_expected=Decimal(usd[0]).quantize(cents) if known else None,
+        usd_low=Decimal(usd[1]).quantize(cents) if known else None,
+        usd_high=Decimal(usd[2]).quantize(cents) if known else None,
         pilot_queries=spent.queries,
         pilot_usd=spent.usd,
         planned=len(chosen),

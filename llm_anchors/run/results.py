@@ -61,6 +61,7 @@ class ResultsFile:
         self.path = Path(path)
         self.config: dict[str, Any] | None = None
         self.records: dict[int, dict[str, Any]] = {}
+        self._checked: Sequence[Any] | None = None  # the inputs the records were checked against
         self._broken = ""
         if self.path.is_dir():
             raise ConfigError(f"{self.path} is a directory: --out names the results file")
@@ -90,17 +91,20 @@ class ResultsFile:
             warnings.warn(f"{self.path}: dropping a last line cut short; that input is explained again", stacklevel=3)
             self.path.write_bytes(data[:size])
 
-    def check_config(self, config: Mapping[str, Any]) -> None:
+    def check_config(self, config: Mapping[str, Any], *, unknown: Sequence[str] = ()) -> None:
         """Record ``config`` (see `run_config`) in a new results file; refuse, naming what
-        differs, to add to one written with another."""
+        differs, to add to one written with another. ``unknown``: keys not known yet (a server's
+        identity before it starts), left out of the comparison; a new file is then not written to."""
         config = json.loads(json.dumps(config, default=str))
         if self.config is None and self.records:
             raise ConfigError(f"{self.path} holds results but no run configuration: write to a new --out")
         if self.config is None:
-            self._write({"run": {"config": config, "llm_anchors": __version__}})
-            self.config = dict(config)
+            if not unknown:
+                self._write({"run": {"config": config, "llm_anchors": __version__}})
+                self.config = dict(config)
             return
-        if differences := _differences(self.config, config):
+        recorded = {k: v for k, v in self.config.items() if k not in unknown}
+        if differences := _differences(recorded, {k: v for k, v in config.items() if k not in unknown}):
             raise ConfigError(
                 f"{self.path} was written by a run with another configuration ({'; '.join(differences)}): "
                 "run again with the recorded settings, or write to a new --out"
@@ -173,13 +177,17 @@ class ResultsFile:
         self.close()
 
     def check_inputs(self, texts: Sequence[Any]) -> None:
-        """`ConfigError` if a recorded result is of another input (same index, another hash): the input file changed."""
+        """`ConfigError` if a recorded result is of another input (same index, another hash): the input file
+        changed. The same ``texts`` are checked once (every later line is of them: this run writes it)."""
+        if texts is self._checked:
+            return
         for index, record in self.records.items():
             if index >= len(texts) or record.get("input_sha256") != input_hash(texts[index]):
                 raise ConfigError(
                     f"{self.path} holds a result for input {index} that is not this input: "
                     "the input file changed since; write to a new --out"
                 )
+        self._checked = texts
 
     def todo(self, texts: Sequence[Any]) -> list[int]:
         """The indices of ``texts`` not explained yet, nor recorded as failed (see `check_inputs`)."""

@@ -6,6 +6,7 @@ may be pinned (never a feature, never perturbed).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -197,7 +198,23 @@ def free_regions(length: int, pinned: Sequence[Span]) -> list[Span]:
 
 
 def pinned_spans(text: str, pinned: object) -> list[Span]:
-    """The spans of ``pinned`` in ``text``: each a substring (every place it occurs) or a [start, end] pair."""
+    """The spans of ``pinned`` in ``text``: each a substring (every place it occurs) or a [start, end] pair,
+    widened to whole words (pinning "oo" of "good" pins "good": a word is never cut into features)."""
+    words = [(m.start(), m.end()) for m in WORD.finditer(text)]
+    starts = [a for a, _ in words]
+
+    def widened(a: int, b: int) -> Span:
+        for edge in (a, b - 1):
+            i = bisect.bisect_right(starts, edge) - 1
+            if i >= 0 and words[i][0] <= edge < words[i][1]:
+                a, b = min(a, words[i][0]), max(b, words[i][1])
+        return a, b
+
+    return [widened(a, b) for a, b in _spans_of(text, pinned)]
+
+
+def _spans_of(text: str, pinned: object) -> list[Span]:
+    """The spans of ``pinned`` in ``text`` as given."""
     if not isinstance(pinned, list | tuple):
         raise InvalidInputError(f"pinned must be a list of substrings or [start, end] pairs, got {pinned!r}")
     spans: list[Span] = []

@@ -9,9 +9,9 @@ from .bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, 
 from .base import STAGES, RoundTrace, RuleStats, SampleRequest, Samples, Search, SearchResult, kl_bounds, run_sync
 from .beam import BeamSearch
 from .certify import Certificate, Certifier, share_of
-from .guided import GuidedSearch, credit
+from .guided import GuidedParams, GuidedSearch, credit
 from .params import SearchParams
-from .proxy import ProxyProposal, proxy_search
+from .proxy import ProxyParams, ProxyProposal, proxy_search
 from .rules import Rule, covers, make_rule
 
 __all__ = [
@@ -19,7 +19,9 @@ __all__ = [
     "BeamSearch",
     "Certificate",
     "Certifier",
+    "GuidedParams",
     "GuidedSearch",
+    "ProxyParams",
     "ProxyProposal",
     "RoundTrace",
     "Rule",

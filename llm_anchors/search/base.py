@@ -9,6 +9,8 @@ in one list, so a caller can send them as one batch.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -185,9 +187,11 @@ class Candidate:
 
 
 class SampleStore:
-    """Every labelled sample so far, with the rule it was drawn under."""
+    """Every labelled sample so far, with the rule it was drawn under. ``rate_per_sample``: whether each
+    sample's hiding rate was drawn for it, from U(0, 1) (a document's sentences), rather than fixed."""
 
-    def __init__(self, n_features: int) -> None:
+    def __init__(self, n_features: int, rate_per_sample: bool = False) -> None:
+        self.rate_per_sample = rate_per_sample
         self.present = np.zeros((1024, n_features), dtype=bool)
         self.labels = np.zeros(1024, dtype=bool)
         self.drawn_under = np.zeros(1024, dtype=np.int64)
@@ -217,12 +221,16 @@ class SampleStore:
         return tuple(out)
 
     def reusable(self, rule: Rule) -> np.ndarray:
-        """Rows that are valid samples of ``rule``.
+        """Rows that are samples of ``rule``, as drawn or once weighed (`counts`).
 
         A sample drawn under rule s and keeping every feature of ``rule`` is
         a draw from the perturbation distribution conditioned on ``rule``
-        when s ⊆ rule (features are perturbed independently). The reference
-        implementation reuses only the parent's samples, a subset of these.
+        when s ⊆ rule and features are hidden independently at a fixed rate.
+        The reference implementation reuses only the parent's samples, a
+        subset of these. When the rate is drawn per sample, a sub-rule's
+        sample that happens to keep the rule's other features was drawn at a
+        lower rate than most of the rule's own (it keeps 2/3 of the rest, not
+        half): it is a sample of the rule once weighed (`counts`).
         """
         allowed = np.array([s <= rule for s in self.rules], dtype=bool)
         if not allowed.any():
@@ -230,6 +238,31 @@ class SampleStore:
         ok = allowed[self.drawn_under[: self.size]]
         ok &= covers(rule, self.present[: self.size])
         return np.flatnonzero(ok)
+
+    def counts(self, rule: Rule, rows: np.ndarray) -> tuple[int, int]:
+        """The samples ``rows`` of ``rule`` are worth, and how many of them kept the label: as drawn at a
+        fixed rate; at a rate drawn per sample, by importance weights (self-normalised, as effective
+        counts: n = (Σw)² / Σw², kept = n · Σwy / Σw, rounded).
+
+        With the rate u ~ U(0, 1), a sample of m features outside ``rule``, k of them kept, drawn under a
+        sub-rule s whose e = |rule − s| others it happens to keep, has probability ∫uʰ(1−u)ᵏ du =
+        B(h+1, k+1) under ``rule`` and (e+1)·B(h+1, k+e+1) under s given them: its weight is their ratio,
+        ∏ⱼ₌₁..ₑ (m+1+j)/(k+j) / (e+1)."""
+        if not len(rows):
+            return 0, 0
+        labels = self.labels[rows]
+        if not self.rate_per_sample:
+            return len(rows), int(labels.sum())
+        outside = np.ones(self.present.shape[1], dtype=bool)
+        outside[sorted(rule)] = False
+        m = int(outside.sum())
+        kept = self.present[rows][:, outside].sum(axis=1)
+        extra = np.array([len(rule - self.rules[i]) for i in range(len(self.rules))])[self.drawn_under[rows]]
+        table = _log_gamma(m + int(extra.max()) + 3)
+        log_w = -np.log(extra + 1) + (table[m + extra + 2] - table[m + 2]) - (table[kept + extra + 1] - table[kept + 1])
+        w = np.exp(log_w - log_w.max())
+        n = float(w.sum() ** 2 / (w**2).sum())
+        return max(1, round(n)), round(n * float((w * labels).sum() / w.sum()))
 
     def _grow(self) -> None:
         self.present = np.concatenate([self.present, np.zeros_like(self.present)])
@@ -263,7 +296,8 @@ class Search:
     search's, so δ covers both); by default a new one. ``context``: features perturbed like the others
     but never part of a rule (coarse to fine: the sentences around the ones refined); ``max_size``: the
     most features a rule may hold, below ``params.max_anchor_size`` (coarse to fine: a finer anchor
-    must be short to be worth more than the coarse one).
+    must be short to be worth more than the coarse one); ``rate_per_sample``: whether the hiding rate
+    is drawn per sample (a document's), so that a rule's reused samples are weighed (`SampleStore.counts`).
     """
 
     def __init__(
@@ -274,6 +308,7 @@ class Search:
         certifier: Certifier | None = None,
         context: Collection[int] = (),
         max_size: int | None = None,
+        rate_per_sample: bool = False,
     ) -> None:
         if n_features < 1:
             raise ConfigError("an input needs at least one feature to be explained")
@@ -285,7 +320,7 @@ class Search:
             raise ConfigError("a shared certifier must hold the search's own parameters (its δ, τ and looks)")
         self.certifier = certifier or Certifier(params)
         self._pool = coverage_pool
-        self._store = SampleStore(n_features)
+        self._store = SampleStore(n_features, rate_per_sample)
         self._cands: dict[Rule, Candidate] = {}
         self._rounds: list[RoundTrace] = []
         self._samples_used = 0
@@ -380,8 +415,7 @@ class Search:
         reused = self._store.reusable(rule)
         if len(reused):
             cand.rows.append(reused)
-            cand.n = len(reused)
-            cand.positives = int(self._store.labels[reused].sum())
+            cand.n, cand.positives = self._store.counts(rule, reused)
         self._cands[rule] = cand
         return cand
 
@@ -431,3 +465,9 @@ def _before(c: Candidate) -> float:
     fresh = len(c.fresh or ())
     kept = sum(c.fresh or ())
     return (c.positives - kept + 1) / (c.n - fresh + 2)
+
+
+@functools.cache
+def _log_gamma(size: int) -> np.ndarray:
+    """log Γ(i) for i < ``size`` (log Γ(0) as 0: never read)."""
+    return np.array([0.0] + [math.lgamma(i) for i in range(1, max(size, 2))])

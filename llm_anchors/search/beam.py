@@ -42,8 +42,10 @@ class BeamSearch(Search):
         certifier: Certifier | None = None,
         context: Collection[int] = (),
         max_size: int | None = None,
+        rate_per_sample: bool = False,
     ) -> None:
-        super().__init__(n_features, coverage_pool, params or SearchParams(), certifier, context, max_size)
+        params = params or SearchParams()
+        super().__init__(n_features, coverage_pool, params, certifier, context, max_size, rate_per_sample)
         if start is not None and not set(start) <= set(self.choosable):
             raise ConfigError(
                 f"start rule {sorted(start)} names a feature outside 0..{n_features - 1} or in the context"

@@ -138,8 +138,9 @@ class GuidedSearch(Search):
         certifier: Certifier | None = None,
         context: Collection[int] = (),
         max_size: int | None = None,
+        rate_per_sample: bool = False,
     ) -> None:
-        super().__init__(n_features, coverage_pool, params, certifier, context, max_size)
+        super().__init__(n_features, coverage_pool, params, certifier, context, max_size, rate_per_sample)
         self.guided = guided or GuidedParams()
         self.proposers = list(proposers)
         self.sources: dict[Rule, str] = {}
