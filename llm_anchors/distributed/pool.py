@@ -138,6 +138,7 @@ class RayPool:
         self._pool: list[Any] = []
         self._count = 0
         self._owner_of: dict[Any, str] = {}
+        self._pid_of: dict[Any, Any] = {}  # each worker's process id, asked when it started
         self._copy: RuleMemory | None = None  # with replicas: the run's memory, saved from here
         self._log: Entries = []  # with replicas: every entry, in the order accepted
         self._synced: dict[Any, int] = {}  # with replicas: how much of the log each worker has
@@ -202,6 +203,7 @@ class RayPool:
         self._count += 1
         worker = self.ray.remote(Worker).options(num_cpus=0).remote(self.make_explainer, name)
         self._owner_of[worker] = name
+        self._pid_of[worker] = worker.pid.remote()  # asked now, before it is busy: an actor answers in turn
         return worker
 
     def close(self) -> None:
@@ -235,8 +237,9 @@ class RayPool:
         return self.budget.report()
 
     def worker_pids(self) -> list[int]:
-        """The process ids of the live workers (to watch them, or to kill one in a test)."""
-        return [int(pid) for pid in self.ray.get([w.pid.remote() for w in self._pool])]
+        """The process ids of the live workers (to watch them, or to kill one in a test), asked of each
+        when it started: a worker explaining an input would answer only once it is done."""
+        return [int(pid) for pid in self.ray.get([self._pid_of[w] for w in self._pool])]
 
     async def save_memory(self) -> None:
         """Save the memory to ``memory_dir`` now (atomically), as `close` does at the end."""
@@ -399,6 +402,7 @@ class RayPool:
         """Count ``worker`` lost, write off its calls in flight and forget it."""
         self.stats.workers_lost += 1
         await self._ledger.write_off.remote(self._owner_of.pop(worker))
+        self._pid_of.pop(worker, None)
         if worker in self._pool:
             self._pool.remove(worker)
         self._synced.pop(worker, None)
