@@ -7,6 +7,7 @@ Nothing is downloaded: the files are looked up in ``path``, else in
 from __future__ import annotations
 
 import csv
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,10 @@ import numpy as np
 
 from ._exceptions import ConfigError
 
-__all__ = ["BBC_TOPICS", "Adult", "data_dir", "load_adult", "load_bbc_news", "load_rt_polarity", "shuffled"]
+__all__ = [
+    "BBC_TOPICS", "YOUTUBE_VIDEOS", "Adult", "data_dir", "load_adult", "load_bbc_news", "load_rt_polarity",
+    "load_youtube_spam", "shuffled",
+]  # fmt: skip
 
 _RT_HINT = (
     "RT-Polarity (sentence polarity dataset v1.0, Pang & Lee 2005) is needed: put rt-polarity.pos and "
@@ -71,6 +75,34 @@ def load_bbc_news(split: str = "train", path: str | os.PathLike[str] | None = No
     with file.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     return [r["text"] for r in rows], [r["category"] for r in rows]
+
+
+YOUTUBE_VIDEOS = ("Psy", "KatyPerry", "LMFAO", "Eminem", "Shakira")
+"""The five videos of the YouTube Spam Collection, in its files' order (``Youtube01-Psy.csv``, ...)."""
+_YOUTUBE_HINT = (
+    "the YouTube Spam Collection (Alberto, Lochter & Almeida 2015) is needed: put youtube-spam/Youtube0N-NAME.csv "
+    "(columns COMMENT_ID, AUTHOR, DATE, CONTENT, CLASS) in {where}, or pass path= / set LLM_ANCHORS_DATA."
+)
+
+
+def load_youtube_spam(
+    videos: tuple[str, ...] = YOUTUBE_VIDEOS, path: str | os.PathLike[str] | None = None
+) -> tuple[list[str], np.ndarray]:
+    """The comments on ``videos`` (`YOUTUBE_VIDEOS`) and their labels (1 = spam), in file order, the
+    files' stray bytes replaced."""
+    texts: list[str] = []
+    labels: list[int] = []
+    folder = data_dir(path) / "youtube-spam"
+    for video in videos:
+        if video not in YOUTUBE_VIDEOS:
+            raise ConfigError(f"no video {video!r} in the YouTube Spam Collection: {', '.join(YOUTUBE_VIDEOS)}")
+        file = folder / f"Youtube{YOUTUBE_VIDEOS.index(video) + 1:02d}-{video}.csv"
+        if not file.is_file():
+            raise ConfigError(_YOUTUBE_HINT.format(where=data_dir(path)))
+        rows = list(csv.DictReader(io.StringIO(file.read_bytes().decode("utf-8", errors="replace"), newline="")))
+        texts += [" ".join(r["CONTENT"].split()) for r in rows]
+        labels += [int(r["CLASS"]) for r in rows]
+    return texts, np.asarray(labels)
 
 
 def shuffled(n: int, seed: int = 42) -> np.ndarray:

@@ -38,3 +38,16 @@ def test_shuffled_is_a_seeded_permutation():
     order = shuffled(100, seed=42)
     assert sorted(order.tolist()) == list(range(100))
     assert order.tolist() == shuffled(100, seed=42).tolist() != shuffled(100, seed=7).tolist()
+
+
+def test_the_youtube_spam_comments_load_by_video_with_their_labels():
+    from llm_anchors.datasets import YOUTUBE_VIDEOS, load_youtube_spam
+
+    texts, labels = load_youtube_spam()
+    assert len(texts) == 1980 and int(labels.sum()) == 1029 and set(labels.tolist()) == {0, 1}
+    lmfao, _ = load_youtube_spam(("LMFAO",))
+    assert len(lmfao) == 438 and all("\n" not in t and t == t.strip() for t in lmfao)
+    assert len(set(texts)) < len(texts)  # templated: exact repeats
+    with pytest.raises(ConfigError, match="no video 'Gangnam'"):
+        load_youtube_spam(("Gangnam",))
+    assert YOUTUBE_VIDEOS[0] == "Psy"

@@ -226,3 +226,51 @@ async def test_sentence_pooling_and_its_memory_are_distinct(embedder, tmp_path):
         manchors(embedder).load(tmp_path / "memory")
     with pytest.raises(ConfigError):
         SentenceEmbedder(pooling="max")
+
+
+# -- exact repeats ---------------------------------------------------------------
+
+
+async def test_an_exact_repeat_is_the_explanation_already_made_at_no_query(embedder):
+    from llm_anchors.extend import Charge
+
+    m = manchors(embedder)
+    first = await m.explain(STREAM[0])
+    again = await m.explain(STREAM[0], seed=5)  # whatever the seed: the explanation already certified
+    assert first.meta.queries > 0 and not first.meta.memory.repeat
+    assert again.data == first.data and again.claim == first.claim and again.meta.seed == first.meta.seed
+    assert (again.meta.queries, again.meta.samples, again.meta.cost.settled) == (0, 0, Charge())
+    assert again.meta.memory_hit and again.meta.memory.repeat and again.meta.stages == {}
+    assert Explanation.from_json(again.to_json()) == again
+    other = await m.explain(STREAM[1])  # not a repeat: another text
+    assert other.meta.queries > 0 and not other.meta.memory.repeat
+    off = MAnchorsExplainer(clf(), seed=0, embedder=embedder, use_memory=False)
+    await off.explain(STREAM[0])
+    searched = await off.explain(STREAM[0])  # without the memory it searches again (its labels cached)
+    assert searched.meta.memory is None or not searched.meta.memory.repeat
+
+
+async def test_a_repeat_in_flight_waits_for_the_first_and_settings_that_shape_it_make_it_another(embedder):
+    m = manchors(embedder)
+    a, b, c = await m.explain_many([STREAM[2], STREAM[2], STREAM[3]], concurrent_inputs=3)
+    assert b.data == a.data and b.meta.queries == 0 and b.meta.memory.repeat and c.meta.queries > 0
+    stricter = manchors(embedder, search=SearchParams(threshold=0.99))
+    stricter.recall(STREAM[2], a)  # made under other settings: no repeat of it here
+    assert (await stricter.explain(STREAM[2])).meta.queries > 0
+
+
+async def test_a_run_pays_for_each_distinct_text_once_even_when_resumed(tmp_path, embedder):
+    from llm_anchors.run import ResultsFile, explain_resumable, read_results
+
+    texts = [STREAM[0], STREAM[1], STREAM[0], STREAM[4], STREAM[1], STREAM[0]]
+    with ResultsFile(tmp_path / "r.jsonl") as results:
+        async with manchors(embedder) as m:
+            await explain_resumable(m, texts[:4], results)
+    with ResultsFile(tmp_path / "r.jsonl") as results:  # a new process: the file's explanations answer repeats
+        async with manchors(embedder) as m:
+            await explain_resumable(m, texts, results)
+    records = read_results(tmp_path / "r.jsonl")
+    paid = {i: r["explanation"]["meta"]["queries"] for i, r in records.items()}
+    assert [i for i in paid if paid[i]] == [0, 1, 3]  # each distinct text once
+    assert all(records[i]["explanation"]["meta"]["memory"]["repeat"] for i in (2, 4, 5))
+    assert records[5]["explanation"]["data"] == records[0]["explanation"]["data"]

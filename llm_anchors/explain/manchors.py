@@ -22,18 +22,22 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
 from typing import Any, Literal
 
 import numpy as np
 
-from .._exceptions import BudgetExceeded, ConfigError
+from .._exceptions import BudgetExceeded, ConfigError, LLMAnchorsError
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
 from ..models.classifier import Classifier, require_stable_identity
+from ..money.budget import SpendCap
 from ..query.engine import QueryStats
 from ..samplers.embedder import SentenceEmbedder
 from ..samplers.text import TextSampler
@@ -46,7 +50,9 @@ from ..search.proxy import ProxyParams
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer
 from .explaining import Explaining, draw, scope
-from .meta import MemorySettings, MemoryUse, ProxyUse, Settings
+from .explanation import Explanation
+from .meta import Cost, MemorySettings, MemoryUse, ProxyUse, Settings
+from .progress import Progress
 from .proxy import Proxy, ProxyRun
 
 __all__ = ["MAnchorsExplainer"]
@@ -118,6 +124,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         k_nearest: int = 3,
         max_proposals: int = 5,
         prune_samples: int = 50,
+        max_repeats: int = 10_000,
         guided: GuidedParams | None = None,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
@@ -142,12 +149,15 @@ class MAnchorsExplainer(AnchorsExplainer):
         if not -1.0 <= tau_sim <= 1.0 or not 0.0 < tau_mid <= 1.0:
             raise ConfigError(f"tau_sim must lie in [-1, 1] and tau_mid in (0, 1], got {tau_sim}, {tau_mid}")
         for name, value in (("k_nearest", k_nearest), ("max_proposals", max_proposals),
-                            ("prune_samples", prune_samples)):  # fmt: skip
+                            ("prune_samples", prune_samples), ("max_repeats", max_repeats)):  # fmt: skip
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
         self.k_nearest, self.max_proposals = k_nearest, max_proposals
+        self.max_repeats = max_repeats
+        self._repeats: OrderedDict[str, Explanation] = OrderedDict()  # least recently used first
+        self._explaining: dict[str, asyncio.Future[bool]] = {}  # inputs being explained, done when they end
         self.guided = guided or GuidedParams()
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
         self._memory: Memory | None = memory
@@ -238,6 +248,64 @@ class MAnchorsExplainer(AnchorsExplainer):
     def entry_vectors(self, entries: Sequence[MemoryEntry]) -> np.ndarray:
         """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
         return self.features.embed([self.sampler.features(e.query) for e in entries])
+
+    # -- exact repeats ----------------------------------------------------------
+
+    async def explain(
+        self,
+        text: Any,
+        *,
+        seed: int | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        budget: SpendCap | None = None,
+    ) -> Explanation:
+        """`AnchorsExplainer.explain`; with the memory on, an exact repeat (the same input, model,
+        perturbation and settings, whatever the seed) gets the explanation already made back, at no
+        query: its anchor, its claim, its numbers, marked ``meta.memory.repeat`` (its seed the one
+        it was made with). A repeat of an input still being explained waits for it."""
+        key = self._repeat_key(text, self.settings(), self.classifier.identity) if self.use_memory else None
+        if key is None:
+            return await super().explain(text, seed=seed, progress=progress, budget=budget)
+        started = time.perf_counter()
+        if key in self._explaining:  # the same input, still being explained: wait for its end
+            await asyncio.shield(self._explaining[key])
+        if (known := self._repeats.get(key)) is not None:
+            self._repeats.move_to_end(key)
+            return _as_repeat(known, time.perf_counter() - started)
+        done = asyncio.Event()
+        self._explaining[key] = asyncio.ensure_future(done.wait())
+        try:
+            exp = await super().explain(text, seed=seed, progress=progress, budget=budget)
+            self.recall(text, exp)
+            return exp
+        finally:
+            done.set()
+            self._explaining.pop(key, None)
+
+    def recall(self, text: Any, explanation: Explanation) -> None:
+        """Remember ``explanation`` as this explainer's own of ``text`` (an exact repeat gets it back; a
+        resumed run puts back those its results file holds). One cut short by a cap is not remembered;
+        at most ``max_repeats`` are, the least recently asked for dropped."""
+        key = self._repeat_key(text, explanation.meta.settings, explanation.meta.classifier)
+        if key is None or explanation.meta.budget_exhausted:
+            return
+        self._repeats[key] = explanation
+        self._repeats.move_to_end(key)
+        while len(self._repeats) > self.max_repeats:
+            self._repeats.popitem(last=False)
+
+    def _repeat_key(self, text: Any, settings: Settings, classifier: str) -> str | None:
+        """What makes two inputs one explanation: the input as the sampler reads it (its query and
+        pinned parts), the model, every setting that shapes it (the perturbation among them; not the
+        seed: a repeat is the explanation already certified). None: it cannot be explained."""
+        try:
+            instance = self.sampler.features(text)
+        except LLMAnchorsError:
+            return None
+        shaping = {k: v for k, v in asdict(settings).items() if k not in _NOT_SHAPING}
+        pinned = getattr(instance, "pinned", ())
+        said = json.dumps([instance.query, pinned, classifier, shaping], default=str, sort_keys=True)
+        return hashlib.sha256(said.encode()).hexdigest()
 
     async def _find(self, run: Explaining) -> tuple[SearchResult, dict[str, Any]]:
         """The memory looked up, its rules proposed (or, "paper", mapped and resumed), the anchor
@@ -426,3 +494,16 @@ def _anchor_as_rule(entry: MemoryEntry) -> MemoryEntry:
     """The entry with its anchor in place of its intermediate rule (for `MemoryFeatures.horizontal`)."""
     return replace(entry, rule_positions=entry.anchor_positions, rule_features=entry.anchor_features,
                    rule_vectors=entry.anchor_vectors)  # fmt: skip
+
+
+_NOT_SHAPING = ("budget", "on_budget", "max_concurrency", "request_size", "price")
+"""Settings that change what an explanation spends or how fast, not what it finds."""
+
+
+def _as_repeat(known: Explanation, elapsed: float) -> Explanation:
+    """``known`` as an exact repeat's explanation: the same data and claim, no query, no sample, no cost."""
+    m = known.meta
+    memory = replace(m.memory or MemoryUse(), repeat=True, similarity=1.0, source=known.data.query, lookup_s=elapsed)
+    meta = replace(m, samples=0, queries=0, cost=Cost(), stages={}, wall_time_s=elapsed, memory_hit=True,
+                   memory=memory, infill=Cost() if m.infill is not None else None)  # fmt: skip
+    return replace(known, meta=meta)

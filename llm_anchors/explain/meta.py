@@ -68,7 +68,8 @@ class MemoryUse:
     input and look it up; ``source``: the remembered input reused, on a hit;
     ``proposals`` ("guided"): the rules the memory proposed, as features;
     ``ht_rule``, ``ht_pruned`` ("paper"): the rule HT mapped onto this input
-    and the features pruned from it.
+    and the features pruned from it; ``repeat``: the input was explained
+    before with the same settings, and this is that explanation, at no query.
     """
 
     similarity: float | None = None
@@ -77,6 +78,7 @@ class MemoryUse:
     proposals: tuple[tuple[str, ...], ...] = ()
     ht_rule: tuple[str, ...] = ()
     ht_pruned: tuple[str, ...] = ()
+    repeat: bool = False
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,7 @@ class ResultsFile:
     def explanations(self) -> list[tuple[int, Explanation]]:
         """Every recorded explanation, by input index."""
         return [
-            (i, Explanation.from_json(json.dumps(r["explanation"])))
+            (i, Explanation.from_mapping(r["explanation"]))
             for i, r in sorted(self.records.items())
             if "explanation" in r
         ]
