@@ -6,7 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors.datasets import load_bbc_news, load_rt_polarity
+from llm_anchors.datasets import load_bbc_news, load_rt_polarity, load_youtube_spam
+
+YOUTUBE_TRAIN = ("Psy", "KatyPerry")
+"""The videos whose comments train the spam filter; the others' comments are explained."""
+YOUTUBE_TUNING = ("LMFAO",)
+"""The held-out videos where settings are chosen (the templated tuning stream)."""
+YOUTUBE_EVALUATION = ("Eminem", "Shakira")
+"""The held-out videos the tables are reported on."""
 
 
 def train_text_rf(seed: int = 0, n_estimators: int = 50, data: str | None = None) -> tuple[Any, list[str], np.ndarray]:
@@ -111,3 +118,21 @@ def _upscale(image: np.ndarray, size: int) -> np.ndarray:
     from skimage.transform import resize
 
     return np.asarray(resize(image, (size, size), order=1, anti_aliasing=False))  # type: ignore[no-untyped-call]
+
+
+def train_youtube_rf(
+    seed: int = 0, n_estimators: int = 50, data: str | None = None, tuning: bool = False
+) -> tuple[Any, list[str], np.ndarray, float]:
+    """TF-IDF + random forest spam filter trained on the comments of `YOUTUBE_TRAIN`; the comments to
+    explain (`YOUTUBE_TUNING`'s with ``tuning``, else `YOUTUBE_EVALUATION`'s), in file order, their
+    labels, and the filter's accuracy on them."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import make_pipeline
+
+    train, y_train = load_youtube_spam(YOUTUBE_TRAIN, data)
+    texts, labels = load_youtube_spam(YOUTUBE_TUNING if tuning else YOUTUBE_EVALUATION, data)
+    forest = RandomForestClassifier(n_estimators=n_estimators, random_state=seed, n_jobs=1)
+    model = make_pipeline(TfidfVectorizer(), forest)
+    model.fit(train, y_train)
+    return model, texts, labels, float(np.mean(model.predict(texts) == labels))

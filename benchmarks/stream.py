@@ -57,7 +57,7 @@ from ._common import (
     tau_sim,
     write_json,
 )
-from ._models import train_text_rf
+from ._models import train_text_rf, train_youtube_rf
 
 PAPER: dict[str, dict[str, Any]] = {
     "rf": {"speedup": 1.69, "sampling_reduction": 0.32},
@@ -77,6 +77,13 @@ def classifiers(
 ) -> Iterator[tuple[MakeClassifier, list[str], list[int], Callable[[], float] | None]]:
     """A factory of classifiers (one per explainer: no shared cache), the texts, the stream's order,
     and the resident memory of the local model server, when one runs here."""
+    if args.dataset == "youtube":  # a spam filter trained on two videos; the others' comments, in file order
+        if args.classifier != "rf":
+            raise SystemExit("--dataset youtube explains the TF-IDF + RF spam filter (--classifier rf)")
+        model, texts, _, _ = train_youtube_rf(data=args.data, tuning=args.tuning)
+        order = [i for i in range(len(texts)) if len(texts[i].split()) <= args.max_words][: args.n]
+        yield (lambda name: FunctionClassifier(model.predict, name=f"youtube-rf-{name}")), texts, order, None
+        return
     if args.classifier == "rf":
         model, texts, _ = train_text_rf(data=args.data)
         order = stream_order(texts, args, held_out=1000)
@@ -187,6 +194,8 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
     ms = [results[k]["manchors"] for k in names]
     setup = "reference Anchors settings" if getattr(args, "reference", False) else "default settings"
     stream_name = "tuning stream" if getattr(args, "tuning", False) else "RT-Polarity"
+    if getattr(args, "dataset", "rt") == "youtube":
+        stream_name = "YouTube spam, " + ("LMFAO's comments (tuning)" if args.tuning else "Eminem's and Shakira's")
 
     def row(label: str, anchors: str, values: list[str], ref: str = "") -> str:
         return f"| {label} | {anchors} | " + " | ".join(values) + f" | {ref} |"
@@ -406,6 +415,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--classifier", choices=["rf", "llm"], default="rf")
+    parser.add_argument(
+        "--dataset", choices=["rt", "youtube"], default="rt",
+        help="rt: RT-Polarity (diverse); youtube: comments a spam filter trained on two videos judges, of the "
+        "others (templated; --tuning: LMFAO's, else Eminem's and Shakira's), in file order",
+    )  # fmt: skip
     parser.add_argument("--base-url", default=None, help="with --classifier llm: an OpenAI-compatible server")
     parser.add_argument("--model", default="gemma-3-270m-q4_k_m")
     parser.add_argument("--n", type=int, default=200)
@@ -437,7 +451,9 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     rows = asyncio.run(run(args))
     a = rows["anchors"]
-    stem = f"stream_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "") + run_suffix(args)
+    dataset = "_youtube" if args.dataset == "youtube" else ""
+    stem = (f"stream{dataset}_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "")
+            + run_suffix(args))  # fmt: skip
     stem += "_reference" if args.reference else ""
     results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
     main_runs = {k[0]: m for k, m in rows["manchors"].items() if k[1:] == (tau_sim(args, k[0]), args.tau_mid)}
