@@ -40,6 +40,7 @@ from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAn
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import BaseClassifier, Batch, Classifier
 from llm_anchors.samplers import SentenceEmbedder
+from llm_anchors.samplers.words import WORD
 from llm_anchors.search.guided import GuidedParams
 from llm_anchors.search.proxy import ProxyParams
 
@@ -81,7 +82,8 @@ def classifiers(
         if args.classifier != "rf":
             raise SystemExit("--dataset youtube explains the TF-IDF + RF spam filter (--classifier rf)")
         model, texts, _, _ = train_youtube_rf(data=args.data, tuning=args.tuning)
-        order = [i for i in range(len(texts)) if len(texts[i].split()) <= args.max_words][: args.n]
+        words = [len(WORD.findall(t)) for t in texts]  # a comment of emoji alone has nothing to explain
+        order = [i for i in range(len(texts)) if 0 < words[i] <= args.max_words][: args.n]
         yield (lambda name: FunctionClassifier(model.predict, name=f"youtube-rf-{name}")), texts, order, None
         return
     if args.classifier == "rf":

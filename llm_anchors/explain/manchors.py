@@ -358,7 +358,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         pool = await self._coverage_pool(run)
         proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
         keys = self.features.keys(run.instance)
-        proposers: list[Proposer] = [Proposals("memory", tuple(proposals))] if proposals else []
+        first = bool(similar) and bool(similar[0].anchor_positions)  # the nearest input needed an anchor
+        proposers: list[Proposer] = [Proposals("memory", tuple(proposals), first, final=True)] if proposals else []
         if (proxy := await self._proxy_proposer(run, proxied, keys)) is not None:
             proposers.append(proxy)
         search = self.guided_search(n, pool, proposers, run.certifier, *scope(run.instance))
@@ -468,8 +469,8 @@ class MAnchorsExplainer(AnchorsExplainer):
     def _remember(self, run: Explaining, result: SearchResult, vector: np.ndarray) -> None:
         """Store the input with its intermediate rule (at τ_mid) and its anchor."""
         mid = result.intermediate(self.tau_mid)
-        if not mid.rule:
-            return  # an empty rule maps onto nothing: no use to a later input
+        if not mid.rule and not (self.strategy == "guided" and result.success):
+            return  # an empty rule maps onto nothing; an empty anchor says a neighbour needs none ("guided")
         instance, names = run.instance, run.instance.features
         anchor = tuple(sorted(result.rule))
         keys = self.features.keys(instance)

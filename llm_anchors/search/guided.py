@@ -65,10 +65,16 @@ class Proposer(Protocol):
 
 @dataclass(frozen=True)
 class Proposals:
-    """Rules known before the search (the memory's; a proxy classifier's, found on its own queries)."""
+    """Rules known before the search (the memory's; a proxy classifier's, found on its own queries).
+    ``first``: tested before the empty rule (the memory's, when the input nearest this one needed an
+    anchor: its empty rule would most likely be refused, at the cost of a probe); ``final``: one of
+    them certified ends the search (the memory's: the search that found it already looked for a
+    shorter one), where otherwise growth still looks for a shorter rule."""
 
     name: str
     rules: tuple[Rule, ...]
+    first: bool = False
+    final: bool = False
 
     def propose(self, present: np.ndarray, kept: np.ndarray) -> Sequence[Rule]:
         return self.rules
@@ -79,6 +85,7 @@ class GuidedParams:
     """Every setting of the guided search (see `GuidedSearch`), recorded whole in each explanation.
 
     probe: samples drawn at a time for a rule being judged (the certifier may refuse it after each).
+    proposal_probe: the first probe of a proposed rule (a wrong proposal is refused at its first miss).
     parent_samples, per_feature: a rule gets up to ``parent_samples`` samples, ``per_feature`` for each
         feature it could still add, before growth chooses the next features from them.
     lookahead: growth adds at once the next most credited features while the fit predicts the rule's
@@ -93,6 +100,7 @@ class GuidedParams:
     """
 
     probe: int = 20
+    proposal_probe: int = 10
     parent_samples: int = 75
     per_feature: int = 6
     lookahead: float | None = 0.8
@@ -105,7 +113,7 @@ class GuidedParams:
     credit_iterations: int = 15
 
     def __post_init__(self) -> None:
-        for name in ("probe", "parent_samples", "per_feature", "prediction_rows", "reused_misses",
+        for name in ("probe", "proposal_probe", "parent_samples", "per_feature", "prediction_rows", "reused_misses",
                      "credit_iterations"):  # fmt: skip
             check_int(name, getattr(self, name))
         check_number("lookahead", self.lookahead, high=1.0, open_high=False, optional=True)
@@ -148,11 +156,18 @@ class GuidedSearch(Search):
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
         g = self.guided
+        best = None
+        if early := [p for p in self.proposers if isinstance(p, Proposals) and p.first]:
+            best = yield from self._propose(self._consult(early))
         root = self._candidate(frozenset(), ())
-        if (yield from self._certify(root, "root", g.probe)):
+        if best is None and (yield from self._certify(root, "root", g.probe)):
             self._best = root
             return self._result(root)
-        best = yield from self._propose(self._consult())
+        if best is None:
+            best = yield from self._propose(self._consult([p for p in self.proposers if p not in early]))
+        if best is not None and any(isinstance(p, Proposals) and p.final and p.name == self.sources.get(best.rule)
+                                    for p in self.proposers):  # fmt: skip
+            return self._result(best)
         path = [root]
         while len(path[-1].rule) < self._max_size and (best is None or len(path[-1].rule) + 1 < len(best.rule)):
             parent = path[-1]
@@ -172,11 +187,11 @@ class GuidedSearch(Search):
             return self._result(best)
         return self._fallback()
 
-    def _consult(self) -> list[Rule]:
-        """Every proposer's rules, on every sample labelled so far (a rule keeps its first proposer's name)."""
+    def _consult(self, proposers: Sequence[Proposer]) -> list[Rule]:
+        """The rules of ``proposers``, on every sample labelled so far (a rule keeps its first proposer's name)."""
         rules: list[Rule] = []
         present, kept = self.labelled()  # one copy of the samples for every proposer
-        for proposer in self.proposers:
+        for proposer in proposers:
             for rule in self._checked(proposer.propose(present, kept)):
                 self.sources.setdefault(rule, proposer.name)
                 rules.append(rule)
@@ -194,7 +209,8 @@ class GuidedSearch(Search):
             self._tried.add(cand.rule)
             if cand.n - cand.positives >= self.guided.reused_misses:
                 continue  # refused by samples it reuses: passed over, no share spent
-            if (yield from self._certify(cand, self.sources[cand.rule], self.guided.probe)):
+            g = self.guided
+            if (yield from self._certify(cand, self.sources[cand.rule], g.probe, first=g.proposal_probe)):
                 self._best = cand
                 return cand
         return None
