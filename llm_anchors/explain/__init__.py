@@ -7,6 +7,7 @@ from .manchors import MAnchorsExplainer
 from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
 from .progress import Progress, ProgressBar, StreamProgress
 from .proxy import Proxy
+from .record import ProposerRecord, RecordSettings
 from .tabular import TabularExplainer
 
 __all__ = [
@@ -14,8 +15,8 @@ __all__ = [
     "AnchorsExplainer",
     "Cost",
     "Explanation",
-    "Level",
     "ImageExplainer",
+    "Level",
     "MAnchorsExplainer",
     "MemorySettings",
     "MemoryUse",
@@ -23,9 +24,11 @@ __all__ = [
     "Opinion",
     "Progress",
     "ProgressBar",
+    "ProposerRecord",
     "Proxy",
     "ProxyUse",
     "Recheck",
+    "RecordSettings",
     "SecondOpinion",
     "Settings",
     "Stage",

@@ -27,6 +27,7 @@ from ..search.guided import GuidedParams
 from ..search.params import SearchParams
 from ..search.proxy import ProxyParams
 from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
+from .record import RecordSettings
 
 __all__ = ["AnchorData", "Explanation", "Level", "Opinion"]
 
@@ -253,6 +254,7 @@ def _meta(raw: dict[str, Any]) -> Meta:
         recorded = dict(settings["memory"])
         recorded["guided"] = GuidedParams(**recorded["guided"])
         recorded["proxy_params"] = ProxyParams(**recorded["proxy_params"]) if recorded.get("proxy_params") else None
+        recorded["record"] = RecordSettings(**recorded.get("record", {}))
         settings["memory"] = MemorySettings(**recorded)
     if settings.get("price") is not None:
         settings["price"] = Price(**settings["price"])

@@ -54,6 +54,7 @@ from .explanation import Explanation
 from .meta import Cost, MemorySettings, MemoryUse, ProxyUse, Settings
 from .progress import Progress
 from .proxy import Proxy, ProxyRun
+from .record import ProposerRecord, RecordSettings
 
 __all__ = ["MAnchorsExplainer"]
 
@@ -125,6 +126,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         max_proposals: int = 5,
         prune_samples: int = 50,
         max_repeats: int = 10_000,
+        record: RecordSettings | None = None,
         guided: GuidedParams | None = None,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
@@ -156,6 +158,9 @@ class MAnchorsExplainer(AnchorsExplainer):
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
         self.k_nearest, self.max_proposals = k_nearest, max_proposals
         self.max_repeats = max_repeats
+        self.record = record or RecordSettings()
+        self.records: dict[str, ProposerRecord] = {"memory": ProposerRecord()}
+        """Each proposer's record on this explainer's stream (`ProposerRecord`): whether it is asked."""
         self._repeats: OrderedDict[str, Explanation] = OrderedDict()  # least recently used first
         self._explaining: dict[str, asyncio.Future[bool]] = {}  # inputs being explained, done when they end
         self.guided = guided or GuidedParams()
@@ -226,7 +231,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
             max_proposals=self.max_proposals, prune_samples=self.prune_samples, embedder=self.features.identity,
             use_memory=self.use_memory, guided=self.guided, proxy=self.proxy.kind if self.proxy else None,
-            proxy_params=self.proxy.params if self.proxy else None,
+            proxy_params=self.proxy.params if self.proxy else None, max_repeats=self.max_repeats, record=self.record,
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
 
@@ -329,7 +334,16 @@ class MAnchorsExplainer(AnchorsExplainer):
             result = await self._levels(run, lambda: self._search(run, None))
         if not run.budget_exhausted:
             self._remember(run, result, vector)
+            looked_up = self._recorded(looked_up, run.stats.queries)
         return result, {"memory_hit": bool(similar), "memory": looked_up, "proxy": proxied}
+
+    def _recorded(self, used: MemoryUse, queries: int) -> MemoryUse:
+        """Count an input the memory had rules for in its record (asked, or the control arm); ``used``
+        with what asking it has saved on this stream so far."""
+        record = self.records["memory"]
+        if used.asked is not None:
+            record.add(used.asked, queries, used.features, used.certified)
+        return replace(used, saved=round(record.saved, 1)) if used.asked is not None else used
 
     # -- "guided": what the memory proposes ----------------------------------
 
@@ -353,6 +367,9 @@ class MAnchorsExplainer(AnchorsExplainer):
     ) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
         """The memory and the proxy propose rules, `GuidedSearch` certifies one or grows its own."""
         proposals = await asyncio.to_thread(self._proposals, run, similar) if similar else []
+        asked = None if not proposals else self.records["memory"].ask(self.record, run.seed, run.instance.query)
+        if asked is False:
+            proposals = []  # the control arm: growth alone, on an input the memory had rules for
         named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
         n = len(run.instance.features)
         pool = await self._coverage_pool(run)
@@ -365,7 +382,9 @@ class MAnchorsExplainer(AnchorsExplainer):
         search = self.guided_search(n, pool, proposers, run.certifier, *scope(run.instance))
         result = await self._drive(run, search)
         if similar:
-            looked_up = replace(looked_up, source=similar[0].query, proposals=named)
+            certified = search.sources.get(result.rule) == "memory" and result.success
+            looked_up = replace(looked_up, source=similar[0].query, proposals=named, asked=asked,
+                                certified=certified, features=n)  # fmt: skip
         if self.proxy is None:
             return result, looked_up, None
         return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)

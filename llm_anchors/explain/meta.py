@@ -14,6 +14,7 @@ from ..samplers.text import PERTURBATIONS, Perturbation
 from ..search.guided import GuidedParams
 from ..search.params import SearchParams
 from ..search.proxy import ProxyParams
+from .record import RecordSettings
 
 __all__ = ["Cost", "MemorySettings", "MemoryUse", "Meta", "ProxyUse", "Recheck", "SecondOpinion", "Settings", "Stage"]
 
@@ -69,7 +70,12 @@ class MemoryUse:
     ``proposals`` ("guided"): the rules the memory proposed, as features;
     ``ht_rule``, ``ht_pruned`` ("paper"): the rule HT mapped onto this input
     and the features pruned from it; ``repeat``: the input was explained
-    before with the same settings, and this is that explanation, at no query.
+    before with the same settings, and this is that explanation, at no query;
+    ``asked`` ("guided"): whether the memory's rules were tested (None: it had
+    none; False: the record's control arm, growth alone), ``certified``:
+    whether the anchor is one of them, ``features``: the input's, ``saved``:
+    the queries asking the memory saved on this stream so far, by its record
+    (`ProposerRecord`).
     """
 
     similarity: float | None = None
@@ -79,6 +85,10 @@ class MemoryUse:
     ht_rule: tuple[str, ...] = ()
     ht_pruned: tuple[str, ...] = ()
     repeat: bool = False
+    asked: bool | None = None
+    certified: bool = False
+    features: int = 0
+    saved: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -166,6 +176,8 @@ class MemorySettings:
     guided: GuidedParams = field(default_factory=GuidedParams)
     proxy: str | None = None
     proxy_params: ProxyParams | None = None
+    max_repeats: int = 10_000
+    record: RecordSettings = field(default_factory=RecordSettings)
 
 
 @dataclass(frozen=True)
