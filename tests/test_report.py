@@ -225,3 +225,16 @@ async def test_inputs_that_could_not_be_explained_are_counted_and_listed(tmp_pat
     failed = page.split("id=failed")[1]
     assert "<td>1</td><td>text to explain is empty" in failed and "&lt;!-- ?? --&gt;" in failed
     assert "<!-- ?? -->" not in page  # escaped
+
+
+async def test_the_report_says_what_the_memory_did(tmp_path):
+    texts = TEXTS[:6] + TEXTS[:3]  # three exact repeats
+    explainer = MAnchorsExplainer(FunctionClassifier(predict, name="keywords"), seed=0, use_memory=True)
+    async with explainer:
+        with ResultsFile(tmp_path / "r.jsonl") as results:
+            await explain_resumable(explainer, texts, results)
+    page = write_report(tmp_path / "r.jsonl", tmp_path / "report.html").read_text()
+    rows = data(page)
+    assert [r["i"] for r in rows if r["m"] == 2] == [6, 7, 8] and all(r["q"] == 0 for r in rows if r["m"] == 2)
+    card = page.split("memory hits")[1].split("</div></div>")[0]
+    assert "3 exact repeats (no query)" in card and "its rules tested on" in card and "asking it saved" in card

@@ -366,7 +366,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
     ) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
         """The memory and the proxy propose rules, `GuidedSearch` certifies one or grows its own."""
-        proposals = await asyncio.to_thread(self._proposals, run, similar) if similar else []
+        exact, mapped = await asyncio.to_thread(self._proposals, run, similar) if similar else ([], [])
+        proposals = list(dict.fromkeys([*exact, *mapped]))[: self.max_proposals]
         asked = None if not proposals else self.records["memory"].ask(self.record, run.seed, run.instance.query)
         if asked is False:
             proposals = []  # the control arm: growth alone, on an input the memory had rules for
@@ -375,8 +376,11 @@ class MAnchorsExplainer(AnchorsExplainer):
         pool = await self._coverage_pool(run)
         proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
         keys = self.features.keys(run.instance)
-        first = bool(similar) and bool(similar[0].anchor_positions)  # the nearest input needed an anchor
-        proposers: list[Proposer] = [Proposals("memory", tuple(proposals), first, final=True)] if proposals else []
+        proposers = self._memory_proposers(
+            [r for r in proposals if r in exact],
+            [r for r in proposals if r not in exact],
+            nearest_needed_one=bool(similar) and bool(similar[0].anchor_positions),
+        )
         if (proxy := await self._proxy_proposer(run, proxied, keys)) is not None:
             proposers.append(proxy)
         search = self.guided_search(n, pool, proposers, run.certifier, *scope(run.instance))
@@ -428,24 +432,34 @@ class MAnchorsExplainer(AnchorsExplainer):
             run.budget_exhausted = True  # the model's search then stops at once, with its best so far
         return Proposals("proxy", tuple(proxied.proposals))
 
-    def _proposals(self, run: Explaining, similar: Sequence[MemoryEntry]) -> list[Rule]:
-        """Rules the memory proposes for this input, most promising first.
-
-        Earlier anchors of this label made only of this input's keys (words,
-        predicates), shortest and most often found first; then the anchors of
-        the similar inputs, mapped onto this input by HT.
-        """
+    def _proposals(self, run: Explaining, similar: Sequence[MemoryEntry]) -> tuple[list[Rule], list[Rule]]:
+        """Rules the memory proposes for this input, most promising first: earlier anchors of this label
+        made only of this input's keys (words, predicates), shortest and most often found first (exact);
+        the anchors of the similar inputs, mapped onto this input by HT (mapped)."""
         keys = self.features.keys(run.instance)
         first: dict[str, int] = {}
         for position, key in enumerate(keys):
             first.setdefault(key, position)
-        rules: list[Rule] = []
-        for anchor, _ in self.memory.anchored(set(first), label=run.target):
-            rules.append(frozenset(first[key] for key in anchor))
-        for entry in similar:
-            if entry.anchor_positions:
-                rules.append(frozenset(self.features.horizontal(_anchor_as_rule(entry), run.instance)))
-        return list(dict.fromkeys(r for r in rules if r))[: self.max_proposals]
+        exact = [
+            frozenset(first[key] for key in anchor) for anchor, _ in self.memory.anchored(set(first), label=run.target)
+        ]
+        mapped = [frozenset(self.features.horizontal(_anchor_as_rule(entry), run.instance))
+                  for entry in similar if entry.anchor_positions]  # fmt: skip
+        exact = list(dict.fromkeys(r for r in exact if r))
+        return exact, [r for r in dict.fromkeys(mapped) if r and r not in exact]
+
+    @staticmethod
+    def _memory_proposers(exact: list[Rule], mapped: list[Rule], *, nearest_needed_one: bool) -> list[Proposer]:
+        """The memory as proposers: an earlier anchor made of this input's own words is tested first when
+        the nearest remembered input needed an anchor, and ends the search when certified (the search
+        that found it looked for a shorter one); a similar input's anchor mapped by HT is tested after
+        the empty rule, and growth still looks for a shorter rule (a mapped rule may hold words it needs not)."""
+        proposers: list[Proposer] = []
+        if exact:
+            proposers.append(Proposals("memory", tuple(exact), first=nearest_needed_one, final=True))
+        if mapped:
+            proposers.append(Proposals("memory", tuple(mapped)))
+        return proposers
 
     # -- "paper": HT, pruning, VT ---------------------------------------------
 

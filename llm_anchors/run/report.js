@@ -51,7 +51,7 @@
       (row.f & 4 ? " <span class=flag title=\"the cap stopped the search\">cap</span>" : "");
     var certified = row.k ? "certified (" + row.k + ") on " + row.n.toLocaleString() +
       " samples drawn after it was chosen" : "not certified: no rule reached the threshold";
-    var memory = {"-1": ["none", "—"], "0": ["miss", "miss"], "1": ["hit", "hit"]}[row.m];
+    var memory = {"-1": ["none", "—"], "0": ["miss", "miss"], "1": ["hit", "hit"], "2": ["hit", "repeat"]}[row.m];
     return "<tr data-index=\"" + row.i + "\" data-label=\"" + escaped(row.l) + "\" data-queries=\"" + row.q +
       "\"><td class=num>" + row.i + "</td><td class=text>" + row.t + flags + "</td><td>" + escaped(row.l) +
       "</td><td class=num title=\"" + certified + "\">" + num(row.p, 3) + " <span class=muted>≥ " + num(row.b, 3) +

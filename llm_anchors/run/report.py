@@ -110,7 +110,7 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
         (
             "memory hits",
             f"{sum(looked_up):,} / {len(looked_up):,}" if looked_up else "—",
-            f"{sum(looked_up) / len(looked_up):.0%} of lookups" if looked_up else "the memory was off",
+            _memory_note(rows, looked_up) if looked_up else "the memory was off",
         ),
         (
             "queries",
@@ -142,6 +142,21 @@ def _summary(rows: Sequence[ReportRow], matched: list[tuple[ReportRow, ReportRow
         for k, v, note in cards
     )
     return f"<section id=summary><div class=cards>{html_cards}</div>{_savings(rows, matched)}</section>"
+
+
+def _memory_note(rows: Sequence[ReportRow], looked_up: Sequence[bool | None]) -> str:
+    """What the memory did: hits, exact repeats, its rules tested and certified, and what its record says
+    asking it saved (against growth alone on inputs it had rules for, left to growth at random)."""
+    repeats = sum(r.repeat for r in rows)
+    asked = [r for r in rows if r.asked]
+    control = sum(r.asked is False for r in rows)
+    certified = sum(r.certified_by_memory for r in asked)
+    saved = next((r.saved for r in reversed(rows) if r.asked is not None), 0.0)
+    return (
+        f"{sum(bool(x) for x in looked_up) / len(looked_up):.0%} of lookups; {repeats:,} exact repeats (no query); "
+        f"its rules tested on {len(asked):,} inputs, the anchor on {certified:,}; {control:,} left to growth to "
+        f"compare: asking it saved {saved:,.0f} queries"
+    )
 
 
 def _second_opinions(rows: Sequence[ReportRow]) -> list[tuple[str, str, str]]:
@@ -362,14 +377,14 @@ def _row(r: ReportRow, described: dict[str, int]) -> dict[str, Any]:
     """One row as the script reads it (report.js draws its cells): ``i`` index, ``l`` label, ``t`` the input
     marked (HTML, escaped here), ``p`` precision, ``b`` its certified lower bound, ``k`` how it was
     certified ("strict", "default", "" not), ``n`` on how many samples, ``c`` coverage, ``q`` queries,
-    ``u`` dollars, ``m`` memory (1 hit, 0 miss, -1 off), ``f`` flags (1 empty anchor, 2 below τ, 4 the
-    cap stopped it); a second opinion's ``s`` precision (-1: none) and ``o``: [low, high, samples, the
+    ``u`` dollars, ``m`` memory (2 an exact repeat, 1 hit, 0 miss, -1 off), ``f`` flags (1 empty anchor,
+    2 below τ, 4 the cap stopped it); a second opinion's ``s`` precision (-1: none) and ``o``: [low, high, samples, the
     index of its distribution in ``described``], or why it is missing."""
     flags = (not r.anchor) * _EMPTY | (not r.success) * _BELOW | r.budget_exhausted * _CAP
     row: dict[str, Any] = {
         "i": r.index, "l": r.label, "t": r.marked, "p": round(r.precision, 4), "b": round(r.lower, 3),
         "k": r.certify, "n": r.certified_samples, "c": round(r.coverage, 4), "q": r.queries,
-        "u": float(r.usd), "m": {None: -1, True: 1, False: 0}[r.memory_hit], "f": flags,
+        "u": float(r.usd), "m": 2 if r.repeat else {None: -1, True: 1, False: 0}[r.memory_hit], "f": flags,
     }  # fmt: skip
     if (o := r.opinion) is not None:
         if o.precision is None:

@@ -52,6 +52,13 @@ class ReportRow:
     """The explainer and the model's name (its identity up to its settings)."""
     perturbation: str
     opinion: Opinion | None
+    repeat: bool = False
+    """MAnchors' memory gave back the explanation of the same input made before, at no query."""
+    asked: bool | None = None
+    """Whether the memory's rules were tested (None: it had none; False: its record's control arm)."""
+    certified_by_memory: bool = False
+    saved: float = 0.0
+    """What asking the memory had saved on the stream by then, by its record."""
 
     @classmethod
     def of(cls, index: int, input_sha256: str, e: Explanation) -> ReportRow:
@@ -64,7 +71,9 @@ class ReportRow:
             cache_hits=m.cost.cache_hits, settled=m.cost.settled, wall_time_s=m.wall_time_s,
             memory_hit=m.memory_hit, budget_exhausted=m.budget_exhausted, threshold=m.settings.search.threshold,
             made_by=f"{m.explainer} on {m.classifier.split('|')[0]}", perturbation=d.perturbation,
-            opinion=d.second_opinion,
+            opinion=d.second_opinion, repeat=bool(m.memory and m.memory.repeat),
+            asked=m.memory.asked if m.memory else None, certified_by_memory=bool(m.memory and m.memory.certified),
+            saved=m.memory.saved if m.memory else 0.0,
         )  # fmt: skip
 
     @property

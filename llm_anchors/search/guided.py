@@ -153,6 +153,7 @@ class GuidedSearch(Search):
         self.proposers = list(proposers)
         self.sources: dict[Rule, str] = {}
         self._tried: set[Rule] = set()
+        self._final: set[Rule] = set()  # rules whose certificate ends the search (`Proposals.final`)
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
         g = self.guided
@@ -165,8 +166,7 @@ class GuidedSearch(Search):
             return self._result(root)
         if best is None:
             best = yield from self._propose(self._consult([p for p in self.proposers if p not in early]))
-        if best is not None and any(isinstance(p, Proposals) and p.final and p.name == self.sources.get(best.rule)
-                                    for p in self.proposers):  # fmt: skip
+        if best is not None and best.rule in self._final:
             return self._result(best)
         path = [root]
         while len(path[-1].rule) < self._max_size and (best is None or len(path[-1].rule) + 1 < len(best.rule)):
@@ -195,6 +195,8 @@ class GuidedSearch(Search):
             for rule in self._checked(proposer.propose(present, kept)):
                 self.sources.setdefault(rule, proposer.name)
                 rules.append(rule)
+                if isinstance(proposer, Proposals) and proposer.final:
+                    self._final.add(rule)
         return rules
 
     def _propose(self, rules: Sequence[Rule]) -> Found:
