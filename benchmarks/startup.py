@@ -3,10 +3,10 @@
     python -m benchmarks.startup --repeats 3
 
 Against the embedded local LLM (llama-server on 127.0.0.1, started here), one 6-word input is run
-(`llm-anchors run`, a fresh ``--out`` each time) as plain Anchors (``--anchors``), MAnchors as it comes,
-MAnchors with its memory (``--memory``) and with its memory under the ``similar`` perturbation (the
-nearest words of the whole vocabulary). Peak memory is the process's own maximum resident set
-(``wait4``). Then a 20-input run is sent SIGINT at set moments (during the imports, the start, the
+(`llm-anchors run`, a fresh ``--out`` each time) as plain Anchors (``--anchors``), MAnchors without its
+memory (``--no-memory``), MAnchors as it comes (its memory on) and under the ``similar`` perturbation
+(the nearest words of the whole vocabulary). Peak memory is the process's own maximum resident set
+(``wait4``). Then a 20-input run (as it comes) is sent SIGINT at set moments (during the imports, the start, the
 search) and the time it takes to exit is measured: every finished input must be kept.
 """
 
@@ -30,9 +30,9 @@ from ._common import write_json
 
 CONFIGS = {
     "anchors": ["--anchors"],
-    "manchors": [],
-    "manchors, memory": ["--memory"],
-    "manchors, memory, similar": ["--memory", "--perturbation", "similar"],
+    "manchors, no memory": ["--no-memory"],
+    "manchors (its memory on)": [],
+    "manchors, similar": ["--perturbation", "similar"],
 }
 SIGNAL_AT = (0.1, 0.3, 0.6, 1.0, 2.0, 4.0, 10.0, 20.0)
 ONE = "a charming , funny and moving film"
@@ -92,7 +92,7 @@ def run(repeats: int) -> dict[str, Any]:
         signals = []
         for at in SIGNAL_AT:
             out = folder / f"signal-{at}.jsonl"
-            signals.append(_interrupted(_command(many, out, server.base_url, ["--memory"]), at, out))
+            signals.append(_interrupted(_command(many, out, server.base_url, []), at, out))
     return {"starts": starts, "signals": signals}
 
 

@@ -62,8 +62,21 @@ def test_run_on_the_real_llm_is_stopped_by_sigterm_and_carries_on(llama_url, tmp
 
     (tmp_path / "reviews.jsonl").write_text("".join(json.dumps({"text": r}) + "\n" for r in REVIEWS))
     out = tmp_path / "results.jsonl"
-    command = [sys.executable, "-m", "llm_anchors.cli", "run", str(tmp_path / "reviews.jsonl"), "--out", str(out),
-               "--base-url", llama_url, "--max-queries", "20000", "--seed", "0", "--memory"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "llm_anchors.cli",
+        "run",
+        str(tmp_path / "reviews.jsonl"),
+        "--out",
+        str(out),
+        "--base-url",
+        llama_url,
+        "--max-queries",
+        "20000",
+        "--seed",
+        "0",
+    ]  # fmt: skip (the memory on: the default)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
@@ -124,10 +137,7 @@ async def test_a_memory_the_last_run_could_not_save_is_saved_by_the_same_command
 
     out, memory = tmp_path / "out.jsonl", tmp_path / "out.jsonl.memory"
     async with FaultServer(answer=keyword_sentiment) as server:
-        args = [
-            *(a for a in run_args(server.base_url, inputs(tmp_path, SENTENCES[:4]), out) if a != "--anchors"),
-            "--memory",
-        ]
+        args = [*(a for a in run_args(server.base_url, inputs(tmp_path, SENTENCES[:4]), out) if a != "--anchors")]
         assert (await cli(*args, "--max-queries", "100000"))[0] == 0
         entries = saved_entries(memory)
         assert entries > 0

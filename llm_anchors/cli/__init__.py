@@ -181,15 +181,15 @@ def _sampler(args: argparse.Namespace) -> TextSampler:
 
 def _memory_dir(args: argparse.Namespace) -> str | None:
     """Where `run`'s memory is kept (None: the memory is off)."""
-    return None if args.memory is None else (args.memory or f"{args.out}.memory")
+    return None if args.no_memory or args.anchors else (args.memory or f"{args.out}.memory")
 
 
 def _explainer(args: argparse.Namespace) -> tuple[type[AnchorsExplainer], dict[str, Any]]:
     """`run`'s explainer and its settings: plain Anchors (``--anchors``), or MAnchors' guided search,
-    its memory on with ``--memory``."""
+    its memory off with ``--no-memory``."""
     if args.anchors:
         return AnchorsExplainer, _settings(args)
-    return MAnchorsExplainer, {**_settings(args), "use_memory": args.memory is not None}
+    return MAnchorsExplainer, {**_settings(args), "use_memory": not args.no_memory}
 
 
 def _cap(args: argparse.Namespace) -> Budget | None:

@@ -162,10 +162,11 @@ def _input_options() -> argparse.ArgumentParser:
     inputs.add_argument("--out", default="results.jsonl", help="results file (default results.jsonl)")
     memory = inputs.add_mutually_exclusive_group()
     memory.add_argument(
-        "--memory", nargs="?", const="", default=None, metavar="DIR",
-        help="MAnchors' memory on: earlier explanations propose rules, kept in DIR (default OUT.memory); off by "
-        "default, its proposals cost more queries than they saved on the tuning streams",
+        "--memory", default=None, metavar="DIR",
+        help="where MAnchors' memory is kept (default OUT.memory): an exact repeat is answered from it at no "
+        "query, earlier anchors are proposed for similar inputs, and its record asks it only while it pays",
     )  # fmt: skip
+    memory.add_argument("--no-memory", action="store_true", help="MAnchors without its memory: growth alone")
     memory.add_argument("--anchors", action="store_true", help="plain Anchors (the beam search): the baseline")
     return inputs
 

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._checks import check_number
 from .._exceptions import BudgetExceeded, ConfigError, LLMAnchorsError
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
@@ -84,6 +85,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         answer is certified whatever the neighbour; the paper's 0.6 for
         "paper").
     tau_mid: precision of the intermediate rule remembered (0.8).
+    tau_first: cosine similarity of the nearest remembered input above which ("guided") an earlier
+        anchor made of this input's words is tested before the empty rule, when that input needed one.
+    max_repeats: exact repeats remembered whole (the least recently asked for dropped).
+    record: how the memory's record decides whether to ask it (`RecordSettings`).
     k_nearest: similar inputs whose anchors are proposed ("guided").
     max_proposals: most rules the memory proposes per input ("guided").
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
@@ -122,6 +127,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         strategy: Strategy = "guided",
         tau_sim: float | None = None,
         tau_mid: float = 0.8,
+        tau_first: float = 0.0,
         k_nearest: int = 3,
         max_proposals: int = 5,
         prune_samples: int = 50,
@@ -156,6 +162,8 @@ class MAnchorsExplainer(AnchorsExplainer):
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
+        check_number("tau_first", tau_first, low=-1.0, high=1.0, open_low=False, open_high=False)
+        self.tau_first = tau_first
         self.k_nearest, self.max_proposals = k_nearest, max_proposals
         self.max_repeats = max_repeats
         self.record = record or RecordSettings()
@@ -232,6 +240,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             max_proposals=self.max_proposals, prune_samples=self.prune_samples, embedder=self.features.identity,
             use_memory=self.use_memory, guided=self.guided, proxy=self.proxy.kind if self.proxy else None,
             proxy_params=self.proxy.params if self.proxy else None, max_repeats=self.max_repeats, record=self.record,
+            tau_first=self.tau_first,
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
 
@@ -342,7 +351,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         with what asking it has saved on this stream so far."""
         record = self.records["memory"]
         if used.asked is not None:
-            record.add(used.asked, queries, used.features, used.certified)
+            record.add(used.asked, queries, used.certified)
         return replace(used, saved=round(record.saved, 1)) if used.asked is not None else used
 
     # -- "guided": what the memory proposes ----------------------------------
@@ -376,19 +385,18 @@ class MAnchorsExplainer(AnchorsExplainer):
         pool = await self._coverage_pool(run)
         proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
         keys = self.features.keys(run.instance)
-        proposers = self._memory_proposers(
-            [r for r in proposals if r in exact],
-            [r for r in proposals if r not in exact],
-            nearest_needed_one=bool(similar) and bool(similar[0].anchor_positions),
-        )
+        keys_here = set(self.features.keys(run.instance))
+        near = (bool(similar) and bool(similar[0].anchor_keys) and set(similar[0].anchor_keys) <= keys_here
+                and (looked_up.similarity or 0) >= self.tau_first)  # fmt: skip
+        exact_ones = [r for r in proposals if r in exact]
+        proposers = self._memory_proposers(exact_ones, [r for r in proposals if r not in exact], first=near)
         if (proxy := await self._proxy_proposer(run, proxied, keys)) is not None:
             proposers.append(proxy)
         search = self.guided_search(n, pool, proposers, run.certifier, *scope(run.instance))
         result = await self._drive(run, search)
         if similar:
             certified = search.sources.get(result.rule) == "memory" and result.success
-            looked_up = replace(looked_up, source=similar[0].query, proposals=named, asked=asked,
-                                certified=certified, features=n)  # fmt: skip
+            looked_up = replace(looked_up, source=similar[0].query, proposals=named, asked=asked, certified=certified)
         if self.proxy is None:
             return result, looked_up, None
         return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)
@@ -449,14 +457,15 @@ class MAnchorsExplainer(AnchorsExplainer):
         return exact, [r for r in dict.fromkeys(mapped) if r and r not in exact]
 
     @staticmethod
-    def _memory_proposers(exact: list[Rule], mapped: list[Rule], *, nearest_needed_one: bool) -> list[Proposer]:
-        """The memory as proposers: an earlier anchor made of this input's own words is tested first when
-        the nearest remembered input needed an anchor, and ends the search when certified (the search
-        that found it looked for a shorter one); a similar input's anchor mapped by HT is tested after
-        the empty rule, and growth still looks for a shorter rule (a mapped rule may hold words it needs not)."""
+    def _memory_proposers(exact: list[Rule], mapped: list[Rule], *, first: bool) -> list[Proposer]:
+        """The memory as proposers: an earlier anchor made of this input's own words ends the search when
+        certified (the search that found it looked for a shorter one), and on a near repeat (``first``:
+        the nearest remembered input, at cosine ≥ ``tau_first``, needed an anchor) is tested before the
+        empty rule; a similar input's anchor mapped by HT is tested after the empty rule, and growth
+        still looks for a shorter rule (a mapped rule may hold words this input needs not)."""
         proposers: list[Proposer] = []
         if exact:
-            proposers.append(Proposals("memory", tuple(exact), first=nearest_needed_one, final=True))
+            proposers.append(Proposals("memory", tuple(exact), first=first, final=True))
         if mapped:
             proposers.append(Proposals("memory", tuple(mapped)))
         return proposers
@@ -537,7 +546,8 @@ _NOT_SHAPING = ("budget", "on_budget", "max_concurrency", "request_size", "price
 def _as_repeat(known: Explanation, elapsed: float) -> Explanation:
     """``known`` as an exact repeat's explanation: the same data and claim, no query, no sample, no cost."""
     m = known.meta
-    memory = replace(m.memory or MemoryUse(), repeat=True, similarity=1.0, source=known.data.query, lookup_s=elapsed)
+    memory = replace(m.memory or MemoryUse(), repeat=True, similarity=1.0, source=known.data.query, lookup_s=elapsed,
+                     asked=None, certified=False)  # fmt: skip
     meta = replace(m, samples=0, queries=0, cost=Cost(), stages={}, wall_time_s=elapsed, memory_hit=True,
                    memory=memory, infill=Cost() if m.infill is not None else None)  # fmt: skip
     return replace(known, meta=meta)

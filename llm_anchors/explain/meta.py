@@ -73,7 +73,7 @@ class MemoryUse:
     before with the same settings, and this is that explanation, at no query;
     ``asked`` ("guided"): whether the memory's rules were tested (None: it had
     none; False: the record's control arm, growth alone), ``certified``:
-    whether the anchor is one of them, ``features``: the input's, ``saved``:
+    whether the anchor is one of them, ``saved``:
     the queries asking the memory saved on this stream so far, by its record
     (`ProposerRecord`).
     """
@@ -87,7 +87,6 @@ class MemoryUse:
     repeat: bool = False
     asked: bool | None = None
     certified: bool = False
-    features: int = 0
     saved: float = 0.0
 
 
@@ -178,6 +177,7 @@ class MemorySettings:
     proxy_params: ProxyParams | None = None
     max_repeats: int = 10_000
     record: RecordSettings = field(default_factory=RecordSettings)
+    tau_first: float = 0.0
 
 
 @dataclass(frozen=True)
