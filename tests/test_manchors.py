@@ -188,14 +188,14 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
     assert exp.data.certified_samples >= 30
 
 
-async def test_the_default_guided_search_grows_alone_neither_looking_up_nor_remembering(embedder):
-    m = MAnchorsExplainer(clf(), seed=0, embedder=embedder)
+async def test_the_memory_is_on_by_default_and_off_the_guided_search_grows_alone(embedder):
+    on = MAnchorsExplainer(clf(), seed=0, embedder=embedder)  # as it comes: it looks up, and remembers
+    assert (await on.explain(STREAM[0])).meta.settings.memory.use_memory and len(on.memory) == 1
+    m = MAnchorsExplainer(clf(), seed=0, embedder=embedder, use_memory=False)
     first, second = await m.explain_many(STREAM[:2])
     assert first.meta.memory_hit is None and second.meta.memory_hit is None and len(m.memory) == 0
     assert first.meta.settings.memory.use_memory is False and first.data.success
     assert first.meta.proxy is None and first.meta.settings.memory.proxy is None  # growth alone
-    on = manchors(embedder)  # the same search, the memory on: it proposes, and remembers
-    assert (await on.explain(STREAM[0])).meta.settings.memory.use_memory and len(on.memory) == 1
 
 
 def test_bad_settings(embedder):
