@@ -13,7 +13,9 @@ returned. Each seed runs the search the explainer runs on a miss (Anchors'
 `BeamSearch`, or MAnchors' `GuidedSearch`: growth, and with
 ``manchors-surrogate`` the surrogate proposing too),
 built by the explainer itself, its samples drawn by the text sampler as an
-explanation draws them. Prints one JSON line (``--json``) or a sentence:
+explanation draws them; ``manchors-memory``: the memory filled with the
+anchors the earlier seeds returned, proposed as it proposes an earlier
+anchor made of an input's own words (first, and final when certified). Prints one JSON line (``--json``) or a sentence:
 ``false_rate``, its standard error ``se``, ``delta``, the mean samples,
 rules sampled and rules tested (given a share of δ) per search.
 """
@@ -30,7 +32,7 @@ import numpy as np
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
 from llm_anchors.explain.proxy import ProxyRun
 from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync
-from llm_anchors.search.guided import Proposer
+from llm_anchors.search.guided import Proposals, Proposer
 
 Certify = Literal["default", "strict"]
 
@@ -53,8 +55,12 @@ def edge(e: AnchorsExplainer) -> float:
     return round((p.threshold if p.certify == "strict" else p.threshold - p.epsilon_stop) - EDGE, 10)
 
 
-def one(e: AnchorsExplainer, seed: int, p0: float, n_features: int) -> tuple[SearchResult, int]:
-    """One search on a flat-null input of ``n_features`` words; its result and the rules it tested."""
+def one(
+    e: AnchorsExplainer, seed: int, p0: float, n_features: int, remembered: list[frozenset[int]] | None = None
+) -> tuple[SearchResult, int]:
+    """One search on a flat-null input of ``n_features`` words; its result and the rules it tested.
+    ``remembered``: the anchors earlier searches of the null returned, proposed as the memory proposes
+    an earlier anchor made of an input's own words (before the empty rule, final when certified)."""
     rng = np.random.default_rng(seed)
     sampler = TextSampler()
     instance = sampler.features(" ".join(f"w{i}" for i in range(n_features)))
@@ -67,6 +73,9 @@ def one(e: AnchorsExplainer, seed: int, p0: float, n_features: int) -> tuple[Sea
             proposers.append(e.proxy.surrogate_proposer(
                 ProxyRun(), sampler, instance, keys, "pos", np.random.default_rng([seed, 1]), n_features
             ))  # fmt: skip
+        if remembered:
+            rules = tuple(dict.fromkeys(remembered[::-1]))[: e.max_proposals]  # the latest first, as many as it asks
+            proposers.append(Proposals("memory", rules, first=True, final=True))
         search = e.guided_search(n_features, pool, proposers)
     else:
         search = BeamSearch(n_features, pool, e.params)
@@ -88,8 +97,11 @@ def run(kind: str, certify: Certify, p0: float | None, seeds: int, first_seed: i
     p0 = edge(e) if p0 is None else p0
     bound = round(edge(e) + EDGE, 10)
     false = samples = sampled = tested = 0
+    remembered: list[frozenset[int]] | None = [] if kind == "manchors-memory" else None
     for seed in range(first_seed, first_seed + seeds):
-        result, rules = one(e, seed, p0, n_features)
+        result, rules = one(e, seed, p0, n_features, remembered)
+        if remembered is not None and result.success and result.rule:
+            remembered.append(result.rule)  # the memory, filled with this null's earlier anchors
         false += int(result.success and p0 < bound)
         samples += result.samples_used
         sampled += rules
@@ -105,7 +117,9 @@ def run(kind: str, certify: Certify, p0: float | None, seeds: int, first_seed: i
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--explainer", choices=["anchors", "manchors", "manchors-surrogate"], default="anchors")
+    parser.add_argument(
+        "--explainer", choices=["anchors", "manchors", "manchors-surrogate", "manchors-memory"], default="anchors"
+    )
     parser.add_argument("--certify", choices=["default", "strict"], default="default")
     parser.add_argument("--p0", type=float, default=None, help="every rule's precision (default: just below the bound)")
     parser.add_argument("--seeds", type=int, default=1000)
