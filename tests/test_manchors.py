@@ -274,3 +274,14 @@ async def test_a_run_pays_for_each_distinct_text_once_even_when_resumed(tmp_path
     assert [i for i in paid if paid[i]] == [0, 1, 3]  # each distinct text once
     assert all(records[i]["explanation"]["meta"]["memory"]["repeat"] for i in (2, 4, 5))
     assert records[5]["explanation"]["data"] == records[0]["explanation"]["data"]
+
+
+def test_every_memory_setting_is_recorded_whole(embedder):
+    from llm_anchors.explain import RecordSettings
+
+    m = manchors(embedder, record=RecordSettings(explore=0.2), max_repeats=5, tau_first=0.5)
+    recorded = m.settings().memory
+    assert recorded.record == RecordSettings(explore=0.2) and recorded.max_repeats == 5 and recorded.tau_first == 0.5
+    assert recorded.index == {"ef": 64, "m": 16, "per_key": 64}
+    with pytest.raises(ConfigError):
+        manchors(embedder, max_repeats=0)

@@ -242,9 +242,17 @@ class MAnchorsExplainer(AnchorsExplainer):
             max_proposals=self.max_proposals, prune_samples=self.prune_samples, embedder=self.features.identity,
             use_memory=self.use_memory, guided=self.guided, proxy=self.proxy.kind if self.proxy else None,
             proxy_params=self.proxy.params if self.proxy else None, max_repeats=self.max_repeats, record=self.record,
-            tau_first=self.tau_first,
+            tau_first=self.tau_first, index=self._index_settings(),
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
+
+    def _index_settings(self) -> dict[str, int] | None:
+        """The HNSW settings of this explainer's own memory (the defaults until it makes one)."""
+        if self._memory is None:
+            return {"ef": RuleMemory.EF, "m": RuleMemory.M, "per_key": RuleMemory.PER_KEY}
+        if isinstance(self._memory, RuleMemory):
+            return {"ef": self._memory.ef, "m": self._memory.m, "per_key": self._memory.per_key}
+        return None
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Save the memory (atomically: a crash leaves the previous save loadable).

@@ -178,6 +178,8 @@ class MemorySettings:
     max_repeats: int = 10_000
     record: RecordSettings = field(default_factory=RecordSettings)
     tau_first: float = 0.0
+    index: dict[str, int] | None = None
+    """The memory's HNSW index as built here (``ef``, ``m``, ``per_key``); None for a memory kept elsewhere."""
 
 
 @dataclass(frozen=True)

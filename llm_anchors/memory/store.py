@@ -107,7 +107,12 @@ class RuleMemory:
     key (the most often found; among equals, the latest).
     """
 
-    def __init__(self, dim: int, embedder_id: str, scope: str, *, ef: int = 64, m: int = 16, per_key: int = 64) -> None:
+    EF, M, PER_KEY = 64, 16, 64
+    """The defaults of ``ef`` (HNSW's search breadth), ``m`` (its links per node) and ``per_key``."""
+
+    def __init__(
+        self, dim: int, embedder_id: str, scope: str, *, ef: int = EF, m: int = M, per_key: int = PER_KEY
+    ) -> None:
         check_int("per_key", per_key)
         try:
             import hnswlib
@@ -121,9 +126,9 @@ class RuleMemory:
         self._labels: dict[Label, _LabelIndex] = {}
         self._anchors: dict[tuple[Label, frozenset[str]], list[int]] = {}  # [count, first entry]
         self._designated: dict[tuple[Label, str], dict[frozenset[str], None]] = {}  # bounded, in order
-        self._per_key = per_key
+        self.per_key = per_key
         self._hnswlib = hnswlib
-        self._ef, self._m = ef, m
+        self.ef, self.m = ef, m
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -135,8 +140,8 @@ class RuleMemory:
 
     def _new_index(self, capacity: int) -> Any:
         index = self._hnswlib.Index(space="cosine", dim=self.dim)
-        index.init_index(max_elements=capacity, ef_construction=200, M=self._m, random_seed=0)
-        index.set_ef(self._ef)
+        index.init_index(max_elements=capacity, ef_construction=200, M=self.m, random_seed=0)
+        index.set_ef(self.ef)
         return index
 
     def add(self, entry: MemoryEntry, vector: np.ndarray) -> None:
@@ -165,7 +170,7 @@ class RuleMemory:
         bucket = self._designated.setdefault((entry.label, _designated(anchor)), {})
         if anchor in bucket:
             return
-        if len(bucket) >= self._per_key:  # full: it takes the place of the least found (the oldest such)
+        if len(bucket) >= self.per_key:  # full: it takes the place of the least found (the oldest such)
             least = min(bucket, key=lambda a: self._anchors[(entry.label, a)][0])
             if self._anchors[(entry.label, least)][0] > counted[0]:
                 return
@@ -290,7 +295,7 @@ class RuleMemory:
         if index.get_current_count() != count or index.dim != self.dim:
             raise ConfigError(f"{path}: holds {index.get_current_count()} vectors of {index.dim} dims, "
                               f"the entries say {count} of {self.dim}")  # fmt: skip
-        index.set_ef(self._ef)
+        index.set_ef(self.ef)
         return index
 
 
