@@ -284,4 +284,4 @@ def test_every_memory_setting_is_recorded_whole(embedder):
     assert recorded.record == RecordSettings(explore=0.2) and recorded.max_repeats == 5 and recorded.tau_first == 0.5
     assert recorded.index == {"ef": 64, "m": 16, "per_key": 64}
     with pytest.raises(ConfigError):
-        manchors(embedder, max_repeats=0)
+        manchors(embedder, max_repeats=-1)
