@@ -26,7 +26,7 @@ from llm_anchors import (  # noqa: E402
 )
 from llm_anchors.distributed import RayPool, explain_resumable_on_ray  # noqa: E402
 from llm_anchors.extend import Charge  # noqa: E402
-from llm_anchors.run import ResultsFile  # noqa: E402
+from llm_anchors.run import ResultsFile, read_results  # noqa: E402
 from tests import test_budget  # noqa: E402
 from tests.fault_server import FaultServer  # noqa: E402
 from tests.test_budget import SENTENCES, priced, sentiment  # noqa: E402
@@ -332,3 +332,19 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ConfigError, match=r"pip install 'llm-anchors\[ray\]'"):
         RayPool(anchors)
+
+
+async def test_exact_repeats_on_ray_are_answered_at_no_query_even_across_a_resume(local_ray, tmp_path):
+    texts = [TEXTS[0], TEXTS[1], TEXTS[0], TEXTS[2], TEXTS[1], TEXTS[0]]
+    path = tmp_path / "results.jsonl"
+    with ResultsFile(path) as results:
+        async with RayPool(manchors, workers=2) as pool:
+            await explain_resumable_on_ray(pool, texts[:4], results)
+    with ResultsFile(path) as results:
+        async with RayPool(manchors, workers=2) as pool:  # resumed: the file's explanations answer repeats
+            await explain_resumable_on_ray(pool, texts, results)
+    records = read_results(path)
+    paid = [records[i]["explanation"]["meta"]["queries"] for i in range(len(texts))]
+    assert [i for i, q in enumerate(paid) if q] == [0, 1, 3]  # each distinct text once, whichever worker
+    assert all(records[i]["explanation"]["meta"]["memory"]["repeat"] for i in (2, 4, 5))
+    assert records[5]["explanation"]["data"] == records[0]["explanation"]["data"]

@@ -21,6 +21,7 @@ With one worker a run gives exactly the explanations of one process.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from collections import deque
@@ -33,6 +34,7 @@ from typing import Any, Literal, overload
 from .._exceptions import ConfigError
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
+from ..explain.manchors import as_repeat
 from ..memory.store import MemoryEntry, RuleMemory
 from ..money.budget import Budget, BudgetReport
 from ..run.results import ResultsFile
@@ -139,6 +141,7 @@ class RayPool:
         self._count = 0
         self._owner_of: dict[Any, str] = {}
         self._pid_of: dict[Any, Any] = {}  # each worker's process id, asked when it started
+        self._known: dict[str, Explanation] = {}  # explanations made in this run, by their input's text
         self._copy: RuleMemory | None = None  # with replicas: the run's memory, saved from here
         self._log: Entries = []  # with replicas: every entry, in the order accepted
         self._synced: dict[Any, int] = {}  # with replicas: how much of the log each worker has
@@ -292,16 +295,26 @@ class RayPool:
         running: dict[asyncio.Future[Any], tuple[Any, int]] = {}
         idle = list(self._pool)
         following = 0
+        repeats = await self._pool[0].answers_repeats.remote() if self._pool else False
+        first: dict[str, int] = {}  # an input's text, and the index of its first occurrence being explained
+        waiting: dict[int, list[int]] = {}  # the repeats of an input still on a worker
         try:
             while following < len(items):
                 while idle and todo:
-                    worker, index = idle.pop(0), todo.popleft()
+                    index = todo.popleft()
+                    if repeats:
+                        known = self._repeat(items[index], index, first, waiting)
+                        if isinstance(known, Explanation):
+                            done[index] = (known, [])
+                        if known is not None:
+                            continue  # answered now, or when its first occurrence is
+                    worker = idle.pop(0)
                     call = worker.explain.remote(items[index], seed, self._pull(worker))
                     future = asyncio.wrap_future(call.future())
                     running[future] = (worker, index)
-                if not running:
+                if not running and following not in done:
                     raise ConfigError("every Ray worker died: see the Ray logs (ray status, /tmp/ray/session_latest)")
-                finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED) if running else ((), ())
                 for future in finished:
                     worker, index = running.pop(future)
                     try:
@@ -314,6 +327,15 @@ class RayPool:
                         raise error
                     item = error if error is not None else await self._accept(raw, entries)
                     done[index] = (item, [entry for entry, _ in entries])
+                    kept = item if isinstance(item, Explanation) and not item.meta.budget_exhausted else None
+                    if repeats and kept is not None:
+                        self._known[_said(items[index])] = kept
+                    first.pop(_said(items[index]), None)
+                    for repeat in waiting.pop(index, []):  # its repeats: its explanation, or asked themselves
+                        if kept is not None:
+                            done[repeat] = (as_repeat(kept, 0.0), [])
+                        else:
+                            todo.appendleft(repeat)
                 while following in done:
                     item, self.last_stored = done.pop(following)
                     yield item
@@ -323,6 +345,26 @@ class RayPool:
             raise
         finally:
             await self._drain(running)
+
+    def _repeat(
+        self, text: Any, index: int, first: dict[str, int], waiting: dict[int, list[int]]
+    ) -> Explanation | bool | None:
+        """An exact repeat's explanation when its text was explained before (in this run, or recalled
+        from its results file); True when its text is being explained now (it waits for it: `waiting`);
+        None when it is to be explained (the first of its text, noted in `first`)."""
+        said = _said(text)
+        if (known := self._known.get(said)) is not None:
+            return as_repeat(known, 0.0)
+        if first.setdefault(said, index) != index:
+            waiting.setdefault(first[said], []).append(index)
+            return True
+        return None
+
+    def recall(self, text: Any, explanation: Explanation) -> None:
+        """Remember ``explanation`` of ``text`` (a resumed run's): an exact repeat of it is answered
+        with it, at no query, when the workers answer repeats (MAnchors' memory on)."""
+        if not explanation.meta.budget_exhausted:
+            self._known[_said(text)] = explanation
 
     async def config(self, **more: Any) -> dict[str, Any]:
         """The run configuration of the workers' explainer (see `run_config`)."""
@@ -431,6 +473,8 @@ async def explain_resumable_on_ray(
     results.check_inputs(texts)
     results.check_config(config)  # before the memory is touched
     await pool.remember(results)
+    for index, explanation in results.explanations():  # what the file holds answers an exact repeat
+        pool.recall(texts[index], explanation)
 
     def stream(todo: list[int]) -> Stream:
         return pool.explain_stream((texts[i] for i in todo), errors="yield")
@@ -449,3 +493,8 @@ async def explain_distributed(
     async with RayPool(make_explainer, workers=workers, **options) as pool:
         async for exp in pool.explain_stream(texts):
             yield exp
+
+
+def _said(text: Any) -> str:
+    """An input as its exact repeats share it: the text, or a row or mapping as sorted JSON."""
+    return text if isinstance(text, str) else json.dumps(text, sort_keys=True, default=str)

@@ -57,6 +57,10 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
+    def answers_repeats(self) -> bool:
+        """Whether an exact repeat is answered from the explanations made before (MAnchors' memory on)."""
+        return isinstance(self.explainer, MAnchorsExplainer) and self.explainer.use_memory
+
     def embed(self, entries: list[MemoryEntry]) -> Any:
         """The memory vectors of entries' inputs (to put back entries a results file recorded)."""
         assert isinstance(self.explainer, MAnchorsExplainer)

@@ -59,7 +59,7 @@ from .progress import Progress
 from .proxy import Proxy, ProxyRun
 from .record import ProposerRecord, RecordSettings
 
-__all__ = ["MAnchorsExplainer"]
+__all__ = ["MAnchorsExplainer", "as_repeat"]
 
 
 Strategy = Literal["guided", "paper"]
@@ -295,7 +295,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             await asyncio.shield(self._explaining[key])
         if (known := self._repeats.get(key)) is not None:
             self._repeats.move_to_end(key)
-            return _as_repeat(Explanation.from_json(zlib.decompress(known).decode()), time.perf_counter() - started)
+            return as_repeat(Explanation.from_json(zlib.decompress(known).decode()), time.perf_counter() - started)
         done = asyncio.Event()
         self._explaining[key] = asyncio.ensure_future(done.wait())
         try:
@@ -553,7 +553,7 @@ _NOT_SHAPING = ("budget", "on_budget", "max_concurrency", "request_size", "price
 """Settings that change what an explanation spends or how fast, not what it finds."""
 
 
-def _as_repeat(known: Explanation, elapsed: float) -> Explanation:
+def as_repeat(known: Explanation, elapsed: float) -> Explanation:
     """``known`` as an exact repeat's explanation: the same data and claim, no query, no sample, no cost."""
     m = known.meta
     memory = replace(m.memory or MemoryUse(), repeat=True, similarity=1.0, source=known.data.query, lookup_s=elapsed,
