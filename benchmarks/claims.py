@@ -30,9 +30,8 @@ from typing import Any, Literal
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
-from llm_anchors.explain.proxy import ProxyRun
+from llm_anchors.propose import Proposals, Proposer
 from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync
-from llm_anchors.search.guided import Proposals, Proposer
 
 Certify = Literal["default", "strict"]
 
@@ -70,12 +69,11 @@ def one(
         proposers: list[Proposer] = []
         if e.proxy is not None:
             keys = list(instance.features)  # the words themselves: what the surrogate learns by
-            proposers.append(e.proxy.surrogate_proposer(
-                ProxyRun(), sampler, instance, keys, "pos", np.random.default_rng([seed, 1]), n_features
-            ))  # fmt: skip
+            rng_proxy = np.random.default_rng([seed, 1])
+            proposers.append(e.proxy.surrogate_proposer(sampler, instance, keys, "pos", rng_proxy, n_features))
         if remembered:
             rules = tuple(dict.fromkeys(remembered[::-1]))[: e.max_proposals]  # the latest first, as many as it asks
-            proposers.append(Proposals("memory", rules, first=True, final=True))
+            proposers.append(Proposals("memory", rules, first=True, final=frozenset(rules)))
         search = e.guided_search(n_features, pool, proposers)
     else:
         search = BeamSearch(n_features, pool, e.params)

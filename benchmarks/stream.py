@@ -39,10 +39,9 @@ import numpy as np
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import BaseClassifier, Batch, Classifier
+from llm_anchors.propose import GrowthParams, GuidedParams, ProxyParams
 from llm_anchors.samplers import SentenceEmbedder
 from llm_anchors.samplers.words import WORD
-from llm_anchors.search.guided import GuidedParams
-from llm_anchors.search.proxy import ProxyParams
 
 from ._common import (
     FIDELITY,
@@ -370,9 +369,9 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
     is None, "true" and "false" booleans: ``use_memory=true``; ``guided.NAME`` a field of `GuidedParams`,
-    ``proxy.NAME`` of `ProxyParams`)."""
+    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`)."""
     out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
-    nested: dict[str, dict[str, Any]] = {"guided": {}, "proxy": {}}
+    nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}}
     for item in args.set:
         name, _, text = item.partition("=")
         value = _number(text)
@@ -383,6 +382,8 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
             out[name] = value
     if nested["guided"]:
         out["guided"] = GuidedParams(**nested["guided"])
+    if nested["growth"]:
+        out["growth"] = GrowthParams(**nested["growth"])
     if nested["proxy"]:
         out["proxy_params"] = ProxyParams(**nested["proxy"])
     return out
@@ -437,7 +438,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--set", action="append", default=[],
-        help="a MAnchors option for tuning: tau_sim=1.0, guided.lookahead=0.9, proxy.beam=5 (none: None)",
+        help="a MAnchors option for tuning: tau_sim=1.0, growth.lookahead=0.9, proxy.beam=5 (none: None)",
     )  # fmt: skip
     parser.add_argument(
         "--anchors-from", default=None, help="Anchors' rows from an earlier run of this stream (JSON), not run again"

@@ -11,7 +11,8 @@ writing a new backend, classifier, sampler, cap or memory needs:
 - `TokenCounter` with `TokenCount`;
 - `SpendCap` (a cap held elsewhere than a `Budget`), with `Charge`, `Reservation`, `BudgetReport`;
 - `Memory` (MAnchors' memory kept elsewhere than a `RuleMemory`), with `MemoryEntry`;
-- `Proposer` (rules for MAnchors' guided search to test), with `Proposals` (rules known beforehand);
+- `Proposer` (rules for MAnchors' guided search to test: it sees the search as a `Guide` and asks
+  it to `Judge` a rule or `Draw` samples), with `Proposals` (rules known beforehand);
 - `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap);
 - `redact` and `shown_url`: what a backend's messages may show of its credentials and URLs.
 
@@ -38,8 +39,8 @@ from .models import (
     as_classifier,
 )
 from .money import FREE, LOCAL, BudgetReport, Charge, Price, Reservation, SpendCap, TokenCount, TokenCounter
+from .propose import Draw, Guide, Judge, Proposals, Proposer
 from .samplers import Instance, Refines, Sampler
-from .search.guided import Proposals, Proposer
 
 __all__ = [
     "FREE",
@@ -61,6 +62,9 @@ __all__ = [
     "MemoryFeatures",
     "MockBackend",
     "Price",
+    "Draw",
+    "Guide",
+    "Judge",
     "Proposals",
     "Proposer",
     "Refines",

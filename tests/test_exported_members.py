@@ -21,7 +21,7 @@ CONTRACT = (
     "Explanation",
     "BudgetExceeded",
 )
-PUBLIC = ["extend", "run", "search", "money", "models", "query", "memory", "samplers", "explain", "display",
+PUBLIC = ["extend", "run", "search", "propose", "money", "models", "query", "memory", "samplers", "explain", "display",
           "datasets", "distributed"]  # fmt: skip
 
 

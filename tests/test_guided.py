@@ -2,8 +2,18 @@ import numpy as np
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.search import BeamSearch, GuidedSearch, SearchParams
-from llm_anchors.search.guided import GuidedParams, Proposals, Proposer, credit
+from llm_anchors.propose import (
+    Draw,
+    Growth,
+    GrowthParams,
+    GuidedParams,
+    GuidedSearch,
+    Judge,
+    Proposals,
+    Proposer,
+    credit,
+)
+from llm_anchors.search import BeamSearch, SearchParams
 from tests.conftest import pool, run_search
 
 F = 12
@@ -17,16 +27,25 @@ def guided(proposals=(), proposer=None, **kw):
     proposers = [Proposals("memory", tuple(frozenset(r) for r in proposals))] if proposals else []
     if proposer is not None:
         proposers.append(proposer)
-    return GuidedSearch(F, pool(F), SearchParams(), guided=GuidedParams(**kw), proposers=proposers)
+    own = {k: kw.pop(k) for k in list(kw) if k in GuidedParams.__dataclass_fields__}
+    proposers.append(Growth(GrowthParams(**kw)))
+    return GuidedSearch(F, pool(F), SearchParams(), guided=GuidedParams(**own), proposers=proposers)
 
 
 class Proxy:
-    """A proxy that proposes what a function of the samples labelled so far says."""
+    """A proxy that proposes, when first asked, what a function of the samples labelled so far says."""
 
     name = "proxy"
+    first = False
 
-    def __init__(self, propose):
-        self.propose = propose
+    def __init__(self, rules_of):
+        self.rules_of = rules_of
+        self.rules = None
+
+    def propose(self, guide):
+        if self.rules is None:
+            self.rules = Proposals(self.name, [frozenset(r) for r in self.rules_of(*guide.labelled())])
+        return self.rules.propose(guide)
 
 
 def samples(batches):
@@ -111,7 +130,7 @@ def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
     # The label holds only with words 1, 4 and 10: after the root, the fit predicts {1} and {1, 4}
     # far below the lookahead, so {1, 4, 10} is the first rule tested; word by word, all three are.
     jumped, batches = run_search(guided(), conj(1, 4, 10))
-    stepped, step_batches = run_search(guided(lookahead=None, skip=None), conj(1, 4, 10))
+    stepped, step_batches = run_search(guided(lookahead=None, refuse=None), conj(1, 4, 10))
     assert jumped.rule == stepped.rule == {1, 4, 10} and jumped.success
     assert {r.stage for b in batches for r in b} == {"root", "greedy-0", "greedy-3"}  # greedy-0: the root topped up
     assert {"greedy-1", "greedy-2"} <= {r.stage for b in step_batches for r in b}
@@ -119,7 +138,7 @@ def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
 
 
 def test_a_rule_its_reused_samples_refuse_is_not_probed():
-    # Without the fit's lookahead, the skip alone passes over {1} and {1, 4}: their reused root
+    # Without the fit's lookahead, the refusal rule alone passes over {1} and {1, 4}: their reused root
     # samples already put the KL upper bound below τ.
     result, batches = run_search(guided(lookahead=None), conj(1, 4, 10))
     assert result.rule == {1, 4, 10}
@@ -129,7 +148,7 @@ def test_a_rule_its_reused_samples_refuse_is_not_probed():
 def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
     # A lookahead of 1 adds every positively credited word; word 3 alone keeps the label, so the long
     # rule is accepted, then bisected down to {3}, each prefix judged on fresh samples.
-    search = guided(lookahead=1.0, skip=None)
+    search = guided(lookahead=1.0, refuse=None)
     result, batches = run_search(search, conj(3))
     assert result.rule == {3} and result.success
     assert max(int(r.stage.split("-")[1]) for b in batches for r in b if r.stage.startswith("greedy")) > 2
@@ -201,7 +220,7 @@ def test_a_refused_proposal_is_not_chosen_again_by_growth():
 
     search = guided([{2}])
     result, _ = run_search(search, label)
-    assert {2} in search._tried and result.rule != {2}
+    assert {2} in search.tried and result.rule != {2}
 
 
 def test_no_valid_rule_gives_the_best_one_flagged():
@@ -219,7 +238,46 @@ def test_no_valid_rule_gives_the_best_one_flagged():
 def test_bad_arguments():
     with pytest.raises(ConfigError, match="outside"):  # a proposed rule naming no feature of this input
         run_search(guided([{F}]), conj(3))
-    for bad in ({"lookahead": 0.0}, {"lookahead": 1.5}, {"skip": 1.0}, {"per_feature": 0}, {"probe": 0},
+    for bad in ({"lookahead": 0.0}, {"lookahead": 1.5}, {"refuse": 1.0}, {"per_feature": 0}, {"probe": 0},
                 {"fit_weight": -1}, {"credit_iterations": 0}, {"prediction_rows": 0}):  # fmt: skip
         with pytest.raises(ConfigError):
             guided(**bad)
+
+
+def test_a_proposer_may_draw_before_it_tests_and_the_search_writes_nothing_into_it():
+    class Looker:
+        """Draws 30 samples of {3}, then tests {3, 7} (a sibling of growth, asked before it)."""
+
+        name, first = "looker", False
+
+        def __init__(self):
+            self.steps = []
+
+        def propose(self, guide):
+            if len(self.steps) == 2:
+                return None
+            if not self.steps:
+                self.steps.append(Draw(guide.candidate(frozenset({3})), 30, "looker"))
+            else:
+                self.steps.append(Judge(guide.candidate(frozenset({3, 7})), "looker"))
+            return self.steps[-1]
+
+    looker = Looker()
+    search = guided(proposer=looker)
+    before = dict(vars(looker))
+    result, batches = run_search(search, conj(3, 7))
+    assert result.rule == {3, 7} and result.success and search.sources[result.rule] == "looker"
+    assert [r.n for b in batches for r in b if r.rule == {3}][:1] == [30]
+    assert vars(looker).keys() == before.keys() and len(looker.steps) == 2  # only its own steps
+
+
+def test_a_step_that_is_not_of_this_search_is_refused():
+    class Stranger:
+        name, first = "stranger", False
+
+        def propose(self, guide):
+            other = GuidedSearch(F, pool(F), SearchParams())
+            return Judge(other.candidate(frozenset({3})), "stranger")
+
+    with pytest.raises(ConfigError, match="stranger proposed"):
+        run_search(guided(proposer=Stranger()), conj(3))

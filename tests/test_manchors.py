@@ -11,8 +11,8 @@ from llm_anchors import (
     SearchParams,
 )
 from llm_anchors.explain import Stage
+from llm_anchors.propose import GrowthParams, GuidedParams
 from llm_anchors.samplers import SentenceEmbedder, TextInstance
-from llm_anchors.search.guided import GuidedParams
 from tests.conftest import needs_all
 
 STREAM = [
@@ -177,13 +177,14 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
 
 
 async def test_growth_settings_reach_the_search_and_the_record(embedder):
-    settings = GuidedParams(lookahead=None, probe=10, parent_samples=40, per_feature=2)
-    m = manchors(embedder, guided=settings, search=SearchParams(first_look=30))
+    settings, growth = GuidedParams(probe=10), GrowthParams(lookahead=None, parent_samples=40, per_feature=2)
+    m = manchors(embedder, guided=settings, growth=growth, search=SearchParams(first_look=30))
     exp = await m.explain(STREAM[0])
     assert set(exp.data.anchor) == {"good", "great"} and exp.data.success
     memory, search = exp.meta.settings.memory, exp.meta.settings.search
-    assert memory.guided == settings and search.first_look == 30  # recorded whole
-    assert Explanation.from_json(exp.to_json()).meta.settings.memory.guided == settings
+    assert memory.guided == settings and memory.growth == growth and search.first_look == 30  # recorded whole
+    again = Explanation.from_json(exp.to_json()).meta.settings.memory
+    assert again.guided == settings and again.growth == growth
     # Certified on at least 30 fresh samples (its first look: at least first_look).
     assert exp.data.certified_samples >= 30
 
@@ -277,7 +278,7 @@ async def test_a_run_pays_for_each_distinct_text_once_even_when_resumed(tmp_path
 
 
 def test_every_memory_setting_is_recorded_whole(embedder):
-    from llm_anchors.explain import RecordSettings
+    from llm_anchors.propose import RecordSettings
 
     m = manchors(embedder, record=RecordSettings(explore=0.2), max_repeats=5, tau_first=0.5)
     recorded = m.settings().memory

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from llm_anchors import Explanation, FunctionClassifier, MAnchorsExplainer
-from llm_anchors.models.surrogate import Surrogate
+from llm_anchors.propose import Surrogate, proxy_search
 from llm_anchors.samplers import SentenceEmbedder
 from llm_anchors.search import Samples
-from llm_anchors.search.proxy import proxy_search
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +120,7 @@ async def test_no_proxy_and_a_miss_grows_the_rule(embedder):
 @pytest.mark.parametrize("bad", [{"samples": 0}, {"beam": -1}, {"threshold": 1.5}, {"surrogate_iterations": 0}])
 def test_bad_proxy_arguments(bad, embedder):
     from llm_anchors import ConfigError
-    from llm_anchors.search.proxy import ProxyParams
+    from llm_anchors.propose import ProxyParams
 
     with pytest.raises(ConfigError):
         MAnchorsExplainer(FunctionClassifier(needs_good, name="g"), embedder=embedder, proxy_params=ProxyParams(**bad))

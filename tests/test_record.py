@@ -1,7 +1,7 @@
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.explain import ProposerRecord, RecordSettings
+from llm_anchors.propose import ProposerRecord, RecordSettings
 
 
 def test_saved_is_what_a_control_input_paid_less_an_asked_one_times_the_asked():

@@ -265,7 +265,8 @@ def test_arms_is_top_or_plausible():
 
 
 def test_two_searches_sharing_a_certifier_share_one_delta():
-    from llm_anchors.search import Certifier, GuidedSearch, share_of
+    from llm_anchors.propose import GuidedSearch
+    from llm_anchors.search import Certifier, share_of
 
     params = SearchParams()
     certifier = Certifier(params)
@@ -288,7 +289,7 @@ def test_a_shared_certifier_must_hold_the_search_s_own_parameters():
 
 @pytest.mark.parametrize("kind", ["beam", "guided"])
 def test_context_features_are_perturbed_but_never_in_a_rule_and_max_size_bounds_the_rule(kind):
-    from llm_anchors.search import GuidedSearch
+    from llm_anchors.propose import GuidedSearch
 
     def make(**kw):
         if kind == "beam":

@@ -1,13 +1,12 @@
-"""Explaining: the explanation and its parts, Anchors, the proxy, MAnchors, the tabular and image explainers."""
+"""Explaining: the explanation and its parts, Anchors, MAnchors, the tabular and image explainers."""
 
+from ..propose.proxy import Proxy, ProxyRun
 from .anchors import AnchorsExplainer
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .image import ImageExplainer
 from .manchors import MAnchorsExplainer
 from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
 from .progress import Progress, ProgressBar, StreamProgress
-from .proxy import Proxy
-from .record import ProposerRecord, RecordSettings
 from .tabular import TabularExplainer
 
 __all__ = [
@@ -24,11 +23,10 @@ __all__ = [
     "Opinion",
     "Progress",
     "ProgressBar",
-    "ProposerRecord",
     "Proxy",
+    "ProxyRun",
     "ProxyUse",
     "Recheck",
-    "RecordSettings",
     "SecondOpinion",
     "Settings",
     "Stage",

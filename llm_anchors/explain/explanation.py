@@ -20,14 +20,15 @@ from .._version import __version__
 from ..models.classifier import Label
 from ..money.charge import Charge
 from ..money.pricing import Price
+from ..propose.growth import GrowthParams
+from ..propose.guided import GuidedParams
+from ..propose.record import RecordSettings
+from ..propose.search import ProxyParams
 from ..samplers.text_instance import TextInstance
 from ..search.bandit import kl_lower_bound, kl_upper_bound
 from ..search.base import RoundTrace, RuleStats
-from ..search.guided import GuidedParams
 from ..search.params import SearchParams
-from ..search.proxy import ProxyParams
 from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
-from .record import RecordSettings
 
 __all__ = ["AnchorData", "Explanation", "Level", "Opinion"]
 
@@ -253,6 +254,7 @@ def _meta(raw: dict[str, Any]) -> Meta:
     if settings.get("memory") is not None:
         recorded = dict(settings["memory"])
         recorded["guided"] = GuidedParams(**recorded["guided"])
+        recorded["growth"] = GrowthParams(**recorded.get("growth", {}))
         recorded["proxy_params"] = ProxyParams(**recorded["proxy_params"]) if recorded.get("proxy_params") else None
         recorded["record"] = RecordSettings(**recorded.get("record", {}))
         settings["memory"] = MemorySettings(**recorded)

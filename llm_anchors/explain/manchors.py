@@ -36,28 +36,31 @@ from typing import Any, Literal
 import numpy as np
 
 from .._checks import check_number
-from .._exceptions import BudgetExceeded, ConfigError, LLMAnchorsError
+from .._exceptions import ConfigError, LLMAnchorsError
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
 from ..models.classifier import Classifier, require_stable_identity
 from ..money.budget import SpendCap
-from ..query.engine import QueryStats
+from ..propose.base import Proposals, Proposer
+from ..propose.growth import Growth, GrowthParams
+from ..propose.guided import GuidedParams, GuidedSearch
+from ..propose.memory import MemoryRules, near, recalled
+from ..propose.proxy import Proxy, ProxyRun
+from ..propose.record import ProposerRecord, RecordSettings
+from ..propose.search import ProxyParams
+from ..propose.surrogate import SurrogateProposer
 from ..samplers.embedder import SentenceEmbedder
 from ..samplers.text import TextSampler
 from ..samplers.text_instance import TextInstance
 from ..samplers.text_memory import TextMemoryFeatures
 from ..search.base import SampleRequest, SearchResult
 from ..search.certify import Certifier
-from ..search.guided import GuidedParams, GuidedSearch, Proposals, Proposer
-from ..search.proxy import ProxyParams
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer
 from .explaining import Explaining, draw, scope
 from .explanation import Explanation
 from .meta import Cost, MemorySettings, MemoryUse, ProxyUse, Settings
 from .progress import Progress
-from .proxy import Proxy, ProxyRun
-from .record import ProposerRecord, RecordSettings
 
 __all__ = ["MAnchorsExplainer", "as_repeat"]
 
@@ -94,7 +97,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     k_nearest: similar inputs whose anchors are proposed ("guided").
     max_proposals: most rules the memory proposes per input ("guided").
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
-    guided: every other setting of the guided search (`GuidedParams`).
+    guided: the guided search's own settings (`GuidedParams`); growth: growth's (`GrowthParams`).
     proxy: who else proposes ("guided"): None (default: growth alone; on
         the tuning streams the surrogate cost more queries (RF) or lost
         coverage (LLM)), "surrogate" (a logistic model learned from the
@@ -136,6 +139,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         max_repeats: int = 10_000,
         record: RecordSettings | None = None,
         guided: GuidedParams | None = None,
+        growth: GrowthParams | None = None,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
         memory: Memory | None = None,
@@ -174,6 +178,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         self._repeats: OrderedDict[str, bytes] = OrderedDict()  # compressed JSON, least recently used first
         self._explaining: dict[str, asyncio.Future[bool]] = {}  # inputs being explained, done when they end
         self.guided = guided or GuidedParams()
+        self.growth = growth or GrowthParams()
         self.features: MemoryFeatures = memory_features or self._default_features(embedder)
         self._memory: Memory | None = memory
         self.proxy: Proxy | None = None
@@ -240,9 +245,9 @@ class MAnchorsExplainer(AnchorsExplainer):
         memory = MemorySettings(
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
             max_proposals=self.max_proposals, prune_samples=self.prune_samples, embedder=self.features.identity,
-            use_memory=self.use_memory, guided=self.guided, proxy=self.proxy.kind if self.proxy else None,
-            proxy_params=self.proxy.params if self.proxy else None, max_repeats=self.max_repeats, record=self.record,
-            tau_first=self.tau_first, index=self._index_settings(),
+            use_memory=self.use_memory, guided=self.guided, growth=self.growth,
+            proxy=self.proxy.kind if self.proxy else None, proxy_params=self.proxy.params if self.proxy else None,
+            max_repeats=self.max_repeats, record=self.record, tau_first=self.tau_first, index=self._index_settings(),
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
 
@@ -384,31 +389,28 @@ class MAnchorsExplainer(AnchorsExplainer):
     async def _guided(
         self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
     ) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
-        """The memory and the proxy propose rules, `GuidedSearch` certifies one or grows its own."""
-        exact, mapped = await asyncio.to_thread(self._proposals, run, similar) if similar else ([], [])
-        proposals = list(dict.fromkeys([*exact, *mapped]))[: self.max_proposals]
-        asked = None if not proposals else self.records["memory"].ask(self.record, run.seed, run.instance.query)
-        if asked is False:
-            proposals = []  # the control arm: growth alone, on an input the memory had rules for
-        named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposals)
-        n = len(run.instance.features)
-        pool = await self._coverage_pool(run)
-        proxied = ProxyRun(stats=QueryStats(budget=run.stats.budget))
+        """The memory and the proxy propose rules, growth its own, `GuidedSearch` certifies."""
+        rules = MemoryRules()
+        if similar:
+            found = await asyncio.to_thread(recalled, self.memory, self.features, run.instance, similar, run.target)
+            rules = found.limited(self.max_proposals)
+        asked = self.records["memory"].ask(self.record, run.seed, run.instance.query) if rules.rules else None
         keys = self.features.keys(run.instance)
-        keys_here = set(self.features.keys(run.instance))
-        near = (bool(similar) and bool(similar[0].anchor_keys) and set(similar[0].anchor_keys) <= keys_here
-                and (looked_up.similarity or 0) >= self.tau_first)  # fmt: skip
-        exact_ones = [r for r in proposals if r in exact]
-        proposers = self._memory_proposers(exact_ones, [r for r in proposals if r not in exact], first=near)
-        if (proxy := await self._proxy_proposer(run, proxied, keys)) is not None:
-            proposers.append(proxy)
-        search = self.guided_search(n, pool, proposers, run.certifier, *scope(run.instance))
+        first = near(similar, looked_up.similarity, keys, self.tau_first)
+        proposers: list[Proposer] = [*rules.proposers(first=first)] if asked else []
+        proxied, proxy = await self._proxy_proposer(run, keys)
+        proposers += [proxy] if proxy is not None else []
+        pool = await self._coverage_pool(run)
+        search = self.guided_search(len(run.instance.features), pool, proposers, run.certifier, *scope(run.instance))
         result = await self._drive(run, search)
         if similar:
+            named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in rules.rules)
             certified = search.sources.get(result.rule) == "memory" and result.success
             looked_up = replace(looked_up, source=similar[0].query, proposals=named, asked=asked, certified=certified)
         if self.proxy is None:
             return result, looked_up, None
+        if isinstance(proxy, SurrogateProposer):
+            proxied = ProxyRun(samples=proxy.samples, proposals=proxy.proposals)
         return result, looked_up, self.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result)
 
     def guided_search(
@@ -422,63 +424,32 @@ class MAnchorsExplainer(AnchorsExplainer):
         rate_per_sample: bool = False,
     ) -> GuidedSearch:
         """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``),
-        asking ``proposers`` (the memory's, the proxy's), certified by ``certifier`` (the explanation's);
-        ``context``: features never in a rule; ``max_size``: the most features in one; ``rate_per_sample``:
-        whether the hiding rate is drawn per sample (a document's: reused samples are reweighted)."""
-        return GuidedSearch(n_features, pool, self.params, guided=self.guided, proposers=proposers,
-                            certifier=certifier, context=context, max_size=max_size,
-                            rate_per_sample=rate_per_sample)  # fmt: skip
+        asking ``proposers`` (the memory's, the proxy's) in turn and growth last, certified by
+        ``certifier`` (the explanation's); ``context``: features never in a rule; ``max_size``: the most
+        features in one; ``rate_per_sample``: whether the hiding rate is drawn per sample (a document's:
+        reused samples are reweighted)."""
+        return GuidedSearch(n_features, pool, self.params, guided=self.guided,
+                            proposers=[*proposers, Growth(self.growth)], certifier=certifier, context=context,
+                            max_size=max_size, rate_per_sample=rate_per_sample)  # fmt: skip
 
-    async def _proxy_proposer(self, run: Explaining, proxied: ProxyRun, keys: Sequence[str]) -> Proposer | None:
-        """What `GuidedSearch` asks for the proxy's rules once the root is refused (None: no proxy).
-        A proxy classifier searches now, before the model samples anything."""
+    async def _proxy_proposer(self, run: Explaining, keys: Sequence[str]) -> tuple[ProxyRun, Proposer | None]:
+        """The proxy's run and what `GuidedSearch` asks for its rules (None: no proxy). A proxy classifier
+        searches now, before the model samples anything; the surrogate when asked."""
         proxy = self.proxy
         if proxy is None:
-            return None
+            return ProxyRun(), None
         rng = np.random.default_rng([run.seed, 0x9A0])  # the proxy's draws leave the model's unchanged
         n = len(run.instance.features)
         max_size = min(self.params.max_anchor_size or n, n)
         if proxy.classifier is None:
-            return proxy.surrogate_proposer(proxied, self.sampler, run.instance, keys, run.target, rng, max_size)
-        assert proxy.engine is not None
-        proxy.engine.budget = self.engine.budget
-        try:
-            await proxy.propose_by_classifier(proxied, self.sampler, run.instance, run.target, rng, max_size)
-        except BudgetExceeded:
+            return ProxyRun(), proxy.surrogate_proposer(self.sampler, run.instance, keys, run.target, rng, max_size)
+        proxied = await proxy.by_classifier(self.sampler, run.instance, run.target, rng, max_size,
+                                            budget=self.engine.budget, cap=run.stats.budget)  # fmt: skip
+        if proxied.refused is not None:
             if self.on_budget == "raise":
-                raise
+                raise proxied.refused
             run.budget_exhausted = True  # the model's search then stops at once, with its best so far
-        return Proposals("proxy", tuple(proxied.proposals))
-
-    def _proposals(self, run: Explaining, similar: Sequence[MemoryEntry]) -> tuple[list[Rule], list[Rule]]:
-        """Rules the memory proposes for this input, most promising first: earlier anchors of this label
-        made only of this input's keys (words, predicates), shortest and most often found first (exact);
-        the anchors of the similar inputs, mapped onto this input by HT (mapped)."""
-        keys = self.features.keys(run.instance)
-        first: dict[str, int] = {}
-        for position, key in enumerate(keys):
-            first.setdefault(key, position)
-        exact = [
-            frozenset(first[key] for key in anchor) for anchor, _ in self.memory.anchored(set(first), label=run.target)
-        ]
-        mapped = [frozenset(self.features.horizontal(_anchor_as_rule(entry), run.instance))
-                  for entry in similar if entry.anchor_positions]  # fmt: skip
-        exact = list(dict.fromkeys(r for r in exact if r))
-        return exact, [r for r in dict.fromkeys(mapped) if r and r not in exact]
-
-    @staticmethod
-    def _memory_proposers(exact: list[Rule], mapped: list[Rule], *, first: bool) -> list[Proposer]:
-        """The memory as proposers: an earlier anchor made of this input's own words ends the search when
-        certified (the search that found it looked for a shorter one), and on a near repeat (``first``:
-        the nearest remembered input, at cosine ≥ ``tau_first``, needed an anchor) is tested before the
-        empty rule; a similar input's anchor mapped by HT is tested after the empty rule, and growth
-        still looks for a shorter rule (a mapped rule may hold words this input needs not)."""
-        proposers: list[Proposer] = []
-        if exact:
-            proposers.append(Proposals("memory", tuple(exact), first=first, final=True))
-        if mapped:
-            proposers.append(Proposals("memory", tuple(mapped)))
-        return proposers
+        return proxied, Proposals("proxy", tuple(proxied.proposals))
 
     # -- "paper": HT, pruning, VT ---------------------------------------------
 
@@ -541,12 +512,6 @@ class MAnchorsExplainer(AnchorsExplainer):
             anchor_vectors=self.features.describe(instance, anchor) if result.success else (),
         )
         self.memory.add(entry, vector)
-
-
-def _anchor_as_rule(entry: MemoryEntry) -> MemoryEntry:
-    """The entry with its anchor in place of its intermediate rule (for `MemoryFeatures.horizontal`)."""
-    return replace(entry, rule_positions=entry.anchor_positions, rule_features=entry.anchor_features,
-                   rule_vectors=entry.anchor_vectors)  # fmt: skip
 
 
 _NOT_SHAPING = ("budget", "on_budget", "max_concurrency", "request_size", "price")

@@ -9,12 +9,13 @@ from .._checks import check_int
 from .._exceptions import ConfigError
 from ..money.charge import Charge
 from ..money.pricing import Price
+from ..propose.growth import GrowthParams
+from ..propose.guided import GuidedParams
+from ..propose.record import RecordSettings
+from ..propose.search import ProxyParams
 from ..query.engine import QueryStats
 from ..samplers.text import PERTURBATIONS, Perturbation
-from ..search.guided import GuidedParams
 from ..search.params import SearchParams
-from ..search.proxy import ProxyParams
-from .record import RecordSettings
 
 __all__ = ["Cost", "MemorySettings", "MemoryUse", "Meta", "ProxyUse", "Recheck", "SecondOpinion", "Settings", "Stage"]
 
@@ -162,7 +163,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class MemorySettings:
-    """MAnchors' parameters (see `MAnchorsExplainer`), the guided search's and the proxy's whole."""
+    """MAnchors' parameters (see `MAnchorsExplainer`), the guided search's and each proposer's whole:
+    growth's (``growth``), the memory's (the others), the proxy's (``proxy_params``)."""
 
     strategy: Literal["guided", "paper"]
     tau_sim: float
@@ -173,6 +175,7 @@ class MemorySettings:
     embedder: str
     use_memory: bool = True
     guided: GuidedParams = field(default_factory=GuidedParams)
+    growth: GrowthParams = field(default_factory=GrowthParams)
     proxy: str | None = None
     proxy_params: ProxyParams | None = None
     max_repeats: int = 10_000

@@ -1,10 +1,9 @@
-"""The explained model: `Classifier` and `Backend`, the LLM classifier, retries, its surrogate."""
+"""The explained model: `Classifier` and `Backend`, the LLM classifier, retries."""
 
 from .backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from .classifier import UNPARSED, BaseClassifier, Batch, Classifier, FunctionClassifier, Label, as_classifier
 from .llm import LLMClassifier
 from .retry import RetryPolicy, is_retryable
-from .surrogate import Surrogate, SurrogateFit
 
 __all__ = [
     "UNPARSED",
@@ -21,8 +20,6 @@ __all__ = [
     "Label",
     "MockBackend",
     "RetryPolicy",
-    "Surrogate",
-    "SurrogateFit",
     "as_backend",
     "as_classifier",
     "is_retryable",

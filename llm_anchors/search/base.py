@@ -26,6 +26,7 @@ from .rules import Rule, covers
 __all__ = [
     "STAGES",
     "Answer",
+    "Candidate",
     "RoundTrace",
     "RuleStats",
     "SampleRequest",

@@ -34,7 +34,7 @@ from typing import Literal
 from .bandit import kl_lower_bound, kl_upper_bound
 from .params import SearchParams
 
-__all__ = ["Certificate", "Certifier", "Verdict", "share_of"]
+__all__ = ["Certificate", "Certifier", "Trial", "Verdict", "share_of"]
 
 Verdict = Literal["certified", "refused", "more"]
 

@@ -5,20 +5,21 @@ hands `GuidedSearch` the best few as proposals; the model tests each on
 samples of its own (a cheap probe, then Anchors' verification) and
 nothing the proxy labelled ever counts toward an anchor. Two kinds:
 
-- ``"surrogate"`` (`Surrogate`): a logistic model learned from the
-  explained model's own labels, on this input's samples already labelled
-  (the root sample) and, as a prior, on every earlier input;
+- ``"surrogate"`` (`Surrogate`, proposing as a `SurrogateProposer`): a
+  logistic model learned from the explained model's own labels, on this
+  input's samples already labelled (the root sample) and, as a prior, on
+  every earlier input;
 - a `Classifier` the user names (a small local or hosted model for a large
   one, a distilled scikit-learn model): its labels of perturbations are
-  compared with the explained model's label of the input. Its calls go
-  through an engine of its own (own cache), reserve against the
-  explainer's budget (a cap is on all spend) and are reported apart, in
-  ``meta.proxy``.
+  compared with the explained model's label of the input, and its rules are
+  `Proposals`. Its calls go through an engine of its own (own cache),
+  reserve against the explainer's budget (a cap is on all spend) and are
+  reported apart, in ``meta.proxy``.
 
 Trust follows the record: the share of earlier inputs whose anchor was one
-of the proxy's proposals sets how many it may propose (at least one). The
-surrogate learns from the inputs in the order this explainer explains them
-(on Ray, each worker's from its own).
+of the proxy's proposals (from a prior, `ProxyParams`) sets how many it may
+propose (at least one). The surrogate learns from the inputs in the order
+this explainer explains them (on Ray, each worker's from its own).
 """
 
 from __future__ import annotations
@@ -30,16 +31,17 @@ from typing import Any
 
 import numpy as np
 
+from .._exceptions import BudgetExceeded
+from ..explain.explaining import draw, drive
+from ..explain.meta import Cost, ProxyUse
 from ..models.classifier import Classifier, as_classifier
-from ..models.surrogate import Surrogate
+from ..money.budget import SpendCap
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Sampler
-from ..search.base import SampleRequest, Samples, SearchResult, run_sync
-from ..search.guided import Proposer
-from ..search.proxy import ProxyParams, ProxyProposal, proxy_search
+from ..search.base import SampleRequest, Samples, SearchResult
 from ..search.rules import Rule
-from .explaining import draw, drive
-from .meta import Cost, ProxyUse
+from .search import ProxyParams, ProxyProposal, proxy_search
+from .surrogate import Surrogate, SurrogateProposer
 
 __all__ = ["Proxy", "ProxyRun"]
 
@@ -48,11 +50,13 @@ Search = Generator[list[SampleRequest], list[Samples], list[ProxyProposal]]
 
 @dataclass
 class ProxyRun:
-    """The proxy's part of one explanation."""
+    """The proxy's part of one explanation: its samples, a proxy classifier's calls, its proposals."""
 
     samples: int = 0
     stats: QueryStats = field(default_factory=QueryStats)
     proposals: list[Rule] = field(default_factory=list)
+    refused: BudgetExceeded | None = None
+    """What a cap said when it refused one of the proxy classifier's calls (its search ended there)."""
 
 
 class Proxy:
@@ -77,8 +81,10 @@ class Proxy:
     @property
     def trust(self) -> float:
         """Of the earlier inputs where the proxy proposed a rule or an anchor was found, the share whose
-        anchor the proxy had proposed (Laplace-smoothed; an empty anchor counts against it)."""
-        return (self.certified + 1) / (self.tried + 2)
+        anchor the proxy had proposed (from ``trust_prior``, worth ``trust_weight`` inputs; an empty
+        anchor counts against it)."""
+        p = self.params
+        return (self.certified + p.trust_prior * p.trust_weight) / (self.tried + p.trust_weight)
 
     def allowance(self) -> int:
         """How many rules the proxy may propose now: ``params.proposals`` scaled by trust, at least 1."""
@@ -91,12 +97,17 @@ class Proxy:
             beam=p.beam,
         )  # fmt: skip
 
-    async def propose_by_classifier(
-        self, run: ProxyRun, sampler: Sampler, instance: Instance, target: Any, rng: np.random.Generator, max_size: int
-    ) -> list[Rule]:
-        """The proxy classifier's proposals, found before the model samples anything."""
+    async def by_classifier(
+        self, sampler: Sampler, instance: Instance, target: Any, rng: np.random.Generator, max_size: int, *,
+        budget: SpendCap | None, cap: SpendCap | None,
+    ) -> ProxyRun:  # fmt: skip
+        """The proxy classifier's search, before the model samples anything: its run, whose ``proposals``
+        the guided search tests. Its calls reserve against the explainer's ``budget`` and this
+        explanation's ``cap``; one refused ends the search with what it found (``refused``)."""
         engine = self.engine
         assert engine is not None
+        engine.budget = budget
+        run = ProxyRun(stats=QueryStats(budget=cap))
 
         async def answer(requests: list[SampleRequest]) -> list[Samples]:
             drawn = await draw(sampler, instance, requests, rng)
@@ -105,18 +116,19 @@ class Proxy:
             run.samples += len(labels)
             return [Samples(present, np.fromiter(kept, bool, len(batch))) for batch, present in drawn]
 
-        proposals = await drive(self.search(len(instance.features), max_size), answer)
-        run.proposals = [p.rule for p in proposals]
-        return run.proposals
+        try:
+            run.proposals = [p.rule for p in await drive(self.search(len(instance.features), max_size), answer)]
+        except BudgetExceeded as refused:
+            run.refused = refused
+        return run
 
     def surrogate_proposer(
-        self, run: ProxyRun, sampler: Sampler, instance: Instance, keys: Sequence[str], target: Any,
-        rng: np.random.Generator, max_size: int,
-    ) -> Proposer:  # fmt: skip
-        """What `GuidedSearch` asks once the root is refused: the surrogate fitted to the samples labelled
-        so far, searched on, its rules."""
-        return _SurrogateProposer(self, run, sampler, instance, _keys(keys, len(instance.features)), target, rng,
-                                  max_size)  # fmt: skip
+        self, sampler: Sampler, instance: Instance, keys: Sequence[str], target: Any, rng: np.random.Generator,
+        max_size: int,
+    ) -> SurrogateProposer:  # fmt: skip
+        """The surrogate as the guided search's proposer for this input (its rules: `SurrogateProposer`)."""
+        return SurrogateProposer(self.surrogate, sampler, instance, _keys(keys, len(instance.features)), target, rng,
+                                 self.params, max_size, self.allowance())  # fmt: skip
 
     def learn(
         self, run: ProxyRun, instance: Instance, keys: Sequence[str], labelled: tuple[np.ndarray, np.ndarray],
@@ -140,33 +152,6 @@ class Proxy:
             certified=certified,
             trust=self.trust,
         )
-
-
-@dataclass
-class _SurrogateProposer:
-    """The surrogate as a `Proposer`: fitted to what the model labelled so far, searched on for free."""
-
-    proxy: Proxy
-    run: ProxyRun
-    sampler: Sampler
-    instance: Instance
-    names: list[str]
-    target: Any
-    rng: np.random.Generator
-    max_size: int
-    name: str = "proxy"
-
-    def propose(self, present: np.ndarray, kept: np.ndarray) -> list[Rule]:
-        fit = self.proxy.surrogate.fit(self.names, present, kept, self.target)
-
-        def answer(requests: list[SampleRequest]) -> list[Samples]:
-            drawn = [self.sampler.sample_present(self.instance, r.rule, r.n, self.rng) for r in requests]
-            self.run.samples += sum(r.n for r in requests)
-            return [Samples(rows, fit(rows)) for rows in drawn]
-
-        search = self.proxy.search(len(self.instance.features), self.max_size)
-        self.run.proposals = [p.rule for p in run_sync(search, answer)]
-        return self.run.proposals
 
 
 def _keys(keys: Sequence[str], n_features: int) -> list[str]:

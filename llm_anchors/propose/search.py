@@ -8,17 +8,18 @@ labels it is sent may be probabilities (a surrogate's) as well as 0/1. It
 returns the rules whose precision on the proxy reaches ``threshold``,
 shortest first and, within a length, most precise first. Nothing it
 returns is an anchor: the model certifies them on samples of its own
-(`GuidedSearch`), never on these.
+(`GuidedSearch`), never on these. Its settings, and the proxy's, are `ProxyParams`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass
 
 from .._checks import check_int, check_number
-from .base import SampleRequest, Samples
-from .rules import Rule
+from ..search.base import SampleRequest, Samples
+from ..search.rules import Rule
 
 __all__ = ["ProxyParams", "ProxyProposal", "proxy_search"]
 
@@ -28,14 +29,18 @@ class ProxyParams:
     """The proxy's settings, recorded whole in each explanation.
 
     samples: the proxy's samples per candidate rule; beam: rules of one length extended; proposals: most
-    rules proposed per input (fewer while trust is low); threshold: the precision on the proxy a rule
-    needs to be proposed; surrogate_l2, surrogate_bias_l2, surrogate_rate, surrogate_bias_rate,
-    surrogate_passes, surrogate_iterations: the surrogate's (`Surrogate`).
+    rules proposed per input (fewer while trust is low); trust_prior, trust_weight: the trust the proxy
+    starts with, and how many inputs that prior counts as (trust: the share of inputs whose anchor it
+    proposed, ``(certified + trust_prior · trust_weight) / (tried + trust_weight)``); threshold: the
+    precision on the proxy a rule needs to be proposed; surrogate_l2, surrogate_bias_l2, surrogate_rate,
+    surrogate_bias_rate, surrogate_passes, surrogate_iterations: the surrogate's (`Surrogate`).
     """
 
     samples: int = 200
     beam: int = 3
     proposals: int = 3
+    trust_prior: float = 0.5
+    trust_weight: float = 2.0
     threshold: float = 0.9
     surrogate_l2: float = 1.0
     surrogate_bias_l2: float = 0.1
@@ -48,6 +53,8 @@ class ProxyParams:
         for name in ("samples", "beam", "proposals", "surrogate_passes", "surrogate_iterations"):
             check_int(name, getattr(self, name))
         check_number("threshold", self.threshold, high=1.0, open_high=False)
+        check_number("trust_prior", self.trust_prior, high=1.0, open_low=False, open_high=False)
+        check_number("trust_weight", self.trust_weight, high=math.inf)
         for name in ("surrogate_l2", "surrogate_bias_l2", "surrogate_rate", "surrogate_bias_rate"):
             check_number(name, getattr(self, name))
 

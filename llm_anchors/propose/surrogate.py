@@ -1,4 +1,4 @@
-"""`Surrogate`: a free proxy of the explained model, learned online from its own labels.
+"""`Surrogate`: a free proxy of the explained model, learned online from its own labels; its `Proposer`.
 
 Two layers, both logistic models of "the perturbation keeps the input's
 label" on which features it keeps:
@@ -13,19 +13,26 @@ label" on which features it keeps:
 
 Numpy only; it costs no query. Keys let a word teach every later input
 that has it; features without keys (superpixels) learn per input only.
+`SurrogateProposer` is the surrogate as a proposer of the guided search.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .._checks import check_int, check_number
 from .._logistic import ridge_logistic, sigmoid
+from ..samplers.base import Instance, Sampler
+from ..search.base import SampleRequest, Samples, run_sync
+from ..search.rules import Rule
+from .base import Guide, Judge, Proposals
+from .search import ProxyParams, proxy_search
 
-__all__ = ["Surrogate", "SurrogateFit"]
+__all__ = ["Surrogate", "SurrogateFit", "SurrogateProposer"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,48 @@ class Surrogate:
         for k, i in column.items():
             s.weights[k], s.squares[k] = float(weights[i]), float(squares[i])
         s.inputs += 1
+
+
+@dataclass
+class SurrogateProposer:
+    """The surrogate as a `Proposer`: when first asked, fitted to every sample the model labelled so far
+    and searched on for free (`proxy_search`, at most ``max_proposals`` rules); then its rules, tested
+    like `Proposals`. ``keys``: the surrogate's key per feature. What it did is its own: ``samples``
+    (labelled by the fit, free) and ``proposals``."""
+
+    surrogate: Surrogate
+    sampler: Sampler
+    instance: Instance
+    keys: Sequence[str]
+    target: Any
+    rng: np.random.Generator
+    params: ProxyParams
+    max_size: int
+    max_proposals: int
+    name: str = "proxy"
+    first: bool = False
+    samples: int = 0
+    proposals: list[Rule] = field(default_factory=list)
+    _rules: Proposals | None = field(default=None, init=False, repr=False)
+
+    def propose(self, guide: Guide) -> Judge | None:
+        if self._rules is None:
+            self.proposals = self._search(*guide.labelled())
+            self._rules = Proposals(self.name, self.proposals)
+        return self._rules.propose(guide)
+
+    def _search(self, present: np.ndarray, kept: np.ndarray) -> list[Rule]:
+        fit = self.surrogate.fit(self.keys, present, kept, self.target)
+
+        def answer(requests: list[SampleRequest]) -> list[Samples]:
+            drawn = [self.sampler.sample_present(self.instance, r.rule, r.n, self.rng) for r in requests]
+            self.samples += sum(r.n for r in requests)
+            return [Samples(rows, fit(rows)) for rows in drawn]
+
+        p = self.params
+        search = proxy_search(len(self.instance.features), threshold=p.threshold, max_size=self.max_size,
+                              max_proposals=self.max_proposals, samples=p.samples, beam=p.beam)  # fmt: skip
+        return [found.rule for found in run_sync(search, answer)]
 
 
 def _hashable(label: Hashable) -> Hashable:

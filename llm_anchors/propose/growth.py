@@ -1,0 +1,207 @@
+"""Growth: the guided search's own proposer, which grows a rule a feature (or a few) at a time.
+
+The current rule is sampled up to ``parent_samples`` (``per_feature`` per feature it could still
+add), and a ridge-logistic fit of every sample labelled so far ranks the features it lacks
+(`credit`). The next rule tested adds the most credited one and, at once, the next ones while the
+rule could not pass anyway: its reused samples already refuse it (`Guide.refused`), or the fit
+predicts its precision below ``lookahead``. A rule that grew by several features and is certified is
+then bisected: prefixes of the features added are tested, halving the gap, and the shortest certified
+one is the anchor (bisection finds *a* shorter certified prefix, not necessarily the shortest:
+whether a prefix passes is itself random). Growth stops when no rule shorter than the anchor so far
+(and covering more) is left to try.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._checks import check_int, check_number
+from .._logistic import ridge_logistic, sigmoid
+from ..search.base import Candidate
+from ..search.rules import Rule, covers
+from .base import Draw, Guide, Judge, Step
+
+__all__ = ["Growth", "GrowthParams", "credit"]
+
+
+@dataclass(frozen=True)
+class GrowthParams:
+    """Growth's settings (see the module), recorded whole in each explanation.
+
+    parent_samples, per_feature: a rule gets up to ``parent_samples`` samples, ``per_feature`` for each
+        feature it could still add, before growth chooses the next features from them.
+    lookahead: growth adds at once the next most credited features while the fit predicts the rule's
+        precision below this (None: one feature per step, unless its reused samples refuse it).
+    prediction_rows: rows of the coverage pool on which the fit predicts a rule's precision.
+    fit_weight: how many of a rule's reused samples the fit's prediction counts as.
+    credit_l2, credit_bias_l2, credit_iterations: the ridge penalty of the logistic fit on the
+        features' weights and on its bias (near 0: the base rate is not shrunk), its Newton iterations.
+    """
+
+    parent_samples: int = 75
+    per_feature: int = 6
+    lookahead: float | None = 0.8
+    prediction_rows: int = 512
+    fit_weight: float = 2.0
+    credit_l2: float = 1.0
+    credit_bias_l2: float = 1e-3
+    credit_iterations: int = 15
+
+    def __post_init__(self) -> None:
+        for name in ("parent_samples", "per_feature", "prediction_rows", "credit_iterations"):
+            check_int(name, getattr(self, name))
+        check_number("lookahead", self.lookahead, high=1.0, open_high=False, optional=True)
+        check_number("fit_weight", self.fit_weight, open_low=False, high=math.inf)
+        check_number("credit_l2", self.credit_l2, high=math.inf)
+        check_number("credit_bias_l2", self.credit_bias_l2, high=math.inf)
+
+
+@dataclass
+class _Bisection:
+    """Prefixes of ``step.order`` between ``low`` and ``high`` features still to test; ``testing``:
+    the prefix tested last and its length."""
+
+    step: Candidate
+    low: int
+    high: int
+    testing: tuple[Candidate, int] | None = None
+
+
+@dataclass
+class Growth:
+    """The guided search's growth, as a `Proposer` (see the module); ``params``: `GrowthParams`."""
+
+    params: GrowthParams = field(default_factory=GrowthParams)
+    name: str = "growth"
+    first: bool = False
+    _path: list[Candidate] = field(default_factory=list, init=False, repr=False)
+    _stepped: Candidate | None = field(default=None, init=False, repr=False)  # the last step tested
+    _bisection: _Bisection | None = field(default=None, init=False, repr=False)
+    _passed: set[Rule] = field(default_factory=set, init=False, repr=False)  # refused by reuse, grown past
+    _done: bool = field(default=False, init=False, repr=False)
+
+    def propose(self, guide: Guide) -> Step | None:
+        if self._done:
+            return None
+        if not self._path:
+            self._path = [guide.candidate(frozenset(), ())]
+        stepped, self._stepped = self._stepped, None
+        if stepped is not None and stepped.certified and len(stepped.rule) - len(self._path[-2].rule) > 1:
+            self._bisection = _Bisection(stepped, len(self._path[-2].rule), len(stepped.rule))
+        if self._bisection is not None:
+            if (prefix := self._prefix(guide, self._bisection)) is not None:
+                return prefix
+            self._bisection = None
+        step = self._next(guide)
+        self._done = step is None
+        return step
+
+    def _next(self, guide: Guide) -> Step | None:
+        """Sample the current rule up to what choosing needs, or test the next rule grown from it."""
+        parent, best, p = self._path[-1], guide.best, self.params
+        if len(parent.rule) >= guide.max_size or (best is not None and len(parent.rule) + 1 >= len(best.rule)):
+            return None
+        wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
+        if parent.n < wanted:
+            return Draw(parent, wanted - parent.n, f"greedy-{len(parent.rule)}")
+        step = self._grow(guide, parent, best)
+        if step is None:
+            return None
+        self._path.append(step)
+        self._stepped = step
+        return Judge(step, f"greedy-{len(step.rule)}", traced=True)
+
+    def _tried(self, guide: Guide, rule: Rule) -> bool:
+        return rule in guide.tried or rule in self._passed
+
+    def _grow(self, guide: Guide, parent: Candidate, best: Candidate | None) -> Candidate | None:
+        """The next rule to test: ``parent`` and the feature not tried before that keeps the label
+        most, by a ridge-logistic fit of every sample of this input labelled so far (`credit`; ties
+        by precision on the samples it reuses), then the next most credited while the rule could
+        not pass anyway (`_ahead`).
+
+        Each extension reuses only about half of its parent's samples, and the most precise on
+        those, among dozens, is mostly the luckiest: growth then adds words the model does not need.
+        The fit pools every sample, each feature's weight measured with the others held.
+        """
+        floor = best.coverage if best is not None else -1.0
+        lacking = [f for f in guide.choosable if f not in parent.rule]
+        made = [guide.candidate(parent.rule | {f}, parent.order + (f,)) for f in lacking]
+        cands = [c for c in made if c.coverage > floor and not self._tried(guide, c.rule)]
+        if not cands:
+            return None
+        weights, bias = credit(*guide.labelled(), self.params)
+        step = max(cands, key=lambda c: (max(weights[f] for f in c.rule - parent.rule), c.laplace))
+        limit = len(best.rule) - 1 if best is not None else guide.max_size
+        return self._ahead(guide, step, weights, bias, floor, limit)
+
+    def _ahead(
+        self, guide: Guide, step: Candidate, weights: np.ndarray, bias: float, floor: float, limit: int
+    ) -> Candidate:
+        """``step`` with the next most credited features (positive credit only) added while its reused
+        samples refuse it or the fit predicts it below ``lookahead``; at most ``limit`` features, its
+        coverage above ``floor``, never a rule tried before. A rule its samples refused is not tried
+        again; one the fit only predicted to fail may be, by bisection."""
+        cand = step
+        rest = iter(sorted((f for f in guide.choosable if f not in step.rule), key=lambda f: -weights[f]))
+        lookahead = self.params.lookahead
+        while len(cand.rule) < limit:
+            refused = guide.refused(cand)
+            if not refused and (lookahead is None or self._predicted(guide, cand, weights, bias) >= lookahead):
+                break
+            f = next(rest, None)
+            if f is None or weights[f] <= 0:
+                break
+            rule = cand.rule | {f}
+            if self._tried(guide, rule) or covers(rule, guide.pool).mean() <= floor:
+                break
+            if refused:
+                self._passed.add(cand.rule)
+            cand = guide.candidate(rule, cand.order + (f,))
+        return cand
+
+    def _predicted(self, guide: Guide, c: Candidate, weights: np.ndarray, bias: float) -> float:
+        """The rule's precision as the fit predicts it (its mean over pool rows with the rule's
+        features kept), corrected by the samples the rule reuses (the fit counting as
+        ``fit_weight`` samples): a logistic fit cannot express a conjunction, its samples can."""
+        p = self.params
+        x = guide.pool[: p.prediction_rows].astype(float)
+        x[:, sorted(c.rule)] = 1.0
+        fitted = float(sigmoid(x @ weights + bias).mean())
+        return (p.fit_weight * fitted + c.positives) / (p.fit_weight + c.n)
+
+    def _prefix(self, guide: Guide, b: _Bisection) -> Judge | None:
+        """After a rule grew by several features and was certified: the next prefix of its order to
+        test, halving the gap between the last refused and the shortest certified (a prefix tried
+        before counts as refused); None when the gap is closed."""
+        if b.testing is not None:
+            tested, middle = b.testing
+            b.testing = None
+            if tested.certified:
+                b.high = middle
+            else:
+                b.low = middle
+        while b.high - b.low > 1:
+            middle = (b.low + b.high) // 2
+            rule = frozenset(b.step.order[:middle])
+            if self._tried(guide, rule):
+                b.low = middle
+                continue
+            cand = guide.candidate(rule, b.step.order[:middle])
+            b.testing = (cand, middle)
+            return Judge(cand, f"greedy-{len(rule)}", traced=True)
+        return None
+
+
+def credit(present: np.ndarray, kept: np.ndarray, params: GrowthParams | None = None) -> tuple[np.ndarray, float]:
+    """Each feature's weight in a ridge-logistic fit of "label kept" on the features kept, over the
+    samples given, and the fit's bias (penalties and Newton steps: ``params``' credit_*)."""
+    p = params or GrowthParams()
+    x = np.hstack([present.astype(float), np.ones((len(kept), 1))])
+    reg = np.full(x.shape[1], p.credit_l2)
+    reg[-1] = p.credit_bias_l2
+    theta = ridge_logistic(x, kept.astype(float), np.zeros(x.shape[1]), reg, iterations=p.credit_iterations)
+    return theta[:-1], float(theta[-1])

@@ -1,0 +1,169 @@
+"""MAnchors' guided search: test the empty rule, ask the proposers in turn, certify what they propose.
+
+`GuidedSearch` is the search MAnchors runs by default: this project's propose-and-verify search, not
+the MAnchors paper's Algorithms 1–3 (HT, pruning, VT: ``strategy="paper"``, which resumes `BeamSearch`
+from the mapped rule). It spends samples only on rules a proposer asks it to (`llm_anchors.propose`:
+the memory's, a proxy's, growth's), and the `Certifier` judges each on samples drawn after it was
+chosen:
+
+1. the proposers asked first (the memory's earlier anchors, on a near repeat) are asked;
+2. then, unless one of their rules is certified, the empty rule is tested (its samples also estimate
+   every one-word rule for free);
+3. then each other proposer in turn (the memory's, the proxy's, growth last), each until it has
+   nothing more to propose or a rule whose certificate is final is certified. A proposal whose reused
+   samples already refuse it is passed over without a sample (`refused`: the one refusal rule; passing
+   over costs no share of δ).
+
+Choosing never certifies anything; every rule tested spends a share of δ, so the claim holds of the
+anchor returned however many were tested.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Generator, Sequence, Set
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import check_int, check_number
+from .._exceptions import ConfigError
+from ..search.base import Candidate, SampleRequest, Samples, Search, SearchResult, kl_bounds
+from ..search.certify import Certifier
+from ..search.params import SearchParams
+from ..search.rules import Rule
+from .base import Draw, Judge, Proposer
+from .growth import Growth
+
+__all__ = ["GuidedParams", "GuidedSearch"]
+
+
+@dataclass(frozen=True)
+class GuidedParams:
+    """The guided search's own settings (see `GuidedSearch`; each proposer has its own), recorded whole.
+
+    probe: samples drawn at a time for a rule being judged (the certifier may refuse it after each).
+    proposal_probe: the first probe of a proposed rule (a wrong proposal is refused at its first miss).
+    refuse: a rule's reused samples refuse it when its KL upper bound at this level is below τ: a
+        proposal is then passed over, and growth adds the next feature at once (None: never).
+    """
+
+    probe: int = 20
+    proposal_probe: int = 10
+    refuse: float | None = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("probe", "proposal_probe"):
+            check_int(name, getattr(self, name))
+        check_number("refuse", self.refuse, high=1.0, optional=True)
+
+
+Guided = Generator[list[SampleRequest], list[Samples], bool]
+"""What `GuidedSearch._ask` runs: it returns whether a final rule was certified."""
+
+
+class GuidedSearch(Search):
+    """The empty rule and the proposers, every rule tested judged by the certifier (see the module).
+
+    ``proposers``: asked in turn (those whose ``first`` is set before the empty rule), each until it
+    has nothing more (default: `Growth` alone); ``guided``: `GuidedParams`. ``sources`` names, for
+    every rule tested, the proposer that asked for it.
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        coverage_pool: np.ndarray,
+        params: SearchParams,
+        *,
+        guided: GuidedParams | None = None,
+        proposers: Sequence[Proposer] | None = None,
+        certifier: Certifier | None = None,
+        context: Collection[int] = (),
+        max_size: int | None = None,
+        rate_per_sample: bool = False,
+    ) -> None:
+        super().__init__(n_features, coverage_pool, params, certifier, context, max_size, rate_per_sample)
+        self.guided = guided or GuidedParams()
+        self.proposers: list[Proposer] = list(proposers) if proposers is not None else [Growth()]
+        self.sources: dict[Rule, str] = {}
+        self._tried: set[Rule] = set()
+
+    # -- what a proposer sees (`Guide`) -------------------------------------
+
+    @property
+    def max_size(self) -> int:
+        """The most features a rule of this search may hold."""
+        return self._max_size
+
+    @property
+    def pool(self) -> np.ndarray:
+        """The coverage pool (unlabelled perturbations × features)."""
+        return self._pool
+
+    @property
+    def best(self) -> Candidate | None:
+        """The shortest rule certified so far."""
+        return self._best
+
+    @property
+    def tried(self) -> Set[Rule]:
+        """Every rule tested or passed over."""
+        return self._tried
+
+    def candidate(self, rule: Rule, order: tuple[int, ...] | None = None) -> Candidate:
+        """The rule as a candidate, with every sample so far that is one of its (see `Search._candidate`)."""
+        if not all(0 <= f < self.n_features for f in rule):
+            raise ConfigError(f"proposed rule {sorted(rule)} names a feature outside 0..{self.n_features - 1}")
+        return self._candidate(rule, order if order is not None else tuple(sorted(rule)))
+
+    def refused(self, c: Candidate) -> bool:
+        """The samples ``c`` reuses put its KL upper bound at level ``refuse`` below τ."""
+        level = self.guided.refuse
+        if level is None or not c.n:
+            return False
+        return kl_bounds(c.n, c.positives, math.log(1.0 / level))[1] < self.params.threshold
+
+    # -- the search ---------------------------------------------------------
+
+    def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
+        early = [p for p in self.proposers if p.first]
+        for proposer in early:
+            if (yield from self._ask(proposer)):
+                return self._result(self._best)  # type: ignore[arg-type]
+        if self._best is None:
+            root = self._candidate(frozenset(), ())
+            self._tried.add(root.rule)
+            if (yield from self._certify(root, "root", self.guided.probe)):
+                self._best = root
+                return self._result(root)
+        for proposer in self.proposers:
+            if proposer not in early and (yield from self._ask(proposer)):
+                break
+        return self._result(self._best) if self._best is not None else self._fallback()
+
+    def _ask(self, proposer: Proposer) -> Guided:
+        """Do what ``proposer`` asks until it has nothing more; whether a final rule was certified."""
+        while (step := proposer.propose(self)) is not None:
+            c = step.candidate
+            if isinstance(step, Draw):
+                yield from self._sample([(c, step.n)], step.stage)
+                continue
+            if not isinstance(step, Judge) or c is not self._cands.get(c.rule):
+                raise ConfigError(f"{proposer.name} proposed {step!r}: not a test or draw of this search's rules")
+            if c.rule in self._tried:
+                continue
+            self._tried.add(c.rule)
+            if step.refusable and self.refused(c):
+                continue  # refused by samples it reuses: passed over, no share spent
+            self.sources.setdefault(c.rule, proposer.name)
+            if step.traced:
+                self._trace(len(c.rule), 1, [c])
+            g = self.guided
+            first = step.first if step.first is not None else g.proposal_probe if step.refusable else None
+            if (yield from self._certify(c, step.stage, g.probe, first=first)):
+                if self._best is None or (len(c.rule), -c.coverage) < (len(self._best.rule), -self._best.coverage):
+                    self._best = c
+                if step.final:
+                    return True
+        return False
