@@ -39,7 +39,7 @@ import numpy as np
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import BaseClassifier, Batch, Classifier
-from llm_anchors.propose import GrowthParams, GuidedParams, ProxyParams
+from llm_anchors.propose import GrowthParams, GuidedParams, ProxyParams, RecordSettings
 from llm_anchors.samplers import SentenceEmbedder
 from llm_anchors.samplers.words import WORD
 
@@ -369,9 +369,9 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
     is None, "true" and "false" booleans: ``use_memory=true``; ``guided.NAME`` a field of `GuidedParams`,
-    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`)."""
+    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`, ``record.NAME`` of `RecordSettings`)."""
     out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
-    nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}}
+    nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}, "record": {}}
     for item in args.set:
         name, _, text = item.partition("=")
         value = _number(text)
@@ -384,6 +384,8 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
         out["guided"] = GuidedParams(**nested["guided"])
     if nested["growth"]:
         out["growth"] = GrowthParams(**nested["growth"])
+    if nested["record"]:
+        out["record"] = RecordSettings(**nested["record"])
     if nested["proxy"]:
         out["proxy_params"] = ProxyParams(**nested["proxy"])
     return out

@@ -75,6 +75,22 @@ async def test_paper_miss_then_hit(embedder):
     assert "prune" in second.meta.stages and "memory" not in second.meta.stages
 
 
+async def test_paper_pruning_weighs_every_word_of_the_ht_rule_against_the_rule_without_it(embedder):
+    # "good" is needed (the label needs both words): kept. A one-word rule is weighed against the empty
+    # rule: a word the input needs not is dropped, and VT starts from the empty rule (plain Anchors).
+    async def pruned(m, positions):
+        run = m._start("the plot was good and the cast was great", 0)
+        await m._label_target(run)
+        return await m._prune(run, positions)
+
+    assert await pruned(manchors(embedder, strategy="paper"), [3]) == [3]
+    always = FunctionClassifier(lambda texts: ["pos"] * len(texts), name="always")
+    assert await pruned(MAnchorsExplainer(always, seed=0, embedder=embedder, strategy="paper"), [3]) == []
+    # A margin keeps only the words whose removal costs more precision than it (here 0.5 → 0.25).
+    m = manchors(embedder, strategy="paper", prune_margin=0.4)
+    assert await pruned(m, [3]) == [] and m.settings().memory.prune_margin == 0.4
+
+
 async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     m = manchors(embedder)
     first = await m.explain(STREAM[0])

@@ -97,6 +97,8 @@ class MAnchorsExplainer(AnchorsExplainer):
     k_nearest: similar inputs whose anchors are proposed ("guided").
     max_proposals: most rules the memory proposes per input ("guided").
     prune_samples: perturbations per rule when pruning the HT rule ("paper").
+    prune_margin: a word of the HT rule is kept when the rule without it is less precise, on those
+        samples, by more than this ("paper").
     guided: the guided search's own settings (`GuidedParams`); growth: growth's (`GrowthParams`).
     proxy: who else proposes ("guided"): None (default: growth alone; on
         the tuning streams the surrogate cost more queries (RF) or lost
@@ -136,6 +138,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         k_nearest: int = 3,
         max_proposals: int = 5,
         prune_samples: int = 50,
+        prune_margin: float = 0.0,
         max_repeats: int = 10_000,
         record: RecordSettings | None = None,
         guided: GuidedParams | None = None,
@@ -168,6 +171,8 @@ class MAnchorsExplainer(AnchorsExplainer):
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         self.strategy: Strategy = strategy
         self.tau_sim, self.tau_mid, self.prune_samples = tau_sim, tau_mid, prune_samples
+        check_number("prune_margin", prune_margin, low=0.0, high=1.0, open_low=False)
+        self.prune_margin = prune_margin
         check_number("tau_first", tau_first, low=-1.0, high=1.0, open_low=False, open_high=False)
         self.tau_first = tau_first
         self.k_nearest, self.max_proposals = k_nearest, max_proposals
@@ -244,7 +249,8 @@ class MAnchorsExplainer(AnchorsExplainer):
     def settings(self) -> Settings:
         memory = MemorySettings(
             strategy=self.strategy, tau_sim=self.tau_sim, tau_mid=self.tau_mid, k_nearest=self.k_nearest,
-            max_proposals=self.max_proposals, prune_samples=self.prune_samples, embedder=self.features.identity,
+            max_proposals=self.max_proposals, prune_samples=self.prune_samples, prune_margin=self.prune_margin,
+            embedder=self.features.identity,
             use_memory=self.use_memory, guided=self.guided, growth=self.growth,
             proxy=self.proxy.kind if self.proxy else None, proxy_params=self.proxy.params if self.proxy else None,
             max_repeats=self.max_repeats, record=self.record, tau_first=self.tau_first, index=self._index_settings(),
@@ -476,12 +482,14 @@ class MAnchorsExplainer(AnchorsExplainer):
         return self.features.map_words(rule_words, instance)
 
     async def _prune(self, run: Explaining, positions: list[int]) -> list[int]:
-        """Drop words whose removal does not lower the rule's precision on a light sample."""
-        if len(positions) < 2 or self.prune_samples == 0:
+        """Drop the words whose removal lowers the rule's precision on a light sample by ``prune_margin``
+        at most (a rule of one word is compared with the empty rule: VT never drops a word it starts
+        with, so a word this input needs not would stay in its anchor)."""
+        if not positions or self.prune_samples == 0:
             return positions
         rules = [frozenset(positions)] + [frozenset(positions) - {p} for p in positions]
         full, *without = await self._precisions(run, rules, self.prune_samples, "prune")
-        return [p for p, precision in zip(positions, without, strict=True) if precision < full]
+        return [p for p, precision in zip(positions, without, strict=True) if precision < full - self.prune_margin]
 
     async def _precisions(self, run: Explaining, rules: list[Rule], n: int, stage: str) -> list[float]:
         """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
