@@ -281,3 +281,14 @@ def test_a_step_that_is_not_of_this_search_is_refused():
 
     with pytest.raises(ConfigError, match="stranger proposed"):
         run_search(guided(proposer=Stranger()), conj(3))
+
+
+def test_a_rule_proposed_again_is_refused():
+    class Stubborn:
+        name, first = "stubborn", False
+
+        def propose(self, guide):
+            return Judge(guide.candidate(frozenset({3})), "stubborn")
+
+    with pytest.raises(ConfigError, match="again"):
+        run_search(guided(proposer=Stubborn()), conj(3, 7))

@@ -174,7 +174,7 @@ class MemorySettings:
     prune_samples: int
     embedder: str
     use_memory: bool = True
-    prune_margin: float = 0.0
+    prune_margin: float = 0.1
     guided: GuidedParams = field(default_factory=GuidedParams)
     growth: GrowthParams = field(default_factory=GrowthParams)
     proxy: str | None = None

@@ -146,13 +146,13 @@ class GuidedSearch(Search):
         """Do what ``proposer`` asks until it has nothing more; whether a final rule was certified."""
         while (step := proposer.propose(self)) is not None:
             c = step.candidate
+            if not isinstance(step, Judge | Draw) or c is not self._cands.get(c.rule):
+                raise ConfigError(f"{proposer.name} proposed {step!r}: not a test or draw of this search's rules")
             if isinstance(step, Draw):
                 yield from self._sample([(c, step.n)], step.stage)
                 continue
-            if not isinstance(step, Judge) or c is not self._cands.get(c.rule):
-                raise ConfigError(f"{proposer.name} proposed {step!r}: not a test or draw of this search's rules")
             if c.rule in self._tried:
-                continue
+                raise ConfigError(f"{proposer.name} proposed {sorted(c.rule)} again: every rule is judged once")
             self._tried.add(c.rule)
             if step.refusable and self.refused(c):
                 continue  # refused by samples it reuses: passed over, no share spent

@@ -155,7 +155,7 @@ def _memory_note(rows: Sequence[ReportRow], looked_up: Sequence[bool | None]) ->
     return (
         f"{sum(bool(x) for x in looked_up) / len(looked_up):.0%} of lookups; {repeats:,} exact repeats (no query); "
         f"its rules tested on {len(asked):,} inputs, the anchor on {certified:,}; {control:,} left to growth to "
-        f"compare: asking it saved {saved:,.0f} queries"
+        f"compare: asking it {'saved' if saved >= 0 else 'cost'} {abs(saved):,.0f} queries"
     )
 
 
