@@ -171,3 +171,15 @@ def test_curve_texts_have_the_words_asked_for():
         texts = texts_of_length(2000, 3, None, mixed)
         assert len(texts) == 3 and all(len(WORD.findall(t)) == 2000 for t, _ in texts)
     assert len({topic for _, topic in texts_of_length(30, 3, None)}) == 3
+
+
+def test_the_power_floor_and_a_short_run():
+    from benchmarks import power
+    from llm_anchors import SearchParams
+
+    default, strict = SearchParams(), SearchParams(certify="strict")
+    assert power.floor(default) == 22 and power.floor(strict) == 45  # at all of δ = 0.1: bounds 0.9, 0.95
+    assert power.floor(default, rank=1) > power.floor(default)  # a share is less than δ
+    row = power.run("manchors", "default", seeds=5, n_features=12)
+    assert 0.0 <= row["exact_pair"] <= 1.0 and row["queries"] > row["floor_at_delta"]
+    assert row["certifying_median"] >= row["floor_median"]  # no certificate below its own floor
