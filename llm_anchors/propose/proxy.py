@@ -103,7 +103,7 @@ class Proxy:
     ) -> ProxyRun:  # fmt: skip
         """The proxy classifier's search, before the model samples anything: its run, whose ``proposals``
         the guided search tests. Its calls reserve against the explainer's ``budget`` and this
-        explanation's ``cap``; one refused ends the search with what it found (``refused``)."""
+        explanation's ``cap``; a call refused ends its search without proposals (``refused``)."""
         engine = self.engine
         assert engine is not None
         engine.budget = budget
