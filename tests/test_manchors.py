@@ -302,3 +302,14 @@ def test_every_memory_setting_is_recorded_whole(embedder):
     assert recorded.index == {"ef": 64, "m": 16, "per_key": 64}
     with pytest.raises(ConfigError):
         manchors(embedder, max_repeats=-1)
+
+
+async def test_an_input_left_to_growth_by_the_record_names_no_proposal(embedder):
+    m = manchors(embedder)
+    await m.explain(STREAM[0])
+    exps = [await m.explain(text) for text in STREAM[1:]]
+    control = [e for e in exps if e.meta.memory.asked is False]
+    asked = [e for e in exps if e.meta.memory.asked]
+    assert control and asked  # half of each while the record warms up
+    assert all(e.meta.memory.proposals == () and not e.meta.memory.certified for e in control)
+    assert all(e.meta.memory.proposals for e in asked)

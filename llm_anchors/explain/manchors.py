@@ -411,7 +411,8 @@ class MAnchorsExplainer(AnchorsExplainer):
         search = self.guided_search(len(run.instance.features), pool, proposers, run.certifier, *scope(run.instance))
         result = await self._drive(run, search)
         if similar:
-            named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in rules.rules)
+            proposed = rules.rules if asked else ()  # the control arm: growth alone, nothing proposed
+            named = tuple(tuple(run.instance.features[p] for p in sorted(r)) for r in proposed)
             certified = search.sources.get(result.rule) == "memory" and result.success
             looked_up = replace(looked_up, source=similar[0].query, proposals=named, asked=asked, certified=certified)
         if self.proxy is None:
