@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
-from llm_anchors.propose import Proposals, Proposer
+from llm_anchors.propose import MemoryRules, Proposer
 from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync
 
 Certify = Literal["default", "strict"]
@@ -73,7 +73,7 @@ def one(
             proposers.append(e.proxy.surrogate_proposer(sampler, instance, keys, "pos", rng_proxy, n_features))
         if remembered:
             rules = tuple(dict.fromkeys(remembered[::-1]))[: e.max_proposals]  # the latest first, as many as it asks
-            proposers.append(Proposals("memory", rules, first=True, final=frozenset(rules)))
+            proposers += MemoryRules(exact=rules).proposers(first=True)  # as the memory proposes them
         search = e.guided_search(n_features, pool, proposers)
     else:
         search = BeamSearch(n_features, pool, e.params)

@@ -25,7 +25,16 @@ from typing import Any
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
-from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync, share_of
+from llm_anchors.search import (
+    BeamSearch,
+    SampleRequest,
+    Samples,
+    Search,
+    SearchResult,
+    fewest_agreeing,
+    run_sync,
+    share_of,
+)
 
 from ._common import write_json
 
@@ -37,7 +46,7 @@ def floor(params: SearchParams, rank: int | None = None) -> int:
     """The fewest all-agreeing fresh samples that certify a rule tested ``rank``-th, at its whole share
     of δ, in one look (None: at all of δ): the smallest n with exp(−log(1/share)/n) above the bound."""
     share = params.delta if rank is None else share_of(params.delta, rank, params.first_share)
-    return math.floor(math.log(1.0 / share) / -math.log(params.bound)) + 1
+    return fewest_agreeing(math.log(1.0 / share), params.bound)
 
 
 def one(e: AnchorsExplainer, seed: int, n_features: int) -> tuple[SearchResult, frozenset[int]]:

@@ -397,12 +397,12 @@ class MAnchorsExplainer(AnchorsExplainer):
         self, run: Explaining, similar: Sequence[MemoryEntry], looked_up: MemoryUse
     ) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
         """The memory and the proxy propose rules, growth its own, `GuidedSearch` certifies."""
+        keys = self.features.keys(run.instance)
         rules = MemoryRules()
         if similar:
-            found = await asyncio.to_thread(recalled, self.memory, self.features, run.instance, similar, run.target)
-            rules = found.limited(self.max_proposals)
+            args = (self.memory, self.features, run.instance, keys, similar, run.target)
+            rules = (await asyncio.to_thread(recalled, *args)).limited(self.max_proposals)
         asked = self.records["memory"].ask(self.record, run.seed, run.instance.query) if rules.rules else None
-        keys = self.features.keys(run.instance)
         first = near(similar, looked_up.similarity, keys, self.tau_first)
         proposers: list[Proposer] = [*rules.proposers(first=first)] if asked else []
         proxied, proxy = await self._proxy_proposer(run, keys)

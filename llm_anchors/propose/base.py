@@ -20,7 +20,7 @@ from .._exceptions import ConfigError
 from ..search.base import Candidate
 from ..search.rules import Rule
 
-__all__ = ["Draw", "Guide", "Judge", "Proposals", "Proposer", "Step"]
+__all__ = ["Draw", "Guide", "Judge", "Proposals", "Proposer", "Step", "check_features"]
 
 
 @dataclass(frozen=True)
@@ -125,11 +125,15 @@ class Proposals:
 def _ordered(rules: Sequence[Rule], guide: Guide) -> list[Rule]:
     """The distinct non-empty ``rules`` a rule of this search may be (no context feature, at most
     ``max_size`` features), shortest first, then by precision on the samples they reuse."""
-    distinct = [r for r in dict.fromkeys(frozenset(r) for r in rules) if r]
-    for rule in distinct:
-        if not all(0 <= f < guide.n_features for f in rule):
-            raise ConfigError(f"proposed rule {sorted(rule)} names a feature outside 0..{guide.n_features - 1}")
+    distinct = [check_features(r, guide.n_features) for r in dict.fromkeys(frozenset(r) for r in rules) if r]
     choosable = set(guide.choosable)
     fits = [r for r in distinct if r <= choosable and len(r) <= guide.max_size]
     known = [guide.candidate(r, tuple(sorted(r))) for r in fits]
     return [c.rule for c in sorted(known, key=lambda c: (len(c.rule), -c.laplace))]
+
+
+def check_features(rule: Rule, n_features: int) -> Rule:
+    """``rule``, when it names only features of an input of ``n_features``; else a `ConfigError`."""
+    if not all(0 <= f < n_features for f in rule):
+        raise ConfigError(f"proposed rule {sorted(rule)} names a feature outside 0..{n_features - 1}")
+    return rule

@@ -32,7 +32,7 @@ from ..search.base import Candidate, SampleRequest, Samples, Search, SearchResul
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule
-from .base import Draw, Judge, Proposer
+from .base import Draw, Judge, Proposer, check_features
 from .growth import Growth
 
 __all__ = ["GuidedParams", "GuidedSearch"]
@@ -113,8 +113,7 @@ class GuidedSearch(Search):
 
     def candidate(self, rule: Rule, order: tuple[int, ...] | None = None) -> Candidate:
         """The rule as a candidate, with every sample so far that is one of its (see `Search._candidate`)."""
-        if not all(0 <= f < self.n_features for f in rule):
-            raise ConfigError(f"proposed rule {sorted(rule)} names a feature outside 0..{self.n_features - 1}")
+        check_features(rule, self.n_features)
         return self._candidate(rule, order if order is not None else tuple(sorted(rule)))
 
     def refused(self, c: Candidate) -> bool:

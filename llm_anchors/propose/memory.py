@@ -51,10 +51,11 @@ class MemoryRules:
 
 
 def recalled(
-    memory: Memory, features: MemoryFeatures, instance: Instance, similar: Sequence[MemoryEntry], label: Hashable
-) -> MemoryRules:
-    """The memory's rules for ``instance`` (of ``label``), given its ``similar`` remembered inputs."""
-    keys = features.keys(instance)
+    memory: Memory, features: MemoryFeatures, instance: Instance, keys: Sequence[str],
+    similar: Sequence[MemoryEntry], label: Hashable,
+) -> MemoryRules:  # fmt: skip
+    """The memory's rules for ``instance`` (of ``label``; ``keys``: its features' keys), given its
+    ``similar`` remembered inputs."""
     first: dict[str, int] = {}
     for position, key in enumerate(keys):
         first.setdefault(key, position)

@@ -19,7 +19,7 @@ from .base import (
     run_sync,
 )
 from .beam import BeamSearch
-from .certify import Certificate, Certifier, Trial, share_of
+from .certify import Certificate, Certifier, Trial, fewest_agreeing, share_of
 from .params import SearchParams
 from .rules import Rule, covers, make_rule
 
@@ -40,6 +40,7 @@ __all__ = [
     "Trial",
     "compute_beta",
     "covers",
+    "fewest_agreeing",
     "kl_bernoulli",
     "kl_bounds",
     "kl_lower_bound",

@@ -34,7 +34,7 @@ from typing import Literal
 from .bandit import kl_lower_bound, kl_upper_bound
 from .params import SearchParams
 
-__all__ = ["Certificate", "Certifier", "Trial", "Verdict", "share_of"]
+__all__ = ["Certificate", "Certifier", "Trial", "Verdict", "fewest_agreeing", "share_of"]
 
 Verdict = Literal["certified", "refused", "more"]
 
@@ -46,6 +46,12 @@ def share_of(delta: float, rank: int, first: float) -> float:
     if rank == 1:
         return delta * first
     return delta * (1.0 - first) * 6.0 / (math.pi**2 * (rank - 1) ** 2)
+
+
+def fewest_agreeing(beta: float, bound: float) -> int:
+    """The fewest samples, all keeping the label, whose KL lower bound at ``beta`` (log 1/level) clears
+    ``bound``: the smallest n with exp(−beta/n) > bound."""
+    return math.floor(beta / -math.log(bound)) + 1
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,7 @@ class Certifier:
         """The numbers of fresh samples at which a rule is looked at: from the fewest on which it could
         be certified at its share if every one kept the label (at least ``first_look``), doubling."""
         p = self.params
-        beta = math.log(p.looks / trial.share)
-        first = max(p.first_look, math.floor(beta / -math.log(self.bound)) + 1)
+        first = max(p.first_look, fewest_agreeing(math.log(p.looks / trial.share), self.bound))
         return [first * 2**k for k in range(p.looks)]
 
     def choose(self) -> Trial:
