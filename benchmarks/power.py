@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     args = parser.parse_args(argv)
+    if args.seeds < 1 or args.features < 2:
+        parser.error(f"--seeds must be at least 1 and --features at least 2, got {args.seeds} and {args.features}")
     rows = [run(kind, certify, args.seeds, args.features)
             for kind in ("manchors", "anchors") for certify in ("default", "strict")]  # fmt: skip
     print(markdown(rows))

@@ -183,3 +183,12 @@ def test_the_power_floor_and_a_short_run():
     row = power.run("manchors", "default", seeds=5, n_features=12)
     assert 0.0 <= row["exact_pair"] <= 1.0 and row["queries"] > row["floor_at_delta"]
     assert row["certifying_median"] >= row["floor_median"]  # no certificate below its own floor
+
+
+@pytest.mark.parametrize("argv", [["--seeds", "0"], ["--features", "1"]])
+def test_the_power_benchmark_refuses_what_it_cannot_measure(argv, capsys):
+    from benchmarks import power
+
+    with pytest.raises(SystemExit) as exit_:
+        power.main(argv)
+    assert exit_.value.code == 2 and "--seeds must be at least 1" in capsys.readouterr().err
