@@ -1,6 +1,6 @@
 """Power: does the search find a true anchor, and how close to the floor does it certify it?
 
-    python -m benchmarks.power [--seeds 200] [--features 20] [--json]
+    python -m benchmarks.power [--seeds 200] [--features 20] [--set NAME=VALUE ...] [--json]
 
 A synthetic input of ``--features`` words (``w0 … w19``) and one true anchor, two of its words chosen by
 the seed: a perturbation that keeps both keeps the label with probability 0.99, any other with 0.2, so
@@ -10,8 +10,9 @@ input (Anchors' `BeamSearch`, MAnchors' `GuidedSearch`: growth), built by the ex
 drawn as an explanation draws them. Per explainer and mode: the share of seeds whose anchor is exactly
 the pair, the mean queries, the median samples certifying the anchor (drawn after it was chosen), and
 the floor: the fewest all-agreeing samples that would certify it at the share of δ it was tested with,
-in one look (and at all of δ, the least any schedule could need). Prints a markdown table and writes
-JSON (``benchmarks/results/power.json``).
+in one look (and at all of δ, the least any schedule could need). ``--set refute=0.7``: another value
+of a `SearchParams` field, for both explainers. Prints a markdown table and writes JSON
+(``benchmarks/results/power.json``, or ``power_refute0.7.json``).
 """
 
 from __future__ import annotations
@@ -74,9 +75,9 @@ def one(e: AnchorsExplainer, seed: int, n_features: int) -> tuple[SearchResult, 
     return run_sync(search.run(), answer), pair
 
 
-def run(kind: str, certify: str, seeds: int, n_features: int) -> dict[str, Any]:
+def run(kind: str, certify: str, seeds: int, n_features: int, **search: Any) -> dict[str, Any]:
     clf = FunctionClassifier(lambda texts: ["pos"] * len(texts), name="power")
-    params = SearchParams(certify=certify)  # type: ignore[arg-type]
+    params = SearchParams(certify=certify, **search)  # type: ignore[arg-type]
     e = AnchorsExplainer(clf, search=params) if kind == "anchors" else MAnchorsExplainer(clf, search=params)
     exact = queries = 0
     certifying: list[int] = []
@@ -117,17 +118,26 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--set", action="append", default=[], help="a SearchParams field: refute=0.7")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.features < 2:
         parser.error(f"--seeds must be at least 1 and --features at least 2, got {args.seeds} and {args.features}")
-    rows = [run(kind, certify, args.seeds, args.features)
+    search = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if name not in SearchParams.__dataclass_fields__ or not value:
+            parser.error(f"--set takes NAME=VALUE for a SearchParams field, got {item!r}")
+        search[name] = float(value)
+    rows = [run(kind, certify, args.seeds, args.features, **search)
             for kind in ("manchors", "anchors") for certify in ("default", "strict")]  # fmt: skip
     print(markdown(rows))
     if args.json:
         for r in rows:
             print(json.dumps(r))
-    print(f"\nwrote {write_json('power', {'seeds': args.seeds, 'features': args.features, 'rows': rows})}")
+    name = "power" + "".join(f"_{item.replace('=', '')}" for item in args.set)
+    body = {"seeds": args.seeds, "features": args.features, "set": search, "rows": rows}
+    print(f"\nwrote {write_json(name, body)}")
 
 
 if __name__ == "__main__":

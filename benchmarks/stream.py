@@ -31,6 +31,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -369,9 +370,10 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
     is None, "true" and "false" booleans: ``use_memory=true``; ``guided.NAME`` a field of `GuidedParams`,
-    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`, ``record.NAME`` of `RecordSettings`)."""
+    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`, ``record.NAME`` of `RecordSettings`,
+    ``search.NAME`` of the run's `SearchParams`)."""
     out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
-    nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}, "record": {}}
+    nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}, "record": {}, "search": {}}
     for item in args.set:
         name, _, text = item.partition("=")
         value = _number(text)
@@ -388,6 +390,8 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
         out["record"] = RecordSettings(**nested["record"])
     if nested["proxy"]:
         out["proxy_params"] = ProxyParams(**nested["proxy"])
+    if nested["search"]:
+        out["search"] = replace(search_settings(args)["search"], **nested["search"])
     return out
 
 

@@ -24,6 +24,23 @@ def needs_all(*words: str):
     return classify
 
 
+def bet_certifies_at(labels, params, share):
+    """Where the certifier's bet (search/certify.py's docstring, written out again here) certifies a rule
+    of this ``share`` whose fresh samples keep the label as ``labels`` say: the 1-based index, or None."""
+    import math
+
+    bound, tau = params.bound, params.threshold
+    wealth, kept = 0.0, 0
+    for i, agreed in enumerate(labels):
+        guess = (kept + params.bet_weight * params.bet_prior) / (i + params.bet_weight)
+        if guess > bound:
+            wealth += math.log(guess / bound) if agreed else math.log((1 - guess) / (1 - bound))
+        kept += bool(agreed)
+        if wealth >= math.log(1 / share) and (params.certify == "strict" or kept >= tau * (i + 1)):
+            return i + 1
+    return None
+
+
 def run_search(search, label_of_present, seed=0):
     """Drive a BeamSearch with unk perturbations and a classifier on the kept-word matrix.
 

@@ -145,6 +145,8 @@ def test_the_claims_benchmark_counts_the_false_claims_of_a_flat_null_through_the
     assert out["p0"] == pytest.approx(0.949) and out["bound"] == 0.95 and out["delta"] == 0.1
     assert 0 <= out["false_rate"] <= 1 and out["samples"] > 0 and out["rules_sampled"] >= 1
     assert claims.run("anchors", "default", 0.5, seeds=3, first_seed=0, n_features=6)["false_rate"] == 0.0
+    document = claims.run("manchors", "default", 0.5, seeds=2, first_seed=0, n_features=5, document=True)
+    assert document["document"] and document["false_rate"] == 0.0 and document["samples"] > 0
     claims.main(["--explainer", "manchors", "--seeds", "2", "--features", "5", "--json"])
     line = json.loads(capsys.readouterr().out)
     assert {"false_rate", "se", "delta"} <= set(line) and line["explainer"] == "manchors"
@@ -185,6 +187,19 @@ def test_the_power_floor_and_a_short_run():
     assert row["certifying_median"] >= row["floor_median"]  # no certificate below its own floor
 
 
+def test_a_certified_jump_is_reduced_to_the_words_it_needs_though_a_needless_one_sits_between_them():
+    from benchmarks import power
+    from llm_anchors import FunctionClassifier, MAnchorsExplainer
+
+    # Seed 19: the pair is words 8 and 11, and the fit ranks word 14 between them, so growth's first
+    # rule tested holds all three in the order (11, 14, 8): no prefix of it is the pair. The jump is
+    # certified, then reduced: {11, 14} was passed over, {11, 8} (14 dropped) is tested and certified.
+    e = MAnchorsExplainer(FunctionClassifier(lambda t: ["pos"] * len(t), name="power"))
+    result, pair = power.one(e, 19, 20)
+    assert pair == {8, 11} and result.rule == pair and result.success
+    assert [r.size for r in result.rounds] == [3, 2]
+
+
 @pytest.mark.parametrize("argv", [["--seeds", "0"], ["--features", "1"]])
 def test_the_power_benchmark_refuses_what_it_cannot_measure(argv, capsys):
     from benchmarks import power
@@ -192,3 +207,6 @@ def test_the_power_benchmark_refuses_what_it_cannot_measure(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         power.main(argv)
     assert exit_.value.code == 2 and "--seeds must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        power.main(["--set", "refutation=0.7"])  # not a SearchParams field: refused before anything runs
+    assert exit_.value.code == 2 and "--set takes NAME=VALUE" in capsys.readouterr().err

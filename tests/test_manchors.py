@@ -1,3 +1,4 @@
+import math
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from llm_anchors import (
 from llm_anchors.explain import Stage
 from llm_anchors.propose import GrowthParams, GuidedParams
 from llm_anchors.samplers import SentenceEmbedder, TextInstance
+from llm_anchors.search import fewest_agreeing
 from tests.conftest import needs_all
 
 STREAM = [
@@ -194,15 +196,15 @@ def test_every_async_method_has_a_sync_twin_on_one_loop(embedder):
 
 async def test_growth_settings_reach_the_search_and_the_record(embedder):
     settings, growth = GuidedParams(probe=10), GrowthParams(lookahead=None, parent_samples=40, per_feature=2)
-    m = manchors(embedder, guided=settings, growth=growth, search=SearchParams(first_look=30))
+    m = manchors(embedder, guided=settings, growth=growth, search=SearchParams(patience=6.0))
     exp = await m.explain(STREAM[0])
     assert set(exp.data.anchor) == {"good", "great"} and exp.data.success
     memory, search = exp.meta.settings.memory, exp.meta.settings.search
-    assert memory.guided == settings and memory.growth == growth and search.first_look == 30  # recorded whole
+    assert memory.guided == settings and memory.growth == growth and search.patience == 6.0  # recorded whole
     again = Explanation.from_json(exp.to_json()).meta.settings.memory
     assert again.guided == settings and again.growth == growth
-    # Certified on at least 30 fresh samples (its first look: at least first_look).
-    assert exp.data.certified_samples >= 30
+    # Certified on at least the fewest all-agreeing fresh samples that could certify a rule at all of δ.
+    assert exp.data.certified_samples >= fewest_agreeing(math.log(1 / 0.1), 0.9) == 22
 
 
 async def test_the_memory_is_on_by_default_and_off_the_guided_search_grows_alone(embedder):

@@ -1,6 +1,7 @@
 """The proxy: a surrogate learned from the model's labels, the proxy's search, and a classifier proxy."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from llm_anchors import Explanation, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.propose import Surrogate, proxy_search
 from llm_anchors.samplers import SentenceEmbedder
-from llm_anchors.search import Samples
+from llm_anchors.search import Samples, fewest_agreeing
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ async def test_a_classifier_proxy_searches_on_its_own_queries_and_the_model_cert
     # The model paid only for the root, the probe and the certification: never for the proxy's search.
     assert set(exp.meta.stages) <= {"root", "proxy-probe", "proxy"}
     assert exp.meta.samples < exp.meta.proxy.samples
-    assert exp.data.certified_samples >= m.params.first_look
+    assert exp.data.certified_samples >= fewest_agreeing(math.log(1 / m.params.delta), m.params.bound)
     assert "drawn after it was chosen" in exp.claim
     again = Explanation.from_json(exp.to_json())
     assert again.meta.proxy == exp.meta.proxy and json.loads(again.to_json()) == json.loads(exp.to_json())

@@ -26,9 +26,9 @@ __all__ = ["Draw", "Guide", "Judge", "Proposals", "Proposer", "Step", "check_fea
 @dataclass(frozen=True)
 class Judge:
     """Judge ``candidate`` under ``stage``. ``refusable`` (a proposal): passed over, unsampled and
-    untested, when its reused samples already refuse it (`Guide.refused`), and sampled first by the
-    search's ``proposal_probe`` (a wrong proposal is refused at its first misses); ``first``: another
-    first probe; ``final``: certified, it ends the search; ``traced``: a round of the search's trace."""
+    untested, when its reused samples already refuse it (`Guide.refused`); ``first``: its first probe
+    (by default the search's ``first_probe``); ``final``: certified, it ends the search; ``traced``: a
+    round of the search's trace."""
 
     candidate: Candidate
     stage: str

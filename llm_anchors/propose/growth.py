@@ -4,11 +4,14 @@ The current rule is sampled up to ``parent_samples`` (``per_feature`` per featur
 add), and a ridge-logistic fit of every sample labelled so far ranks the features it lacks
 (`credit`). The next rule tested adds the most credited one and, at once, the next ones while the
 rule could not pass anyway: its reused samples already refuse it (`Guide.refused`), or the fit
-predicts its precision below ``lookahead``. A rule that grew by several features and is certified is
-then bisected: prefixes of the features added are tested, halving the gap, and the shortest certified
-one is the anchor (bisection finds *a* shorter certified prefix, not necessarily the shortest:
-whether a prefix passes is itself random). Growth stops when no rule shorter than the anchor so far
-(and covering more) is left to try.
+predicts its precision below ``lookahead``. A rule that grew by several features at once and is
+certified is then reduced: prefixes of the features added are tested, halving the gap between the
+longest refused and the shortest certified (bisection finds *a* shorter certified prefix, not
+necessarily the shortest: whether a prefix passes is itself random); then each feature the jump
+added that the shortest certified prefix still holds is dropped in turn, the last added first (a
+feature the fit ranked before one the rule needs is not in a prefix's way), the rule without it
+tested unless it was tried or its reused samples refuse it. Growth stops when no rule shorter than
+the anchor so far (and covering more) is left to try.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class GrowthParams:
     """
 
     parent_samples: int = 75
-    per_feature: int = 6
+    per_feature: int = 5
     lookahead: float | None = 0.8
     prediction_rows: int = 512
     fit_weight: float = 2.0
@@ -60,14 +63,18 @@ class GrowthParams:
 
 
 @dataclass
-class _Bisection:
-    """Prefixes of ``step.order`` between ``low`` and ``high`` features still to test; ``testing``:
-    the prefix tested last and its length."""
+class _Reduction:
+    """A certified jump being reduced: prefixes of ``step.order`` between ``low`` and ``high`` features
+    still to bisect (``start``: its parent's), then ``drops``, the features to try dropping from
+    ``kept`` (the shortest rule of the jump certified so far); ``testing``: the rule tested last."""
 
     step: Candidate
+    start: int
     low: int
     high: int
-    testing: tuple[Candidate, int] | None = None
+    kept: Candidate
+    drops: list[int] | None = None
+    testing: Candidate | None = None
 
 
 @dataclass
@@ -79,7 +86,7 @@ class Growth:
     first: bool = False
     _path: list[Candidate] = field(default_factory=list, init=False, repr=False)
     _stepped: Candidate | None = field(default=None, init=False, repr=False)  # the last step tested
-    _bisection: _Bisection | None = field(default=None, init=False, repr=False)
+    _reduction: _Reduction | None = field(default=None, init=False, repr=False)
     _passed: set[Rule] = field(default_factory=set, init=False, repr=False)  # refused by reuse, grown past
     _done: bool = field(default=False, init=False, repr=False)
 
@@ -90,11 +97,12 @@ class Growth:
             self._path = [guide.candidate(frozenset(), ())]
         stepped, self._stepped = self._stepped, None
         if stepped is not None and stepped.certified and len(stepped.rule) - len(self._path[-2].rule) > 1:
-            self._bisection = _Bisection(stepped, len(self._path[-2].rule), len(stepped.rule))
-        if self._bisection is not None:
-            if (prefix := self._prefix(guide, self._bisection)) is not None:
-                return prefix
-            self._bisection = None
+            start = len(self._path[-2].rule)
+            self._reduction = _Reduction(stepped, start, start, len(stepped.rule), stepped)
+        if self._reduction is not None:
+            if (shorter := self._reduce(guide, self._reduction)) is not None:
+                return shorter
+            self._reduction = None
         step = self._next(guide)
         self._done = step is None
         return step
@@ -107,9 +115,10 @@ class Growth:
         wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
         if parent.n < wanted:
             return Draw(parent, wanted - parent.n, f"greedy-{len(parent.rule)}")
-        step = self._grow(guide, parent, best)
+        step, passed = self._grow(guide, parent, best)
         if step is None:
             return None
+        self._passed |= passed
         self._path.append(step)
         self._stepped = step
         return Judge(step, f"greedy-{len(step.rule)}", traced=True)
@@ -117,11 +126,11 @@ class Growth:
     def _tried(self, guide: Guide, rule: Rule) -> bool:
         return rule in guide.tried or rule in self._passed
 
-    def _grow(self, guide: Guide, parent: Candidate, best: Candidate | None) -> Candidate | None:
+    def _grow(self, guide: Guide, parent: Candidate, best: Candidate | None) -> tuple[Candidate | None, set[Rule]]:
         """The next rule to test: ``parent`` and the feature not tried before that keeps the label
         most, by a ridge-logistic fit of every sample of this input labelled so far (`credit`; ties
         by precision on the samples it reuses), then the next most credited while the rule could
-        not pass anyway (`_ahead`).
+        not pass anyway (`_ahead`); and the rules grown past because their reused samples refuse them.
 
         Each extension reuses only about half of its parent's samples, and the most precise on
         those, among dozens, is mostly the luckiest: growth then adds words the model does not need.
@@ -132,7 +141,7 @@ class Growth:
         made = [guide.candidate(parent.rule | {f}, parent.order + (f,)) for f in lacking]
         cands = [c for c in made if c.coverage > floor and not self._tried(guide, c.rule)]
         if not cands:
-            return None
+            return None, set()
         weights, bias = credit(*guide.labelled(), self.params)
         step = max(cands, key=lambda c: (max(weights[f] for f in c.rule - parent.rule), c.laplace))
         limit = len(best.rule) - 1 if best is not None else guide.max_size
@@ -140,12 +149,12 @@ class Growth:
 
     def _ahead(
         self, guide: Guide, step: Candidate, weights: np.ndarray, bias: float, floor: float, limit: int
-    ) -> Candidate:
+    ) -> tuple[Candidate, set[Rule]]:
         """``step`` with the next most credited features (positive credit only) added while its reused
         samples refuse it or the fit predicts it below ``lookahead``; at most ``limit`` features, its
-        coverage above ``floor``, never a rule tried before. A rule its samples refused is not tried
-        again; one the fit only predicted to fail may be, by bisection."""
-        cand = step
+        coverage above ``floor``, never a rule tried before; and the rules its samples refused, grown
+        past (not tried again; one the fit only predicted to fail may be, when the jump is reduced)."""
+        cand, passed = step, set[Rule]()
         rest = iter(sorted((f for f in guide.choosable if f not in step.rule), key=lambda f: -weights[f]))
         lookahead = self.params.lookahead
         while len(cand.rule) < limit:
@@ -159,9 +168,9 @@ class Growth:
             if self._tried(guide, rule) or covers(rule, guide.pool).mean() <= floor:
                 break
             if refused:
-                self._passed.add(cand.rule)
+                passed.add(cand.rule)
             cand = guide.candidate(rule, cand.order + (f,))
-        return cand
+        return cand, passed
 
     def _predicted(self, guide: Guide, c: Candidate, weights: np.ndarray, bias: float) -> float:
         """The rule's precision as the fit predicts it (its mean over pool rows with the rule's
@@ -173,25 +182,37 @@ class Growth:
         fitted = float(sigmoid(x @ weights + bias).mean())
         return (p.fit_weight * fitted + c.positives) / (p.fit_weight + c.n)
 
-    def _prefix(self, guide: Guide, b: _Bisection) -> Judge | None:
-        """After a rule grew by several features and was certified: the next prefix of its order to
-        test, halving the gap between the last refused and the shortest certified (a prefix tried
-        before counts as refused); None when the gap is closed."""
-        if b.testing is not None:
-            tested, middle = b.testing
-            b.testing = None
+    def _reduce(self, guide: Guide, r: _Reduction) -> Judge | None:
+        """After a rule grew by several features and was certified: the next shorter rule to test, a
+        prefix of its order halving the gap between the last refused and the shortest certified (a
+        prefix tried before counts as refused), then the shortest certified without one of the
+        features the jump added (the last added first); None when nothing is left to try."""
+        tested, r.testing = r.testing, None
+        if tested is not None:
             if tested.certified:
-                b.high = middle
-            else:
-                b.low = middle
-        while b.high - b.low > 1:
-            middle = (b.low + b.high) // 2
-            rule = frozenset(b.step.order[:middle])
+                r.kept = tested
+            if r.drops is None:
+                r.low, r.high = (r.low, len(tested.rule)) if tested.certified else (len(tested.rule), r.high)
+        while r.drops is None and r.high - r.low > 1:
+            middle = (r.low + r.high) // 2
+            rule = frozenset(r.step.order[:middle])
             if self._tried(guide, rule):
-                b.low = middle
+                r.low = middle
                 continue
-            cand = guide.candidate(rule, b.step.order[:middle])
-            b.testing = (cand, middle)
+            r.testing = guide.candidate(rule, r.step.order[:middle])
+            return Judge(r.testing, f"greedy-{len(rule)}", traced=True)
+        if r.drops is None:
+            r.drops = list(reversed(r.kept.order[r.start :]))
+        while r.drops:
+            f = r.drops.pop(0)
+            rule = r.kept.rule - {f}
+            if f not in r.kept.rule or self._tried(guide, rule):
+                continue
+            cand = guide.candidate(rule, tuple(g for g in r.kept.order if g != f))
+            if guide.refused(cand):
+                self._passed.add(rule)
+                continue
+            r.testing = cand
             return Judge(cand, f"greedy-{len(rule)}", traced=True)
         return None
 

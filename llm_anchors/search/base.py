@@ -318,7 +318,7 @@ class Search:
         self.n_features = n_features
         self.params = params
         if certifier is not None and certifier.params != params:
-            raise ConfigError("a shared certifier must hold the search's own parameters (its δ, τ and looks)")
+            raise ConfigError("a shared certifier must hold the search's own parameters (its δ, τ and bet)")
         self.certifier = certifier or Certifier(params)
         self._pool = coverage_pool
         self._store = SampleStore(n_features, rate_per_sample)
@@ -443,7 +443,7 @@ class Search:
         if certificate is not None:
             lower, upper = certificate.lower, certificate.upper
         elif c.fresh:
-            level = c.trial.share / self.params.looks if c.trial is not None else self.params.delta
+            level = c.trial.share if c.trial is not None else self.params.delta
             lower, upper = kl_bounds(len(c.fresh), sum(c.fresh), -np.log(level))
         else:
             lower, upper = kl_bounds(c.n, c.positives, -np.log(self.params.delta))

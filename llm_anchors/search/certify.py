@@ -1,27 +1,33 @@
 """The certifier: one explanation's error budget δ, and the one test every search's rules pass.
 
-Every rule a search chooses to test is given, when it is chosen and
-before any sample that judges it is drawn, the next share of δ: the first
-(the empty rule, in every search but a resumed one) ``first_share``·δ, the
-m-th after it (1 − ``first_share``)·δ·6/(π²m²) (the shares sum to δ). It is then judged only on the
-samples drawn for it after it was chosen, at fixed looks (1, 2, 4, … times
-its first look), its share split evenly among them:
-certified at the first look where its precision reaches τ and its KL lower
-bound at that look's share clears the claimed bound (τ − ε_stop by
-default, τ strict); refused when its KL upper bound at ``refute`` falls
-below τ, or after the last look. The first look is at the fewest samples
-on which the rule could be certified at its share if every one kept the
-label (at least ``first_look``).
+Every rule a search chooses to test is given, when it is chosen and before any sample that judges it
+is drawn, the next share of δ: the first (the empty rule, in every search but a resumed one)
+``first_share``·δ, the m-th after it (1 − ``first_share``)·δ·6/(π²m²) (the shares sum to δ). It is
+then judged only on the samples drawn for it after it was chosen, one at a time in the order drawn, by
+a bet against "its precision is below the claimed bound b" (τ − ε_stop by default, τ strict): before
+each sample the certifier stakes a fraction λ of its wealth (starting at 1) on the sample keeping the
+label, λ = (q − b)/(b(1 − b)) for its current guess q of the precision (``bet_prior`` held as
+``bet_weight`` samples, updated by the samples so far; λ = 0 when q ≤ b), so that its wealth is
+multiplied by q/b when the sample keeps the label and by (1 − q)/(1 − b) when not. The rule is
+certified at the first sample where the wealth reaches 1/share and (by default, Anchors' criterion) the
+precision of its samples so far reaches τ; refused when the KL upper bound of its samples at
+``refute`` falls below τ, or once it has had ``patience`` times the fewest samples that could certify
+it (`fewest_agreeing`). Samples are drawn in requests no larger than what could still certify it if
+all kept the label (`Certifier.wanted`).
 
-Why the anchor returned then has precision ≥ the bound with probability
-≥ 1 − δ, whatever the search: a rule's share is fixed when it is chosen,
-its judging samples are drawn after, independently of what chose it, and
-each look's event depends only on a fixed number of them; a false claim
-needs some chosen rule of precision below the bound to pass some look, and
-by the union bound that happens with probability at most Σ_m Σ_looks
-δ_m / looks = δ. Refusing a rule never makes a claim, so refusals (early,
-heuristic, free of δ) cannot break it. The searches choose; only this
-certifies.
+Why the anchor returned then has precision ≥ b with probability ≥ 1 − δ, whatever the search: a
+rule's share is fixed when it is chosen, and its judging samples are drawn after, independently of
+what chose it, each keeping the label with its precision p. Each stake is chosen from the samples
+before it only, so when p ≤ b a sample multiplies the wealth by 1 + λ(p − b) ≤ 1 on average: the
+wealth is a nonnegative supermartingale starting at 1, and by Ville's inequality it ever reaches
+1/share with probability at most the share — however often it is looked at, and wherever the search
+stops. A false claim needs some chosen rule of precision below b to reach its 1/share, which by the
+union bound happens with probability at most Σ_m share_m = δ. Refusing a rule never makes a claim, so
+refusals (early, heuristic, free of δ) cannot break it. The searches choose; only this certifies.
+
+Against three fixed looks that split a rule's share (this module's earlier schedule), the bet looks
+after every sample at the whole share: a rule that keeps the label on every sample is certified within
+a few samples of the floor, the fewest all-agreeing samples that certify it at its share in one look.
 """
 
 from __future__ import annotations
@@ -56,9 +62,10 @@ def fewest_agreeing(beta: float, bound: float) -> int:
 
 @dataclass(frozen=True)
 class Certificate:
-    """Why a rule is an anchor: at the look of ``n`` samples drawn after it was chosen, ``kept``
-    kept the label; ``lower`` and ``upper`` are their KL bounds at ``level`` (the look's share of
-    δ); the rule was the ``rank``-th the search chose to test."""
+    """Why a rule is an anchor: of the first ``n`` samples drawn after it was chosen, ``kept`` kept the
+    label, and the bet against it (see the module) reached 1/``level`` there (``wealth``: its log);
+    ``lower`` and ``upper`` are their KL bounds at ``level``, the rule's share of δ; the rule was the
+    ``rank``-th the search chose to test."""
 
     n: int
     kept: int
@@ -66,15 +73,19 @@ class Certificate:
     upper: float
     level: float
     rank: int
+    wealth: float = 0.0
 
 
 @dataclass
 class Trial:
-    """One chosen rule's test: its rank and share, the looks judged so far, and its outcome."""
+    """One chosen rule's test: its rank and share, the bet on the samples judged so far (``seen``, of
+    which ``kept`` kept the label; ``wealth``: its log), and its outcome."""
 
     rank: int
     share: float
-    looked: int = 0
+    seen: int = 0
+    kept: int = 0
+    wealth: float = 0.0
     verdict: Verdict = "more"
     certificate: Certificate | None = None
 
@@ -91,36 +102,45 @@ class Certifier:
     def bound(self) -> float:
         return self.params.bound
 
-    def sizes(self, trial: Trial) -> list[int]:
-        """The numbers of fresh samples at which a rule is looked at: from the fewest on which it could
-        be certified at its share if every one kept the label (at least ``first_look``), doubling."""
-        p = self.params
-        first = max(p.first_look, fewest_agreeing(math.log(p.looks / trial.share), self.bound))
-        return [first * 2**k for k in range(p.looks)]
-
     def choose(self) -> Trial:
         """Give the next rule chosen its share of δ (before any sample that judges it is drawn)."""
         self.chosen += 1
         return Trial(self.chosen, share_of(self.params.delta, self.chosen, self.params.first_share))
 
+    def guess(self, seen: int, kept: int) -> float:
+        """The precision the next stake bets on: ``bet_prior`` held as ``bet_weight`` samples, and the
+        ``kept`` of ``seen`` samples so far."""
+        p = self.params
+        return (kept + p.bet_weight * p.bet_prior) / (seen + p.bet_weight)
+
+    def step(self, seen: int, kept: int, agreed: bool) -> float:
+        """The log of what one sample multiplies the wealth by, after ``kept`` of ``seen``."""
+        q, b = self.guess(seen, kept), self.bound
+        if q <= b:
+            return 0.0
+        return math.log(q / b) if agreed else math.log((1.0 - q) / (1.0 - b))
+
+    def patience(self, trial: Trial) -> int:
+        """The most fresh samples a rule is given: ``patience`` × the fewest that could certify it."""
+        return math.ceil(self.params.patience * fewest_agreeing(math.log(1.0 / trial.share), self.bound))
+
     def judge(self, trial: Trial, fresh: Sequence[bool]) -> Verdict:
-        """The verdict on a rule from its samples since it was chosen, in the order drawn: every look
-        these reach is judged (once), then the refutation; "more" asks for samples up to `wanted`."""
+        """The verdict on a rule from its samples since it was chosen, in the order drawn: the bet goes on
+        over every sample not yet judged (certified at the first that reaches 1/share), then the
+        refutation; "more" asks for samples up to `wanted`."""
         if trial.verdict != "more":
             return trial.verdict
-        p, sizes = self.params, self.sizes(trial)
-        level = trial.share / p.looks
-        while trial.looked < len(sizes) and sizes[trial.looked] <= len(fresh):
-            n = sizes[trial.looked]
-            kept = sum(fresh[:n])
-            trial.looked += 1
-            beta = math.log(1.0 / level) / n
-            lower = kl_lower_bound(kept / n, beta)
-            if kept / n >= p.threshold and lower > self.bound:
-                trial.certificate = Certificate(n, kept, lower, kl_upper_bound(kept / n, beta), level, trial.rank)
+        target, tau = math.log(1.0 / trial.share), self.params.threshold
+        strict = self.params.certify == "strict"
+        for agreed in fresh[trial.seen :]:
+            trial.wealth += self.step(trial.seen, trial.kept, agreed)
+            trial.seen += 1
+            trial.kept += int(agreed)
+            if trial.wealth >= target and (strict or trial.kept >= tau * trial.seen):
+                trial.certificate = self._certificate(trial)
                 trial.verdict = "certified"
                 return trial.verdict
-        if trial.looked == len(sizes) or self.refuted(fresh):
+        if trial.seen >= self.patience(trial) or self.refuted(fresh):
             trial.verdict = "refused"
         return trial.verdict
 
@@ -132,5 +152,19 @@ class Certifier:
         return kl_upper_bound(sum(fresh) / n, math.log(1.0 / self.params.refute) / n) < self.params.threshold
 
     def wanted(self, trial: Trial) -> int:
-        """The fresh samples the next look needs."""
-        return self.sizes(trial)[min(trial.looked, self.params.looks - 1)]
+        """The fresh samples at which the rule could be certified soonest: those judged, and as many more
+        as it takes if all keep the label (at most its `patience`)."""
+        target, tau, limit = math.log(1.0 / trial.share), self.params.threshold, self.patience(trial)
+        strict = self.params.certify == "strict"
+        seen, kept, wealth = trial.seen, trial.kept, trial.wealth
+        while seen < limit and not (wealth >= target and (strict or kept >= tau * seen) and seen > trial.seen):
+            wealth += self.step(seen, kept, True)
+            seen += 1
+            kept += 1
+        return max(seen, trial.seen + 1)
+
+    def _certificate(self, trial: Trial) -> Certificate:
+        n, kept = trial.seen, trial.kept
+        beta = math.log(1.0 / trial.share) / n
+        lower, upper = kl_lower_bound(kept / n, beta), kl_upper_bound(kept / n, beta)
+        return Certificate(n, kept, lower, upper, trial.share, trial.rank, trial.wealth)

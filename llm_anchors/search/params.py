@@ -25,15 +25,19 @@ class SearchParams:
         search's choices and stopping included. Every rule the search
         chooses to test is given a share of δ before any sample that judges
         it is drawn: the first (the empty rule) ``first_share``·δ, the m-th
-        after it (1 − first_share)·δ·6/(π²m²), the shares summing to δ.
+        after it (1 − first_share)·δ·6/(π²m²), the shares summing to δ; the
+        certifier bets against each on its fresh samples (`Certifier`).
     certify: the bound claimed: "default", τ − epsilon_stop (and a point
         estimate ≥ τ, Anchors' criterion); "strict", τ itself.
-    first_look, looks: a rule's share is split among ``looks`` looks at the
-        samples drawn after it was chosen, after 1, 2, 4, … times its first
-        look (the fewest on which it could be certified at its share if all
-        kept the label, at least ``first_look``): at each, it is certified
-        when its KL lower bound at that look's share clears the bound; after
-        the last, it is refused.
+    bet_prior, bet_weight: the precision the certifier's bet on a rule
+        starts from, held as ``bet_weight`` samples: its stake on each fresh
+        sample bets on this guess updated by the samples before it. Near 1,
+        a rule that keeps the label on every sample is certified within a
+        few samples of the floor (the fewest that could certify it), and a
+        miss costs more samples to make up.
+    patience: a rule is refused once it has had ``patience`` times the
+        fewest fresh samples that could certify it (a rule whose precision
+        is barely above the bound would take hundreds).
     refute: a rule is refused as soon as its KL upper bound at this level,
         on its samples since it was chosen, falls below τ (at 0.9: about as
         soon as their precision does). Refusing never makes a claim, so it
@@ -60,8 +64,9 @@ class SearchParams:
     threshold: float = 0.95
     delta: float = 0.1
     certify: Literal["default", "strict"] = "default"
-    first_look: int = 20
-    looks: int = 3
+    bet_prior: float = 0.98
+    bet_weight: float = 20.0
+    patience: float = 4.0
     refute: float = 0.9
     first_share: float = 0.2
     epsilon: float = 0.15
@@ -79,9 +84,11 @@ class SearchParams:
             raise ConfigError(f"arms must be one of {', '.join(ARMS)}, got {self.arms!r}")
         if self.certify not in CERTIFY:
             raise ConfigError(f"certify must be one of {', '.join(CERTIFY)}, got {self.certify!r}")
-        for name in ("threshold", "delta", "epsilon", "epsilon_stop", "refute", "first_share"):
+        for name in ("threshold", "delta", "epsilon", "epsilon_stop", "refute", "first_share", "bet_prior"):
             check_number(name, getattr(self, name), high=1.0)
-        for name in ("batch_size", "beam_size", "min_samples_start", "coverage_samples", "first_look", "looks"):
+        check_number("bet_weight", self.bet_weight)
+        check_number("patience", self.patience, low=1.0, open_low=False)
+        for name in ("batch_size", "beam_size", "min_samples_start", "coverage_samples"):
             check_int(name, getattr(self, name))
         for name in ("max_arms", "max_anchor_size"):
             check_int(name, getattr(self, name), optional=True)
