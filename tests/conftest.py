@@ -32,7 +32,8 @@ def bet_certifies_at(labels, params, share):
     bound, tau = params.bound, params.threshold
     wealth, kept = 0.0, 0
     for i, agreed in enumerate(labels):
-        guess = (kept + params.bet_weight * params.bet_prior) / (i + params.bet_weight)
+        prior = max(params.bet_prior, (1 + bound) / 2)
+        guess = (kept + params.bet_weight * prior) / (i + params.bet_weight)
         if guess > bound:
             wealth += math.log(guess / bound) if agreed else math.log((1 - guess) / (1 - bound))
         kept += bool(agreed)

@@ -5,10 +5,12 @@ tested (the flat-null check of the whole claim is benchmarks/claims.py)."""
 import hashlib
 import math
 
+import numpy as np
 import pytest
 
 from llm_anchors import AnchorsExplainer, ConfigError, Explanation, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.search import SearchParams, fewest_agreeing
+from llm_anchors.search.certify import Certifier, Trial
 from tests.conftest import bet_certifies_at
 
 STRICT = SearchParams(certify="strict")
@@ -129,3 +131,34 @@ async def test_a_model_that_answers_a_text_two_ways_gets_no_strict_certificate_p
     assert (steady.meta.determinism.rechecked, steady.meta.determinism.changed) == (5, 0)
     assert "NOT CERTIFIED" not in steady.claim and steady.data.success
     assert Explanation.from_json(exp.to_json()) == exp and exp.data.certified_samples > 0  # as measured, kept
+
+
+@pytest.mark.parametrize("certify", ["default", "strict"])
+def test_the_bet_certifies_a_rule_at_its_bound_at_most_its_share_of_the_time(certify):
+    # Ville's inequality: a rule whose precision is the bound itself reaches 1/share with probability at
+    # most share, however long it is watched (refutation off, patience 25× the floor, every sample looked at).
+    params = SearchParams(certify=certify, refute=1e-12, patience=25.0)
+    certifier, rng, share, runs = Certifier(params), np.random.default_rng(0), 0.05, 2000
+    certified = 0
+    for _ in range(runs):
+        trial, fresh = Trial(2, share), []
+        while certifier.judge(trial, fresh) == "more":
+            fresh.extend((rng.random(certifier.wanted(trial) - len(fresh)) < params.bound).tolist())
+        certified += trial.verdict == "certified"
+    assert 0 < certified / runs <= share + 3 * math.sqrt(share * (1 - share) / runs)
+
+
+@pytest.mark.parametrize("bad", [{"bet_prior": 1.0}, {"bet_prior": 0.0}, {"bet_weight": 0.0}, {"patience": 0.5}])
+def test_the_bet_refuses_settings_it_cannot_run_with(bad):
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        SearchParams(**bad)
+
+
+def test_a_tau_near_one_is_bet_on_from_its_first_sample():
+    # Strict at τ = 0.99: bet_prior 0.98 is below the bound, so the guess starts halfway from 0.99 to 1;
+    # a rule that keeps the label on every sample is certified on the fewest samples the bet allows.
+    params = SearchParams(threshold=0.99, certify="strict")
+    certifier, trial = Certifier(params), Trial(1, 0.02)
+    assert certifier.guess(0, 0) == pytest.approx(0.995) and certifier.step(0, 0, True) > 0
+    soonest = bet_certifies_at([True] * 2000, params, 0.02)
+    assert certifier.judge(trial, [True] * soonest) == "certified" and trial.certificate.n == soonest

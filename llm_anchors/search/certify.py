@@ -6,14 +6,14 @@ is drawn, the next share of δ: the first (the empty rule, in every search but a
 then judged only on the samples drawn for it after it was chosen, one at a time in the order drawn, by
 a bet against "its precision is below the claimed bound b" (τ − ε_stop by default, τ strict): before
 each sample the certifier stakes a fraction λ of its wealth (starting at 1) on the sample keeping the
-label, λ = (q − b)/(b(1 − b)) for its current guess q of the precision (``bet_prior`` held as
-``bet_weight`` samples, updated by the samples so far; λ = 0 when q ≤ b), so that its wealth is
-multiplied by q/b when the sample keeps the label and by (1 − q)/(1 − b) when not. The rule is
-certified at the first sample where the wealth reaches 1/share and (by default, Anchors' criterion) the
-precision of its samples so far reaches τ; refused when the KL upper bound of its samples at
-``refute`` falls below τ, or once it has had ``patience`` times the fewest samples that could certify
-it (`fewest_agreeing`). Samples are drawn in requests no larger than what could still certify it if
-all kept the label (`Certifier.wanted`).
+label, λ = (q − b)/(b(1 − b)) for its current guess q of the precision (``bet_prior``, or halfway
+from b to 1 when that is higher, held as ``bet_weight`` samples, updated by the samples so far;
+λ = 0 when q ≤ b), so that its wealth is multiplied by q/b when the sample keeps the label and by
+(1 − q)/(1 − b) when not. The rule is certified at the first sample where the wealth reaches
+1/share and (by default, Anchors' criterion) the precision of its samples so far reaches τ; refused
+when the KL upper bound of its samples at ``refute`` falls below τ, or once it has had ``patience``
+times the fewest samples that could certify it (`fewest_agreeing`). Samples are drawn in requests no
+larger than what could still certify it if all kept the label (`Certifier.wanted`).
 
 Why the anchor returned then has precision ≥ b with probability ≥ 1 − δ, whatever the search: a
 rule's share is fixed when it is chosen, and its judging samples are drawn after, independently of
@@ -108,10 +108,11 @@ class Certifier:
         return Trial(self.chosen, share_of(self.params.delta, self.chosen, self.params.first_share))
 
     def guess(self, seen: int, kept: int) -> float:
-        """The precision the next stake bets on: ``bet_prior`` held as ``bet_weight`` samples, and the
-        ``kept`` of ``seen`` samples so far."""
+        """The precision the next stake bets on: ``bet_prior`` (or halfway from the bound to 1, when that
+        is higher: a τ near 1) held as ``bet_weight`` samples, and the ``kept`` of ``seen`` so far."""
         p = self.params
-        return (kept + p.bet_weight * p.bet_prior) / (seen + p.bet_weight)
+        prior = max(p.bet_prior, (1.0 + self.bound) / 2)
+        return (kept + p.bet_weight * prior) / (seen + p.bet_weight)
 
     def step(self, seen: int, kept: int, agreed: bool) -> float:
         """The log of what one sample multiplies the wealth by, after ``kept`` of ``seen``."""
