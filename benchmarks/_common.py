@@ -112,6 +112,18 @@ def run_suffix(args: argparse.Namespace) -> str:
     return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible + proxy + tuned
 
 
+def parse_value(text: str) -> Any:
+    """A ``--set NAME=VALUE``'s value: "none" is None, "true" and "false" booleans, else an int or a float
+    (a `ValueError` when it is none of these)."""
+    words = {"none": None, "true": True, "false": False}
+    if text.lower() in words:
+        return words[text.lower()]
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def search_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The search settings every explainer of a run shares: the defaults, or the reference implementation's."""
     reference: dict[str, Any] = {"min_samples_start": 1, "max_arms": None} if getattr(args, "reference", False) else {}

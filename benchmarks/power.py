@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
+from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
 from llm_anchors.search import (
     BeamSearch,
     SampleRequest,
@@ -37,7 +37,7 @@ from llm_anchors.search import (
     share_of,
 )
 
-from ._common import write_json
+from ._common import parse_value, run_suffix, write_json
 
 KEPT_WITH_PAIR = 0.99
 KEPT_WITHOUT = 0.2
@@ -123,19 +123,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.features < 2:
         parser.error(f"--seeds must be at least 1 and --features at least 2, got {args.seeds} and {args.features}")
-    search = {}
+    search: dict[str, Any] = {}
     for item in args.set:
         name, _, value = item.partition("=")
-        if name not in SearchParams.__dataclass_fields__ or not value:
-            parser.error(f"--set takes NAME=VALUE for a SearchParams field, got {item!r}")
-        search[name] = float(value)
+        try:
+            if name not in SearchParams.__dataclass_fields__:
+                raise ValueError(name)
+            search[name] = parse_value(value)
+            SearchParams(**search)  # every value checked before anything runs
+        except (ValueError, TypeError, ConfigError) as e:
+            parser.error(f"--set takes NAME=VALUE for a SearchParams field, got {item!r} ({e})")
     rows = [run(kind, certify, args.seeds, args.features, **search)
             for kind in ("manchors", "anchors") for certify in ("default", "strict")]  # fmt: skip
     print(markdown(rows))
     if args.json:
         for r in rows:
             print(json.dumps(r))
-    name = "power" + "".join(f"_{item.replace('=', '')}" for item in args.set)
+    name = "power" + run_suffix(args)
     body = {"seeds": args.seeds, "features": args.features, "set": search, "rows": rows}
     print(f"\nwrote {write_json(name, body)}")
 

@@ -50,6 +50,7 @@ from ._common import (
     add_comparison_args,
     compare,
     explain_rows,
+    parse_value,
     plots,
     run_suffix,
     search_settings,
@@ -376,7 +377,7 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}, "record": {}, "search": {}}
     for item in args.set:
         name, _, text = item.partition("=")
-        value = _number(text)
+        value = parse_value(text)
         group, _, field_name = name.partition(".")
         if field_name and group in nested:
             nested[group][field_name] = value
@@ -393,16 +394,6 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     if nested["search"]:
         out["search"] = replace(search_settings(args)["search"], **nested["search"])
     return out
-
-
-def _number(text: str) -> Any:
-    words = {"none": None, "true": True, "false": False}
-    if text.lower() in words:
-        return words[text.lower()]
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

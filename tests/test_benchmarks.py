@@ -207,6 +207,8 @@ def test_the_power_benchmark_refuses_what_it_cannot_measure(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         power.main(argv)
     assert exit_.value.code == 2 and "--seeds must be at least 1" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_:
-        power.main(["--set", "refutation=0.7"])  # not a SearchParams field: refused before anything runs
-    assert exit_.value.code == 2 and "--set takes NAME=VALUE" in capsys.readouterr().err
+    # Not a SearchParams field, not a number, a value SearchParams refuses: each refused before anything runs.
+    for bad in ("refutation=0.7", "refute=high", "patience=0.5"):
+        with pytest.raises(SystemExit) as exit_:
+            power.main(["--set", bad])
+        assert exit_.value.code == 2 and "--set takes NAME=VALUE" in capsys.readouterr().err

@@ -184,16 +184,23 @@ class Growth:
 
     def _reduce(self, guide: Guide, r: _Reduction) -> Judge | None:
         """After a rule grew by several features and was certified: the next shorter rule to test, a
-        prefix of its order halving the gap between the last refused and the shortest certified (a
-        prefix tried before counts as refused), then the shortest certified without one of the
-        features the jump added (the last added first); None when nothing is left to try."""
+        prefix of its order (`_bisect`), then the shortest certified without one of the features the
+        jump added (`_drop`); None when nothing is left to try."""
         tested, r.testing = r.testing, None
-        if tested is not None:
-            if tested.certified:
-                r.kept = tested
-            if r.drops is None:
+        if tested is not None and tested.certified:
+            r.kept = tested
+        if r.drops is None:
+            if tested is not None:
                 r.low, r.high = (r.low, len(tested.rule)) if tested.certified else (len(tested.rule), r.high)
-        while r.drops is None and r.high - r.low > 1:
+            if (prefix := self._bisect(guide, r)) is not None:
+                return prefix
+            r.drops = list(reversed(r.kept.order[r.start :]))
+        return self._drop(guide, r)
+
+    def _bisect(self, guide: Guide, r: _Reduction) -> Judge | None:
+        """The prefix of the jump's order halving the gap between the last refused and the shortest
+        certified (a prefix tried before counts as refused); None when the gap is closed."""
+        while r.high - r.low > 1:
             middle = (r.low + r.high) // 2
             rule = frozenset(r.step.order[:middle])
             if self._tried(guide, rule):
@@ -201,8 +208,11 @@ class Growth:
                 continue
             r.testing = guide.candidate(rule, r.step.order[:middle])
             return Judge(r.testing, f"greedy-{len(rule)}", traced=True)
-        if r.drops is None:
-            r.drops = list(reversed(r.kept.order[r.start :]))
+        return None
+
+    def _drop(self, guide: Guide, r: _Reduction) -> Judge | None:
+        """The shortest certified rule without the next feature the jump added (the last added first),
+        unless it was tried or its reused samples refuse it; None when every one was tried."""
         while r.drops:
             f = r.drops.pop(0)
             rule = r.kept.rule - {f}

@@ -28,7 +28,8 @@ import numpy as np
 
 from .._checks import check_int, check_number
 from .._exceptions import ConfigError
-from ..search.base import Candidate, SampleRequest, Samples, Search, SearchResult, kl_bounds
+from ..search.bandit import kl_bounds
+from ..search.base import Candidate, SampleRequest, Samples, Search, SearchResult
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule

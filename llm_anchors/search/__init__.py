@@ -5,7 +5,7 @@ Generators that yield sample requests and receive labels; no I/O, no event loop.
 rules; the `Certifier` (one per search, one δ per explanation) says which are anchors.
 """
 
-from .bandit import compute_beta, kl_bernoulli, kl_lower_bound, kl_upper_bound, lucb
+from .bandit import compute_beta, kl_bernoulli, kl_bounds, kl_lower_bound, kl_upper_bound, lucb
 from .base import (
     STAGES,
     Candidate,
@@ -15,7 +15,6 @@ from .base import (
     Samples,
     Search,
     SearchResult,
-    kl_bounds,
     run_sync,
 )
 from .beam import BeamSearch

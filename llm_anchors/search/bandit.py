@@ -19,6 +19,7 @@ __all__ = [
     "Pull",
     "compute_beta",
     "kl_bernoulli",
+    "kl_bounds",
     "kl_lower_bound",
     "kl_upper_bound",
     "lucb",
@@ -76,6 +77,14 @@ def kl_lower_bound(p: float, level: float) -> float:
         else:
             hi = mid
     return lo
+
+
+def kl_bounds(n: int, kept: int, beta: float) -> tuple[float, float]:
+    """KL lower and upper bounds at confidence level ``beta`` of ``kept`` successes in ``n`` (0, 1 for none)."""
+    if n == 0:
+        return 0.0, 1.0
+    level = beta / n
+    return kl_lower_bound(kept / n, level), kl_upper_bound(kept / n, level)
 
 
 def _check(p: float, level: float) -> None:

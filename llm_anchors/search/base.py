@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from .._exceptions import ConfigError
-from .bandit import kl_lower_bound, kl_upper_bound
+from .bandit import kl_bounds
 from .certify import Certificate, Certifier, Trial
 from .params import SearchParams
 from .rules import Rule, covers
@@ -33,7 +33,6 @@ __all__ = [
     "Samples",
     "Search",
     "SearchResult",
-    "kl_bounds",
     "run_sync",
 ]
 
@@ -146,14 +145,6 @@ class SearchResult:
             if step.rule and step.precision >= tau_mid:
                 return step
         return self.stats
-
-
-def kl_bounds(n: int, kept: int, beta: float) -> tuple[float, float]:
-    """KL lower and upper bounds at confidence level ``beta`` of ``kept`` successes in ``n`` (0, 1 for none)."""
-    if n == 0:
-        return 0.0, 1.0
-    level = beta / n
-    return kl_lower_bound(kept / n, level), kl_upper_bound(kept / n, level)
 
 
 @dataclass

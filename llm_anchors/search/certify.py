@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .bandit import kl_lower_bound, kl_upper_bound
+from .bandit import kl_bounds, kl_upper_bound
 from .params import SearchParams
 
 __all__ = ["Certificate", "Certifier", "Trial", "Verdict", "fewest_agreeing", "share_of"]
@@ -131,13 +131,11 @@ class Certifier:
         refutation; "more" asks for samples up to `wanted`."""
         if trial.verdict != "more":
             return trial.verdict
-        target, tau = math.log(1.0 / trial.share), self.params.threshold
-        strict = self.params.certify == "strict"
         for agreed in fresh[trial.seen :]:
             trial.wealth += self.step(trial.seen, trial.kept, agreed)
             trial.seen += 1
             trial.kept += int(agreed)
-            if trial.wealth >= target and (strict or trial.kept >= tau * trial.seen):
+            if self._passes(trial, trial.seen, trial.kept, trial.wealth):
                 trial.certificate = self._certificate(trial)
                 trial.verdict = "certified"
                 return trial.verdict
@@ -155,17 +153,22 @@ class Certifier:
     def wanted(self, trial: Trial) -> int:
         """The fresh samples at which the rule could be certified soonest: those judged, and as many more
         as it takes if all keep the label (at most its `patience`)."""
-        target, tau, limit = math.log(1.0 / trial.share), self.params.threshold, self.patience(trial)
-        strict = self.params.certify == "strict"
-        seen, kept, wealth = trial.seen, trial.kept, trial.wealth
-        while seen < limit and not (wealth >= target and (strict or kept >= tau * seen) and seen > trial.seen):
+        seen, kept, wealth, limit = trial.seen, trial.kept, trial.wealth, self.patience(trial)
+        while seen < limit:
             wealth += self.step(seen, kept, True)
             seen += 1
             kept += 1
+            if self._passes(trial, seen, kept, wealth):
+                break
         return max(seen, trial.seen + 1)
+
+    def _passes(self, trial: Trial, seen: int, kept: int, wealth: float) -> bool:
+        """Whether a bet at ``wealth`` (its log) after ``kept`` of ``seen`` certifies ``trial``'s rule: the
+        wealth reaches 1/share and, by default, the precision reaches τ."""
+        p = self.params
+        return wealth >= math.log(1.0 / trial.share) and (p.certify == "strict" or kept >= p.threshold * seen)
 
     def _certificate(self, trial: Trial) -> Certificate:
         n, kept = trial.seen, trial.kept
-        beta = math.log(1.0 / trial.share) / n
-        lower, upper = kl_lower_bound(kept / n, beta), kl_upper_bound(kept / n, beta)
+        lower, upper = kl_bounds(n, kept, math.log(1.0 / trial.share))
         return Certificate(n, kept, lower, upper, trial.share, trial.rank, trial.wealth)
