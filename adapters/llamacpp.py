@@ -12,22 +12,17 @@ few-shot completion prompt whose answers are single tokens.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
+from adapters.local_server import LocalServer, LocalServerError, cache_dir
 from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import ConfigError, LLMAnchorsError, LLMClassifier
 
@@ -74,12 +69,8 @@ _BUILD_ENV = {
 _HOW_TO_BUILD = "run `python -m adapters.llamacpp build` (once per machine, ~8 min) or set LLAMA_SERVER_BIN"
 
 
-class LlamaServerError(LLMAnchorsError):
+class LlamaServerError(LocalServerError):
     """llama-server could not be found, started or stopped."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LLM_ANCHORS_CACHE", Path.home() / ".cache" / "llm-anchors"))
 
 
 def machine_key() -> str:
@@ -165,24 +156,7 @@ def build(force: bool = False) -> Path:
     return binary
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGTERM it when its parent dies,
-    so a killed Python process never leaves a llama-server behind."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class LlamaServer:
+class LlamaServer(LocalServer):
     """A llama-server process serving one GGUF model on loopback.
 
     >>> with LlamaServer() as server:
@@ -198,6 +172,9 @@ class LlamaServer:
     the prefix reuse that matters (docs/benchmarks.md, `server_memory`).
     """
 
+    name = "llama-server"
+    error = LlamaServerError
+
     def __init__(
         self,
         model: str | os.PathLike[str] | None = None,
@@ -212,20 +189,18 @@ class LlamaServer:
         extra_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
     ) -> None:
+        super().__init__(host=host, port=port, startup_timeout=startup_timeout)
         self.model = Path(model) if model is not None else None
         self.binary = Path(binary) if binary is not None else None
-        self.host = host
-        self.port = port
         self.threads, self.parallel, self.ctx = threads, parallel, ctx
         self.cache_ram_mib = cache_ram_mib
         self.extra_args = list(extra_args)
-        self.startup_timeout = startup_timeout
-        self.log_path: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+    def prepare(self) -> None:
+        self.binary = self.binary or find_binary()
+        self.model = self.model or find_model()
+        if not self.model.is_file():
+            raise LlamaServerError(f"model file {self.model} does not exist")
 
     def command(self) -> list[str]:
         assert self.binary is not None and self.model is not None and self.port is not None
@@ -236,86 +211,6 @@ class LlamaServer:
             *(["--cache-ram", str(self.cache_ram_mib)] if self.cache_ram_mib is not None else []),
             *self.extra_args,
         ]  # fmt: skip
-
-    def start(self) -> str:
-        """Start the server and wait until it is healthy; returns the base URL."""
-        if self._process is not None:
-            return self.base_url
-        self.binary = self.binary or find_binary()
-        self.model = self.model or find_model()
-        if not self.model.is_file():
-            raise LlamaServerError(f"model file {self.model} does not exist")
-        self.port = self.port or _free_port(self.host)
-        fd, log = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
-        self.log_path = Path(log)
-        with os.fdopen(fd, "wb") as sink:
-            self._process = subprocess.Popen(
-                self.command(), stdout=sink, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
-            )
-        try:
-            self._wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        return self.base_url
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        url = f"http://{self.host}:{self.port}/health"
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                raise LlamaServerError(f"llama-server exited with {self._process.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.2)
-        raise LlamaServerError(f"llama-server not healthy after {self.startup_timeout:.0f}s:\n{self.log_tail()}")
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    def rss_mb(self) -> float:
-        """The server process's resident memory now, in MB (NaN when not running or unreadable)."""
-        if self._process is None:
-            return math.nan
-        try:
-            for line in Path(f"/proc/{self._process.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return math.nan
-
-    def log_tail(self, lines: int = 20) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server: SIGTERM, then SIGKILL after ``timeout`` seconds."""
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def __enter__(self) -> LlamaServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def embedded_classifier(

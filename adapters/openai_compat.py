@@ -11,18 +11,36 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import itertools
+import json
 import math
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlparse
 
 from adapters.token_counters import ServerTokenCounter, TiktokenCounter, endpoint_url
-from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
-from llm_anchors.extend import Charge, Completion, CompletionParams, Completions, TokenCounter, redact, shown_url
+from adapters.vllm_api import LabelTokens, VllmInfo, label_request, probe, read_label_logprobs
+from llm_anchors import (
+    BackendError,
+    BackendTimeoutError,
+    BadResponseError,
+    ConfigError,
+    RateLimitError,
+)
+from llm_anchors.extend import (
+    Charge,
+    Completion,
+    CompletionParams,
+    Completions,
+    PromptTooLongError,
+    RequestRejectedError,
+    TokenCounter,
+    redact,
+    shown_url,
+)
 
 __all__ = [
     "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_response", "parse_retry_after",
@@ -150,6 +168,11 @@ class OpenAICompatibleBackend:
         self._api_key = _Secret(key)
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: _Session | None = None
+        self._counter: ServerTokenCounter | None = None
+        self._probe_lock = asyncio.Lock()
+        self._probed = False
+        self._vllm: VllmInfo | None = None
+        self._labels = LabelTokens()
 
     @property
     def identity(self) -> str:
@@ -181,11 +204,14 @@ class OpenAICompatibleBackend:
 
     def token_counter(self) -> TokenCounter | None:
         """tiktoken for OpenAI; the server's /tokenize for completions elsewhere (vLLM,
-        llama.cpp); None (a marked estimate) for other chat servers."""
+        llama.cpp: one counter, which the backend's own length check shares); None (a marked
+        estimate) for other chat servers."""
         if self.is_openai:
             return TiktokenCounter(self.model, per_message=7 if self.endpoint == "chat" else 0)
         if self.endpoint == "completions":
-            return ServerTokenCounter(self.base_urls[0], model=self.model)
+            if self._counter is None:
+                self._counter = ServerTokenCounter(self.base_urls[0], model=self.model)
+            return self._counter
         return None
 
     def __repr__(self) -> str:
@@ -195,7 +221,11 @@ class OpenAICompatibleBackend:
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
         step = self.max_request_size
         parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
-        results = await asyncio.gather(*(self._request(part, params) for part in parts))
+        names = None
+        if (vllm := await self.vllm()) is not None:
+            await self._check_fits(prompts, params, vllm)
+            names = await self._label_tokens(params) if params.answers and params.top_logprobs else None
+        results = await asyncio.gather(*(self._request(part, params, names) for part in parts))
         items = [item for r in results for item in r.items]
         usage = sum((r.usage for r in results), Charge())
         covered = [r.usage_prompts for r in results]
@@ -207,6 +237,8 @@ class OpenAICompatibleBackend:
         if self._transport is not None:
             await self._transport.aclose()
             self._transport = None
+        if self._counter is not None:
+            await self._counter.aclose()
 
     async def served_models(self) -> list[str] | None:
         """What the first server says it serves (``GET /models``: the model ids), to tell one
@@ -227,9 +259,64 @@ class OpenAICompatibleBackend:
             return None
         return sorted(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
 
-    async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
+    async def vllm(self) -> VllmInfo | None:
+        """The vLLM server behind a completions endpoint (asked once: ``/version``, ``/v1/models``),
+        None for any other server (llama.cpp, OpenAI, a chat endpoint)."""
+        if self.endpoint != "completions" or self.is_openai:
+            return None
+        async with self._probe_lock:
+            if not self._probed:
+                transport = self._get_transport()
+                base = self.base_urls[0]
+                self._vllm = await probe(transport.get_json, endpoint_url(base, "", root=True), base, self.model)
+                self._probed = True
+        return self._vllm
+
+    async def _check_fits(self, prompts: Sequence[str], params: CompletionParams, vllm: VllmInfo) -> None:
+        """`PromptTooLongError` before sending when a prompt and its output bound pass the model's
+        context. Only prompts that might are counted: a token is at least one byte of UTF-8."""
+        limit = vllm.max_model_len
+        if limit is None:
+            return
+        room = limit - params.max_tokens - 1  # the BOS token
+        doubtful = [p for p in prompts if len(p.encode()) > room]
+        counter = self.token_counter()
+        if not doubtful or counter is None:
+            return
+        counted = await counter.count(doubtful)
+        longest = max(counted.tokens)
+        if longest + params.max_tokens > limit:
+            raise PromptTooLongError(
+                f"a prompt of {longest:,} tokens and {params.max_tokens} output token(s) does not fit the model's "
+                f"context of {limit:,} tokens (vLLM's max_model_len): shorten the text or the prompt",
+                classifier=self.identity,
+                status=None,
+                param="input_tokens",
+            )
+
+    async def _label_tokens(self, params: CompletionParams) -> dict[int, str]:
+        """The first token of each of ``params.answers`` as the vLLM server tokenizes them."""
+        transport, root = self._get_transport(), endpoint_url(self.base_urls[0], "", root=True)
+
+        async def tokenize(text: str) -> list[int]:
+            body = {"model": self.model, "prompt": text, "add_special_tokens": False}
+            raw = await transport.post_json(root + "/tokenize", body, self.identity)
+            tokens = raw.get("tokens")
+            return [int(t) for t in tokens] if isinstance(tokens, list) else []
+
+        async def detokenize(tokens: list[int]) -> str:
+            raw = await transport.post_json(
+                root + "/detokenize", {"model": self.model, "tokens": tokens}, self.identity
+            )
+            return str(raw.get("prompt") or "")
+
+        return await self._labels.ids(params.answers, tokenize, detokenize)
+
+    async def _request(self, prompts: list[str], params: CompletionParams, names: dict[int, str] | None) -> Completions:
         transport = self._get_transport()
         body = self._body(prompts, params)
+        if names:
+            body |= label_request(names)
         base = next(self._next_url)
         try:
             raw = await transport.post(base, self.endpoint, body, self.identity)
@@ -238,6 +325,8 @@ class OpenAICompatibleBackend:
             exc.message = redact(exc.message, key)  # what a pickled copy (a Ray worker's error) carries
             exc.args = (redact(str(exc.args[0]) if exc.args else "", key),)
             raise
+        if names:
+            return parse_response(raw, len(prompts), self.identity, lambda c: read_label_logprobs(c, names))
         return parse_response(raw, len(prompts), self.identity)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
@@ -321,6 +410,33 @@ class _Session:
             raise BadResponseError(f"answer is {type(raw).__name__}, not an object", classifier=who)
         return raw
 
+    async def get_json(self, url: str) -> Any:
+        """``GET url``'s JSON; None when the server answers anything else (it has no such page);
+        `BackendTimeoutError` (retried) when it does not answer."""
+        try:
+            async with self._session.get(url) as response:
+                return await response.json(content_type=None) if response.status == 200 else None
+        except ValueError:
+            return None
+        except (self._aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            who = shown_url(url)
+            raise BackendTimeoutError(f"{who} did not answer: {type(exc).__name__}", classifier=who) from None
+
+    async def post_json(self, url: str, body: dict[str, Any], who: str) -> dict[str, Any]:
+        """``POST url`` with ``body``: its JSON object, or the error `_status_error` maps."""
+        try:
+            async with self._session.post(url, json=body) as response:
+                if response.status >= 400:
+                    raise _status_error(response.status, await response.text(), None, who)
+                raw = await response.json(content_type=None)
+        except (asyncio.TimeoutError, self._aiohttp.ClientError) as exc:
+            raise BackendTimeoutError(f"{shown_url(url)} failed: {type(exc).__name__}", classifier=who) from None
+        except ValueError as exc:
+            raise BadResponseError(f"{shown_url(url)} answered no JSON: {exc}", classifier=who) from None
+        if not isinstance(raw, dict):
+            raise BadResponseError(f"{shown_url(url)} answered {type(raw).__name__}", classifier=who)
+        return raw
+
     async def aclose(self) -> None:
         await self._session.close()
 
@@ -329,7 +445,26 @@ def _status_error(status: int, text: str, retry_after: str | None, who: str) -> 
     detail = text.strip().replace("\n", " ")[:200]
     if status == 429:
         return RateLimitError(f"HTTP 429: {detail}", classifier=who, retry_after=parse_retry_after(retry_after))
+    if status == 400:
+        message, param = _error_said(text)
+        shown = f"HTTP 400: {message or detail}"
+        if param == "input_tokens":  # vLLM: the prompt does not fit the model's context
+            return PromptTooLongError(shown, classifier=who, param=param)
+        return RequestRejectedError(shown, classifier=who, param=param)
     return BackendError(f"HTTP {status}: {detail}", classifier=who, status=status)
+
+
+def _error_said(text: str) -> tuple[str, str | None]:
+    """The message and ``param`` of an OpenAI-shaped error body (``{"error": {"message", "type", "param",
+    "code"}}``: OpenAI, vLLM); ("", None) for any other body."""
+    try:
+        error = json.loads(text).get("error")
+    except (ValueError, AttributeError):
+        return "", None
+    if not isinstance(error, dict):
+        return "", None
+    param = error.get("param")
+    return str(error.get("message") or "")[:300], param if isinstance(param, str) and param else None
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -347,9 +482,15 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
-def parse_response(raw: dict[str, Any], n_prompts: int, who: str) -> Completions:
+def parse_response(
+    raw: dict[str, Any],
+    n_prompts: int,
+    who: str,
+    alternatives: Callable[[dict[str, Any]], dict[str, float] | None] | None = None,
+) -> Completions:
     """Read a /completions or /chat/completions answer, in any of the three
-    logprob shapes servers use (see `_top_logprobs`)."""
+    logprob shapes servers use (see `_top_logprobs`), or with ``alternatives``
+    (a choice -> its first token's alternatives: vLLM's label reads)."""
     choices = raw.get("choices")
     if not isinstance(choices, list) or len(choices) != n_prompts:
         got = len(choices) if isinstance(choices, list) else "no"
@@ -357,7 +498,8 @@ def parse_response(raw: dict[str, Any], n_prompts: int, who: str) -> Completions
     if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
         choices = sorted(choices, key=lambda c: c["index"])
     try:
-        items = [Completion(_text(c), _top_logprobs(c.get("logprobs")), _cut(c)) for c in choices]
+        read = alternatives or (lambda c: _top_logprobs(c.get("logprobs")))
+        items = [Completion(_text(c), read(c), _cut(c)) for c in choices]
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadResponseError(f"unreadable choice: {type(exc).__name__}: {exc}", classifier=who) from exc
     tier = raw.get("service_tier")

@@ -133,10 +133,11 @@ class ServerTokenCounter:
         import aiohttp
 
         try:
-            status, raw = await self._post(session, prompt)
-            if status in (400, 422) and not self._vllm:
+            vllm = self._vllm  # as sent: calls in flight learn it together
+            status, raw = await self._post(session, prompt, vllm)
+            if status in (400, 422) and not vllm:
                 self._vllm = True
-                status, raw = await self._post(session, prompt)
+                status, raw = await self._post(session, prompt, True)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise BackendError(f"/tokenize failed: {type(exc).__name__}", classifier=self.shown, status=503) from exc
         if status >= 400:
@@ -147,9 +148,9 @@ class ServerTokenCounter:
             return len(raw["tokens"])
         raise BadResponseError("/tokenize answer has no tokens", classifier=self.shown)
 
-    async def _post(self, session: Any, prompt: str) -> tuple[int, Any]:
+    async def _post(self, session: Any, prompt: str, vllm: bool) -> tuple[int, Any]:
         body: dict[str, Any] = {"content": prompt, "add_special": True}
-        if self._vllm:
+        if vllm:
             body = {"model": self.model, "prompt": prompt, "add_special_tokens": True}
         async with session.post(self.url, json=body) as response:
             if response.status >= 400:

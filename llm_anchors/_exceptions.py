@@ -8,7 +8,9 @@ LLMAnchorsError
 │   └── BackendError         a remote model server failed
 │       ├── RateLimitError
 │       ├── BackendTimeoutError
-│       └── BadResponseError
+│       ├── BadResponseError
+│       └── RequestRejectedError  the server refused the request as sent (HTTP 400): ``param`` says what
+│           └── PromptTooLongError  the prompt does not fit the model's context (an InvalidInputError too)
 └── BudgetExceeded           the spend cap would be passed
 ```
 
@@ -32,7 +34,9 @@ __all__ = [
     "NondeterminismWarning",
     "OutputCutWarning",
     "PromptCacheWarning",
+    "PromptTooLongError",
     "RateLimitError",
+    "RequestRejectedError",
 ]
 
 
@@ -128,6 +132,23 @@ class BadResponseError(BackendError):
     @property
     def retryable(self) -> bool:
         return self.transient
+
+
+class RequestRejectedError(BackendError):
+    """The server refused the request as sent (HTTP 400, or refused before sending): resending it
+    cannot help. ``param`` names what it refused, when it says (vLLM: ``logprobs``, ``input_tokens``)."""
+
+    def __init__(self, message: str, *, classifier: str, status: int | None = 400, param: str | None = None) -> None:
+        super().__init__(message, classifier=classifier, status=status)
+        self.param = param
+
+    def _keywords(self) -> dict[str, Any]:
+        return {**super()._keywords(), "param": self.param}
+
+
+class PromptTooLongError(RequestRejectedError, InvalidInputError):
+    """A prompt and its output bound do not fit the model's context: the input is too long for this
+    model and prompt (an `InvalidInputError` of the input, never retried, never billed)."""
 
 
 class BudgetExceeded(LLMAnchorsError):

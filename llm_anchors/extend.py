@@ -14,7 +14,9 @@ writing a new backend, classifier, sampler, cap or memory needs:
 - `Proposer` (rules for MAnchors' guided search to test: it sees the search as a `Guide` and asks
   it to `Judge` a rule or `Draw` samples), with `Proposals` (rules known beforehand);
 - `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap);
-- `redact` and `shown_url`: what a backend's messages may show of its credentials and URLs.
+- `redact` and `shown_url`: what a backend's messages may show of its credentials and URLs;
+- `RequestRejectedError` (a server's 400: a `BackendError`) and `PromptTooLongError` (a prompt
+  over the model's context: also an `InvalidInputError`), which a backend raises.
 
 Each protocol's base class (or ``as_backend`` / ``as_classifier``) gives its
 optional members safe defaults. The parts the explainers are made of are in
@@ -22,6 +24,7 @@ their own packages (`llm_anchors.search`, `.money`, `.models`, `.query`,
 `.memory`, `.samplers`, `.explain`); a dataset run is `llm_anchors.run`.
 """
 
+from ._exceptions import PromptTooLongError, RequestRejectedError
 from ._secrets import redact, shown_url
 from .memory import Memory, MemoryEntry, MemoryFeatures
 from .models import (
@@ -62,12 +65,14 @@ __all__ = [
     "MemoryFeatures",
     "MockBackend",
     "Price",
+    "PromptTooLongError",
     "Draw",
     "Guide",
     "Judge",
     "Proposals",
     "Proposer",
     "Refines",
+    "RequestRejectedError",
     "Reservation",
     "Sampler",
     "SpendCap",

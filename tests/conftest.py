@@ -3,8 +3,9 @@
 Tiers: the fast one is ``-m "not llm and not browser and not slow"`` (no
 network, no model server, no browser; about a minute on 2 cores); ``llm``
 marks every test that uses the real local LLM (given by its fixture, so the
-mark cannot be forgotten), ``browser`` the Chromium test, ``slow`` the rest
-that takes more than a few seconds.
+mark cannot be forgotten), ``vllm`` every test of the same model on a real
+vLLM server, ``browser`` the Chromium test, ``slow`` the rest that takes
+more than a few seconds.
 """
 
 from __future__ import annotations
@@ -84,8 +85,25 @@ def llama_url():
         yield server.base_url
 
 
+@pytest.fixture(scope="session")
+def vllm_url():
+    """The real vLLM serving the local LLM: the server .ci/run started ($LLM_ANCHORS_VLLM_URL), else one
+    started here. Never skipped: without vLLM set up this fails with the command that sets it up."""
+    if url := os.environ.get("LLM_ANCHORS_VLLM_URL"):
+        yield url
+        return
+    from adapters.vllm import VllmServer
+
+    with VllmServer() as server:
+        yield server.base_url
+
+
 def pytest_collection_modifyitems(config, items):
-    """Every test that asks for the real local LLM is marked ``llm``: the tier follows the fixture."""
+    """Every test that asks for a real model server is marked by it (``llm``: llama-server; ``vllm``):
+    the tier follows the fixture."""
     for item in items:
-        if "llama_url" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "llama_url" in names:
             item.add_marker(pytest.mark.llm)
+        if "vllm_url" in names:
+            item.add_marker(pytest.mark.vllm)

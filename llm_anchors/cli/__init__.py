@@ -123,6 +123,8 @@ class _Model:
         self.args = args
         self.prompt = _read_prompt(args.prompt) if args.prompt else None
         self.prices = load_prices(args.price_file) if args.price_file else None  # read before anything starts
+        if args.base_url and args.serve:
+            raise ConfigError("--serve starts the embedded LLM and --base-url names a server of yours: give one")
         if args.base_url:  # a dollar cap that cannot price its model is refused now, before anything starts
             self.classifier(args.base_url, args.model or "default")
 
@@ -344,6 +346,10 @@ async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
     from adapters.openai_compat import OpenAICompatibleBackend
 
     backend = clf.backend
+    if embedded and isinstance(backend, OpenAICompatibleBackend) and (vllm := await backend.vllm()) is not None:
+        from adapters.vllm import find_model as converted
+
+        return {"embedded": converted().name, "vllm": vllm.version}
     if embedded or not isinstance(backend, OpenAICompatibleBackend):
         return {"embedded": find_model().name}
     return {"base_url": [shown_url(u) for u in backend.base_urls], "served": await backend.served_models()}
@@ -433,6 +439,13 @@ def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str, bool]]:
     if args.base_url:
         yield _served_as(args)
         return
+    if args.serve == "vllm":
+        from adapters.vllm import VllmServer
+
+        print("starting the local LLM (Gemma 3 270M on vLLM, about a minute)…", file=sys.stderr, flush=True)
+        with VllmServer() as vllm:
+            yield [vllm.base_url], _served_as(args)[1], True
+        return
     from adapters.llamacpp import LlamaServer
 
     print("starting the local LLM (Gemma 3 270M on llama-server)…", file=sys.stderr, flush=True)
@@ -445,6 +458,10 @@ def _served_as(args: argparse.Namespace) -> tuple[list[str], str, bool]:
     LLM's address is known once it starts: a placeholder until then)."""
     if args.base_url:
         return args.base_url, args.model or "default", False
+    if args.serve == "vllm":
+        from adapters.vllm import SERVED_NAME
+
+        return ["http://127.0.0.1:1/v1"], args.model or SERVED_NAME, True
     return ["http://127.0.0.1:1/v1"], args.model or "gemma-3-270m-q4_k_m", True
 
 

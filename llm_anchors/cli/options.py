@@ -65,6 +65,13 @@ def _model_options() -> argparse.ArgumentParser:
         "default: start the embedded local LLM",
     )
     common.add_argument("--model", default=None, help="model name at --base-url")
+    common.add_argument(
+        "--serve",
+        choices=["llama", "vllm"],
+        default=None,
+        help="without --base-url, the embedded local LLM on llama.cpp's server (default) or on vLLM's CPU build "
+        "(`python -m adapters.vllm setup` first)",
+    )
     common.add_argument("--endpoint", choices=["auto", "completions", "chat"], default="auto")
     common.add_argument("--prompt", default=None, help="prompt template with {text}, or @FILE to read it from")
     common.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")

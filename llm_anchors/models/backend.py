@@ -31,11 +31,16 @@ class CompletionParams:
     ``max_tokens`` bounds every output token of an answer, a reasoning
     model's hidden reasoning included (sent to such a model as
     ``max_completion_tokens``); the budget reserves it for every prompt.
+    ``answers`` (the labels) never change the answer read, only which alternatives a server reports.
     """
 
     max_tokens: int = 1
     temperature: float = 0.0
     top_logprobs: int = 5
+    answers: tuple[str, ...] = ()
+    """The answers whose first token's log-probability is wanted whatever the top ``top_logprobs`` are
+    (`LLMClassifier`'s labels): a server that can say exactly those (vLLM's ``logprob_token_ids``) is
+    asked for them and the token it chose instead of its top alternatives; others ignore it."""
 
     @classmethod
     def for_reasoning(cls, max_tokens: int = 256) -> CompletionParams:

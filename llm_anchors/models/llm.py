@@ -85,6 +85,8 @@ class LLMClassifier(BaseClassifier):
         if not all(self._normal.values()):
             raise ConfigError(f"a label must hold a letter or a digit, got {list(labels)!r}")
         self.params = params or self._default_params()
+        if self.params.top_logprobs and not self.params.answers:
+            self.params = replace(self.params, answers=tuple(clean))
         if not isinstance(self.params.max_tokens, int) or self.params.max_tokens < 1:
             raise ConfigError(f"params.max_tokens must be an int >= 1, got {self.params.max_tokens!r}")
         alike = _alike(clean)
@@ -255,14 +257,16 @@ class LLMClassifier(BaseClassifier):
 
     def read(self, completion: Completion) -> Label:
         """The label a completion names, or `UNPARSED`: the answer's most probable first token, read
-        with the rest of the answer when the text continues it (the greedy answer), else alone."""
+        with the rest of the answer when the text continues it (the greedy answer; among tokens equally
+        probable, the one the text begins with: bfloat16 ties two labels often), else alone."""
         if completion.cut:
             return UNPARSED
         answer = completion.text
         if alternatives := completion.top_logprobs:
-            top = max(alternatives, key=alternatives.__getitem__)
-            if not _normal(answer).startswith(_normal(top)):
-                answer = top  # the text is not the most probable answer: the first token alone says it
+            best = max(alternatives.values())
+            tops = [token for token, logprob in alternatives.items() if logprob == best]
+            if not any(_normal(answer).startswith(_normal(top)) for top in tops):
+                answer = tops[0]  # the text is not the most probable answer: the first token alone says it
         return self._named_by(answer)
 
     def _named_by(self, answer: str) -> Label:

@@ -317,7 +317,7 @@ async def record_stream(
             index = todo[position]
             position += 1
             if isinstance(item, InvalidInputError | ClassifierError):
-                fault = isinstance(item, ClassifierError)
+                fault = isinstance(item, ClassifierError) and not isinstance(item, InvalidInputError)
                 line = {"index": index, "input_sha256": input_hash(texts[index]), "failed": redact(str(item))}
                 results.append(line | ({"fault": True} if fault else {}))
                 report.done_now += 1
