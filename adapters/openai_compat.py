@@ -21,7 +21,13 @@ from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from adapters.token_counters import ServerTokenCounter, TiktokenCounter, endpoint_url
+from adapters.token_counters import (
+    FallbackCounter,
+    ServerTokenCounter,
+    TiktokenCounter,
+    endpoint_url,
+    fallback_counter,
+)
 from adapters.vllm_api import LabelTokens, VllmInfo, label_request, probe, read_label_logprobs
 from llm_anchors import (
     BackendError,
@@ -115,6 +121,10 @@ class OpenAICompatibleBackend:
         None for other models. A reasoning model's request bounds its output
         with ``max_completion_tokens`` (reasoning included), and carries no
         temperature or log-probabilities (OpenAI's refuse them).
+    headers: HTTP headers sent with every request (a gateway's key, a tenant),
+        never shown; proxies are taken from the environment (``HTTPS_PROXY``, ``NO_PROXY``).
+    price_as: the model it is priced (and counted by tiktoken) as, when the
+        served name differs (a gateway's alias); default ``model``.
     """
 
     def __init__(
@@ -131,6 +141,8 @@ class OpenAICompatibleBackend:
         extra_body: dict[str, Any] | None = None,
         service_tier: str | None = None,
         reasoning_effort: str | None = "auto",
+        headers: dict[str, str] | None = None,
+        price_as: str | None = None,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
@@ -145,7 +157,8 @@ class OpenAICompatibleBackend:
         if not 0 < timeout < math.inf or max_request_size < 1 or max_connections < 1:  # nan is not a timeout
             raise ConfigError("timeout (finite), max_request_size and max_connections must be positive")
         self.base_urls = [endpoint_url(u, "") for u in urls]  # no trailing slash
-        self.model = model
+        self.served_model = model
+        self.model = price_as or model  # what its price is looked up as (Backend.model)
         self.endpoint: Literal["completions", "chat"] = (
             ("chat" if any(urlparse(u).hostname == "api.openai.com" for u in urls) else "completions")
             if endpoint == "auto"
@@ -164,11 +177,12 @@ class OpenAICompatibleBackend:
             raise ConfigError(
                 f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, got {reasoning_effort!r}"
             )
-        self._effort = reasoning_effort_for(model) if reasoning_effort == "auto" else reasoning_effort
+        self._effort = reasoning_effort_for(self.model) if reasoning_effort == "auto" else reasoning_effort
         self._api_key = _Secret(key)
+        self._extra_headers = _check_headers(headers or {})
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: _Session | None = None
-        self._counter: ServerTokenCounter | None = None
+        self._counter: FallbackCounter | None = None
         self._probe_lock = asyncio.Lock()
         self._probed = False
         self._vllm: VllmInfo | None = None
@@ -176,7 +190,8 @@ class OpenAICompatibleBackend:
 
     @property
     def identity(self) -> str:
-        return f"openai-compat:{self.model}:{self.endpoint}"
+        priced = f":priced-as:{self.model}" if self.model != self.served_model else ""
+        return f"openai-compat:{self.served_model}:{self.endpoint}{priced}"
 
     @property
     def is_local(self) -> bool:
@@ -204,19 +219,22 @@ class OpenAICompatibleBackend:
 
     def token_counter(self) -> TokenCounter | None:
         """tiktoken for OpenAI; the server's /tokenize for completions elsewhere (vLLM,
-        llama.cpp: one counter, which the backend's own length check shares); None (a marked
-        estimate) for other chat servers."""
+        llama.cpp: one counter, which the backend's own length check shares), and where the server
+        has none (a gateway), or on another chat server, tiktoken for a model it knows by name, else
+        a marked over-estimate: never an error."""
+        per_message = 7 if self.endpoint == "chat" else 0
         if self.is_openai:
-            return TiktokenCounter(self.model, per_message=7 if self.endpoint == "chat" else 0)
+            return TiktokenCounter(self.model, per_message=per_message)
         if self.endpoint == "completions":
             if self._counter is None:
-                self._counter = ServerTokenCounter(self.base_urls[0], model=self.model)
+                server = ServerTokenCounter(self.base_urls[0], model=self.served_model, headers=self._headers())
+                self._counter = FallbackCounter(server, fallback_counter(self.model))
             return self._counter
-        return None
+        return fallback_counter(self.model, per_message)
 
     def __repr__(self) -> str:
         urls = [shown_url(u) for u in self.base_urls]
-        return f"OpenAICompatibleBackend({urls!r}, model={self.model!r}, endpoint={self.endpoint!r})"
+        return f"OpenAICompatibleBackend({urls!r}, model={self.served_model!r}, endpoint={self.endpoint!r})"
 
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
         step = self.max_request_size
@@ -245,11 +263,11 @@ class OpenAICompatibleBackend:
         server's model from another's under the same name; None when it does not say."""
         import aiohttp
 
-        headers = {"Authorization": f"Bearer {self._api_key.value}"} if self._api_key.value else {}
+        timeout = aiohttp.ClientTimeout(total=min(self.timeout, 10.0))
         try:
             async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=min(self.timeout, 10.0))) as session,
-                session.get(endpoint_url(self.base_urls[0], "/models"), headers=headers) as response,
+                aiohttp.ClientSession(timeout=timeout, headers=self._headers(), trust_env=True) as session,
+                session.get(endpoint_url(self.base_urls[0], "/models")) as response,
             ):
                 raw = await response.json(content_type=None) if response.status == 200 else None
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
@@ -268,7 +286,7 @@ class OpenAICompatibleBackend:
             if not self._probed:
                 transport = self._get_transport()
                 base = self.base_urls[0]
-                self._vllm = await probe(transport.get_json, endpoint_url(base, "", root=True), base, self.model)
+                self._vllm = await probe(transport.get_json, endpoint_url(base, "", root=True), base, self.served_model)
                 self._probed = True
         return self._vllm
 
@@ -299,14 +317,14 @@ class OpenAICompatibleBackend:
         transport, root = self._get_transport(), endpoint_url(self.base_urls[0], "", root=True)
 
         async def tokenize(text: str) -> list[int]:
-            body = {"model": self.model, "prompt": text, "add_special_tokens": False}
+            body = {"model": self.served_model, "prompt": text, "add_special_tokens": False}
             raw = await transport.post_json(root + "/tokenize", body, self.identity)
             tokens = raw.get("tokens")
             return [int(t) for t in tokens] if isinstance(tokens, list) else []
 
         async def detokenize(tokens: list[int]) -> str:
             raw = await transport.post_json(
-                root + "/detokenize", {"model": self.model, "tokens": tokens}, self.identity
+                root + "/detokenize", {"model": self.served_model, "tokens": tokens}, self.identity
             )
             return str(raw.get("prompt") or "")
 
@@ -330,7 +348,7 @@ class OpenAICompatibleBackend:
         return parse_response(raw, len(prompts), self.identity)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model}
+        body: dict[str, Any] = {"model": self.served_model}
         if self.endpoint == "completions":
             body |= {"prompt": prompts if len(prompts) > 1 else prompts[0], "max_tokens": params.max_tokens}
         else:
@@ -349,10 +367,15 @@ class OpenAICompatibleBackend:
         body.update(self.extra_body)
         return body
 
+    def _headers(self) -> dict[str, str]:
+        """Every request's headers: the API key as a bearer token, and the user's (``headers``)."""
+        auth = {"Authorization": f"Bearer {self._api_key.value}"} if self._api_key.value else {}
+        return auth | self._extra_headers.value
+
     def _get_transport(self) -> _Session:
         loop = asyncio.get_running_loop()
         if self._transport is None or self._transport.loop is not loop:
-            self._transport = _Session(self._api_key.value, self.timeout, self.max_connections)
+            self._transport = _Session(self._headers(), self.timeout, self.max_connections)
         return self._transport
 
 
@@ -368,6 +391,30 @@ class _Secret:
         return "<secret>" if self.value else "<none>"
 
 
+class _Headers:
+    """The user's extra headers (a gateway's key, a tenant): sent, never shown."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: dict[str, str]) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<{len(self.value)} headers>"
+
+
+def _check_headers(headers: Any) -> _Headers:
+    """``headers`` as sent; `ConfigError` (naming the header, never its value) for one HTTP cannot carry."""
+    if not isinstance(headers, dict):
+        raise ConfigError(f"headers must be a dict of names to values, got {type(headers).__name__}")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+            raise ConfigError(f"header name {name!r} is not a valid HTTP header name")
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise ConfigError(f"header {name}: its value must be text on one line")
+    return _Headers(dict(headers))
+
+
 _PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 
 
@@ -375,18 +422,16 @@ class _Session:
     """One aiohttp session (made in, and bound to, the loop that uses it): every failure one of
     llm-anchors' errors."""
 
-    def __init__(self, api_key: str | None, timeout: float, max_connections: int) -> None:
+    def __init__(self, headers: dict[str, str], timeout: float, max_connections: int) -> None:
         import aiohttp
 
         self.loop = asyncio.get_running_loop()
-        headers = {"Content-Type": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
         self._aiohttp = aiohttp
         self._session = aiohttp.ClientSession(
-            headers=headers,
+            headers={"Content-Type": "application/json", **headers},
             timeout=aiohttp.ClientTimeout(total=timeout),
             connector=aiohttp.TCPConnector(limit=max_connections),
+            trust_env=True,  # HTTPS_PROXY, HTTP_PROXY, NO_PROXY and ~/.netrc, as the user's other tools read them
         )
 
     async def post(self, base: str, endpoint: str, body: dict[str, Any], who: str) -> dict[str, Any]:
@@ -396,7 +441,7 @@ class _Session:
             async with self._session.post(url, json=body) as response:
                 if response.status >= 400:
                     text = await response.text()
-                    raise _status_error(response.status, text, response.headers.get("Retry-After"), who)
+                    raise _status_error(response.status, text, response.headers.get("Retry-After"), who, shown_url(url))
                 try:
                     raw = await response.json(content_type=None)
                 except ValueError as exc:
@@ -427,7 +472,7 @@ class _Session:
         try:
             async with self._session.post(url, json=body) as response:
                 if response.status >= 400:
-                    raise _status_error(response.status, await response.text(), None, who)
+                    raise _status_error(response.status, await response.text(), None, who, shown_url(url))
                 raw = await response.json(content_type=None)
         except (asyncio.TimeoutError, self._aiohttp.ClientError) as exc:
             raise BackendTimeoutError(f"{shown_url(url)} failed: {type(exc).__name__}", classifier=who) from None
@@ -441,7 +486,9 @@ class _Session:
         await self._session.close()
 
 
-def _status_error(status: int, text: str, retry_after: str | None, who: str) -> BackendError:
+def _status_error(status: int, text: str, retry_after: str | None, who: str, where: str = "") -> BackendError:
+    """The project's error for an HTTP error status; ``where`` (the URL as shown) names the page a 404,
+    a 401 or a 5xx came from."""
     detail = text.strip().replace("\n", " ")[:200]
     if status == 429:
         return RateLimitError(f"HTTP 429: {detail}", classifier=who, retry_after=parse_retry_after(retry_after))
@@ -451,7 +498,8 @@ def _status_error(status: int, text: str, retry_after: str | None, who: str) -> 
         if param == "input_tokens":  # vLLM: the prompt does not fit the model's context
             return PromptTooLongError(shown, classifier=who, param=param)
         return RequestRejectedError(shown, classifier=who, param=param)
-    return BackendError(f"HTTP {status}: {detail}", classifier=who, status=status)
+    at = f" at {where}" if where else ""
+    return BackendError(f"HTTP {status}{at}: {detail}", classifier=who, status=status)
 
 
 def _error_said(text: str) -> tuple[str, str | None]:

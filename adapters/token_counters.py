@@ -24,9 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from llm_anchors import BackendError, BadResponseError, ConfigError
-from llm_anchors.extend import TokenCount, shown_url
+from llm_anchors.extend import TokenCount, TokenCounter, shown_url
 
-__all__ = ["ServerTokenCounter", "TiktokenCounter", "endpoint_url", "install_offline_encodings"]
+__all__ = [
+    "FallbackCounter", "NoTokenizeError", "ServerTokenCounter", "TiktokenCounter", "endpoint_url", "fallback_counter",
+    "install_offline_encodings",
+]  # fmt: skip
 
 
 def endpoint_url(base_url: str, path: str, *, root: bool = False) -> str:
@@ -87,6 +90,49 @@ class TiktokenCounter:
         return TokenCount([len(tokens) + self.per_message for tokens in batches])
 
 
+class NoTokenizeError(BackendError):
+    """The server has no ``/tokenize`` (404, 405, 501): its prompts are counted another way."""
+
+
+class FallbackCounter:
+    """The server's ``/tokenize`` while it has one; once it answers that it has none, ``fallback``
+    (tiktoken for a model tiktoken knows, else a marked over-estimate), never an error."""
+
+    def __init__(self, server: ServerTokenCounter, fallback: TokenCounter) -> None:
+        self.server, self.fallback = server, fallback
+        self._server_has_none = False
+
+    async def count(self, prompts: Sequence[str]) -> TokenCount:
+        if not self._server_has_none:
+            try:
+                return await self.server.count(prompts)
+            except NoTokenizeError:
+                self._server_has_none = True
+                await self.server.aclose()
+        return await self.fallback.count(prompts)
+
+    async def aclose(self) -> None:
+        await self.server.aclose()
+
+
+def fallback_counter(model: str, per_message: int = 0) -> TokenCounter:
+    """tiktoken's count when tiktoken knows ``model`` (by name: a gateway's "gpt-4o-mini"), else the
+    marked over-estimate (UTF-8 bytes / 3 + 8)."""
+    import importlib.util
+
+    from llm_anchors.money.tokens import EstimateCounter
+
+    if importlib.util.find_spec("tiktoken") is not None and importlib.util.find_spec("bpe_openai") is not None:
+        import tiktoken
+
+        try:
+            tiktoken.encoding_name_for_model(model.rpartition("/")[2])
+        except KeyError:
+            return EstimateCounter()
+        return TiktokenCounter(model.rpartition("/")[2], per_message=per_message)
+    return EstimateCounter()
+
+
 class ServerTokenCounter:
     """Prompt tokens from a server's own ``/tokenize`` (llama.cpp or vLLM), cached.
 
@@ -98,9 +144,16 @@ class ServerTokenCounter:
     """
 
     def __init__(
-        self, base_url: str, *, model: str | None = None, max_concurrency: int = 16, max_entries: int = 100_000
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        max_concurrency: int = 16,
+        max_entries: int = 100_000,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.url = endpoint_url(base_url, "/tokenize", root=True)
+        self._headers = dict(headers or {})  # the backend's (its key, a gateway's): never shown
         self.shown = shown_url(endpoint_url(base_url, "", root=True))  # for messages: no credential
         self.model = model
         self._vllm = False  # llama-server's request shape first; vLLM's when it is refused
@@ -140,6 +193,8 @@ class ServerTokenCounter:
                 status, raw = await self._post(session, prompt, True)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise BackendError(f"/tokenize failed: {type(exc).__name__}", classifier=self.shown, status=503) from exc
+        if status in (404, 405, 501):  # no /tokenize here (a gateway, a proxy): counted another way
+            raise NoTokenizeError(f"/tokenize answered {status}", classifier=self.shown, status=status)
         if status >= 400:
             raise BackendError(f"/tokenize answered {status}", classifier=self.shown, status=status)
         if isinstance(raw, dict) and isinstance(raw.get("count"), int):
@@ -162,7 +217,9 @@ class ServerTokenCounter:
 
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=30), headers=self._headers, trust_env=True
+            )
             self._loop = loop
         return self._session
 

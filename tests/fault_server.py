@@ -21,7 +21,9 @@ answer token, within the request's bound (``max_completion_tokens``, else
 ``honour_bound=False`` it reasons and answers past the bound). What it
 really processed, one token a word, is kept per answer in ``answered``
 (prompt, completion and reasoning tokens, and the tier it says) whatever
-it reports, so a test can price what the provider would bill.
+it reports, so a test can price what the provider would bill. Every
+request's path, query and headers (lower-cased) are kept in ``requests``;
+with ``tokenize=False`` it has no ``/tokenize`` (a gateway's 404).
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ class FaultServer:
         tier: str | None = None,
         alternatives: Callable[[str, str], list[tuple[str, float]]] | None = None,
         fail_if: Callable[[list[str]], str | None] | None = None,
+        tokenize: bool = True,
     ) -> None:
+        self.tokenize = tokenize
         self.fail_if = fail_if  # (the request's prompts) -> a fault kind to answer with, or None
         self.alternatives = alternatives  # (prompt, answer) -> the first token's alternatives, as said
         self.usage = usage
@@ -66,6 +70,7 @@ class FaultServer:
         self.honour_bound = honour_bound
         self.tier = tier  # the service tier every answer says it was served at
         self.bodies: list[dict[str, Any]] = []  # every request's body, faults included
+        self.requests: list[dict[str, Any]] = []  # every request's path, query and headers, faults included
         self.answered: list[dict[str, Any]] = []  # per answer: the tokens it really took, and the tier said
         self.tiers: set[str | None] = set()  # the service tiers requests asked for
         self.served = list(served)
@@ -92,7 +97,11 @@ class FaultServer:
         app = web.Application()
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_post("/v1/chat/completions", self._handle)
-        app.router.add_post("/tokenize", self._tokenize)
+        # Azure OpenAI's paths: the deployment in the path, the API version in the query.
+        app.router.add_post("/openai/deployments/{deployment}/completions", self._handle)
+        app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._handle)
+        if self.tokenize:  # a gateway in front of a hosted model has none
+            app.router.add_post("/tokenize", self._tokenize)
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -132,6 +141,8 @@ class FaultServer:
     async def _respond(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.bodies.append(body)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.requests.append({"path": request.path, "query": dict(request.query), "headers": headers})
         self.tiers.add(body.get("service_tier"))
         lo, hi = self.latency
         if hi > 0:
@@ -226,6 +237,8 @@ class FaultServer:
                 choices.append({"index": i, "text": word, "logprobs": logprobs, "finish_reason": finish})
         choices.reverse()  # servers may answer out of order: clients must sort by index
         said = {"service_tier": self.tier} if self.tier else {}
+        said |= {"id": "cmpl-fault", "object": "chat.completion" if path.endswith("/chat/completions") else
+                 "text_completion", "created": 1_790_000_000, "model": body.get("model", "")}  # fmt: skip
         if self.usage is not None:  # a provider's documented usage shape, for every prompt of the request
             return {"choices": choices, **said, **self.usage(prompts)}
         if self.tier or self.reasoning_tokens:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import signal
 import sys
 import warnings
@@ -123,6 +124,10 @@ class _Model:
         self.args = args
         self.prompt = _read_prompt(args.prompt) if args.prompt else None
         self.prices = load_prices(args.price_file) if args.price_file else None  # read before anything starts
+        self.headers = _headers(args.header)
+        if args.azure_endpoint:
+            _check_azure(args)
+            args.base_url = [args.azure_endpoint]  # a server of the user's: nothing is started
         if args.base_url and args.serve:
             raise ConfigError("--serve starts the embedded LLM and --base-url names a server of yours: give one")
         if args.base_url:  # a dollar cap that cannot price its model is refused now, before anything starts
@@ -134,10 +139,15 @@ class _Model:
 
         args = self.args
         labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
-        backend = OpenAICompatibleBackend(
-            base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout,
-            service_tier=args.service_tier, reasoning_effort=args.reasoning_effort or "auto",
-        )  # fmt: skip
+        backend: Any
+        if args.azure_endpoint:
+            backend = _azure_backend(args, model)
+        else:
+            backend = OpenAICompatibleBackend(
+                base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout,
+                service_tier=args.service_tier, reasoning_effort=args.reasoning_effort or "auto",
+                headers=self.headers, price_as=args.price_as,
+            )  # fmt: skip
         price = FREE if embedded or args.free else None
         params = None
         if args.max_output_tokens is not None:
@@ -152,6 +162,48 @@ class _Model:
                 "machine under a name the price table lacks). Give its price (--price-file) or declare it free (--free)"
             )
         return clf
+
+
+def _headers(given: list[str]) -> dict[str, str]:
+    """``--header 'Name: value'`` options as a dict; `ConfigError` naming the header, never its value."""
+    headers = {}
+    for line in given:
+        name, colon, value = line.partition(":")
+        if not colon or not name.strip():
+            raise ConfigError("--header takes 'Name: value' (a name, a colon, the value)")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _check_azure(args: argparse.Namespace) -> None:
+    """`ConfigError` for an Azure OpenAI call that could not be sent: before anything starts."""
+    if args.base_url or args.serve:
+        raise ConfigError("--azure-endpoint names the server: give no --base-url or --serve with it")
+    missing = [flag for flag, value in (("--api-version", args.api_version), ("--model", args.model)) if not value]
+    if missing:
+        raise ConfigError(f"--azure-endpoint needs {' and '.join(missing)} (the deployment's name as --model)")
+    if not os.environ.get("AZURE_OPENAI_API_KEY"):
+        raise ConfigError("--azure-endpoint needs the key in $AZURE_OPENAI_API_KEY")
+    if args.endpoint not in ("auto", "chat"):
+        raise ConfigError("--azure-endpoint sends chat completions: --endpoint must be chat (or auto)")
+
+
+def _azure_backend(args: argparse.Namespace, deployment: str) -> Any:
+    """The deployment on Azure OpenAI, through the openai package's `AsyncAzureOpenAI`."""
+    from adapters.openai_client import OpenAIClientBackend
+
+    try:
+        import openai
+    except ImportError as exc:
+        raise ConfigError("--azure-endpoint needs the openai package: pip install 'llm-anchors[openai]'") from exc
+    client = openai.AsyncAzureOpenAI(
+        azure_endpoint=args.azure_endpoint, api_version=args.api_version,
+        api_key=os.environ["AZURE_OPENAI_API_KEY"], default_headers=_headers(args.header) or None,
+    )  # fmt: skip
+    return OpenAIClientBackend(
+        client, deployment, price_as=args.price_as, timeout=args.timeout,
+        service_tier=args.service_tier, reasoning_effort=args.reasoning_effort or "auto",
+    )  # fmt: skip
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:

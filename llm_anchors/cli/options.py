@@ -64,7 +64,24 @@ def _model_options() -> argparse.ArgumentParser:
         help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (repeat for replicas); "
         "default: start the embedded local LLM",
     )
-    common.add_argument("--model", default=None, help="model name at --base-url")
+    common.add_argument("--model", default=None, help="model name at --base-url (Azure OpenAI: the deployment)")
+    common.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an HTTP header sent with every request (a gateway's key, a tenant); repeatable; never shown",
+    )
+    common.add_argument(
+        "--azure-endpoint",
+        default=None,
+        help="Azure OpenAI: https://RESOURCE.openai.azure.com (with --api-version, --model DEPLOYMENT, "
+        "--price-as MODEL; the key from $AZURE_OPENAI_API_KEY); sent through the openai package",
+    )
+    common.add_argument("--api-version", default=None, help="Azure OpenAI's API version, e.g. 2024-10-21")
+    common.add_argument(
+        "--price-as", default=None, help="the model the served one is priced as (an Azure deployment's model)"
+    )
     common.add_argument(
         "--serve",
         choices=["llama", "vllm"],

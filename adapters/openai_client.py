@@ -1,0 +1,201 @@
+"""The user's own OpenAI client as a backend: `AsyncOpenAI`, `AsyncAzureOpenAI`, or any client of the SDK.
+
+Users hand over the client their application already has because their authentication and routing
+live in it (Azure AD token providers, organisation and project, default headers and query, proxies,
+their own ``http_client``). The backend sends through a copy with the SDK's own retries off
+(``with_options(max_retries=0)``): the budgeted retry owns every attempt, so nothing is sent twice
+unseen. Answers are read as dicts by the same reader as the aiohttp backend (`parse_response`), so
+usage (cached, cache-write and reasoning tokens, ``service_tier``) means the same whichever transport
+carried it; the SDK's errors are mapped to the project's tree here, once, with the ``x-request-id``
+they carry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from adapters.openai_compat import REASONING_EFFORTS, parse_response, parse_retry_after, reasoning_effort_for
+from adapters.token_counters import TiktokenCounter
+from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
+from llm_anchors.extend import (
+    Charge,
+    CompletionParams,
+    Completions,
+    PromptTooLongError,
+    RequestRejectedError,
+    TokenCounter,
+    shown_url,
+)
+
+__all__ = ["OpenAIClientBackend", "map_sdk_error"]
+
+Endpoint = Literal["chat", "completions"]
+
+
+class OpenAIClientBackend:
+    """Completes prompts through ``client`` (an ``openai.AsyncOpenAI`` or ``AsyncAzureOpenAI``).
+
+    model: what the client sends (for Azure, the deployment's name).
+    price_as: the model it is priced as, when that differs (an Azure deployment named "prod-4o"
+        runs ``gpt-4o``); default ``model``.
+    endpoint: "chat" (one prompt a request) or "completions" (a list of prompts a request).
+    timeout: seconds for one request; max_connections: requests in flight.
+    service_tier, reasoning_effort: as `OpenAICompatibleBackend` has them.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        *,
+        price_as: str | None = None,
+        endpoint: Endpoint = "chat",
+        timeout: float = 60.0,
+        max_request_size: int = 16,
+        max_connections: int = 32,
+        service_tier: str | None = None,
+        reasoning_effort: str | None = "auto",
+    ) -> None:
+        if not callable(getattr(client, "with_options", None)) or not hasattr(client, "chat"):
+            raise ConfigError(f"client must be an openai AsyncOpenAI or AsyncAzureOpenAI, got {type(client).__name__}")
+        if not model:
+            raise ConfigError("model must be named (for Azure OpenAI, the deployment)")
+        if endpoint not in ("chat", "completions"):
+            raise ConfigError(f"endpoint must be chat or completions, got {endpoint!r}")
+        if reasoning_effort is not None and reasoning_effort not in (*REASONING_EFFORTS, "auto"):
+            efforts = ", ".join(REASONING_EFFORTS)
+            raise ConfigError(f"reasoning_effort must be one of {efforts}, got {reasoning_effort!r}")
+        self._client = client.with_options(max_retries=0, timeout=timeout)
+        self.deployment = model
+        self.priced_as = price_as or model
+        self.endpoint = endpoint
+        self._request_size = max_request_size if endpoint == "completions" else 1
+        self._semaphore_size = max_connections
+        self._semaphore: asyncio.Semaphore | None = None
+        self._service_tier = service_tier
+        self._effort = reasoning_effort_for(self.priced_as) if reasoning_effort == "auto" else reasoning_effort
+
+    @property
+    def identity(self) -> str:
+        return f"openai-client:{self.priced_as}:{self.deployment}:{self.endpoint}"
+
+    @property
+    def model(self) -> str:
+        """The model's name for its price (``price_as``)."""
+        return self.priced_as
+
+    @property
+    def api_url(self) -> str:
+        return shown_url(str(self._client.base_url))
+
+    @property
+    def is_local(self) -> bool:
+        return urlparse(str(self._client.base_url)).hostname in ("127.0.0.1", "localhost", "::1")
+
+    @property
+    def service_tier(self) -> str | None:
+        return self._service_tier
+
+    @property
+    def reasoning_effort(self) -> str | None:
+        return self._effort
+
+    @property
+    def max_request_size(self) -> int:
+        return self._request_size
+
+    def token_counter(self) -> TokenCounter | None:
+        """tiktoken with the encoding of the priced model (o200k_base for a name it does not know)."""
+        return TiktokenCounter(self.priced_as, per_message=7 if self.endpoint == "chat" else 0)
+
+    def __repr__(self) -> str:
+        return f"OpenAIClientBackend({self.api_url!r}, model={self.deployment!r}, price_as={self.priced_as!r})"
+
+    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
+        step = self._request_size
+        parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self._semaphore_size)
+        results = await asyncio.gather(*(self._request(part, params) for part in parts))
+        items = [item for r in results for item in r.items]
+        covered = [r.usage_prompts for r in results]
+        told = None if None in covered else sum(c for c in covered if c is not None)
+        tiers = {r.service_tier for r in results if r.service_tier}
+        tier = next(iter(tiers)) if len(tiers) == 1 else ("priority" if "priority" in tiers else None)
+        unread = next((r.usage_error for r in results if r.usage_error), "")
+        return Completions(items, sum((r.usage for r in results), Charge()), told, tier, unread)
+
+    async def aclose(self) -> None:
+        """The client is the user's: it stays open (they close it)."""
+
+    async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
+        assert self._semaphore is not None
+        async with self._semaphore:
+            try:
+                if self.endpoint == "chat":
+                    raw = await self._client.chat.completions.with_raw_response.create(**self._chat(prompts, params))
+                else:
+                    raw = await self._client.completions.with_raw_response.create(**self._completions(prompts, params))
+                answer = raw.parse()
+            except Exception as exc:
+                mapped = map_sdk_error(exc, self.identity)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+        body = answer.model_dump(mode="json", exclude_unset=True)
+        return parse_response(body, len(prompts), self.identity)
+
+    def _common(self, params: CompletionParams) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self._service_tier is not None:
+            extra["service_tier"] = self._service_tier
+        if self._effort is None:
+            extra["temperature"] = params.temperature
+        return extra
+
+    def _chat(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
+        (prompt,) = prompts
+        bound = "max_completion_tokens" if self._effort is not None else "max_tokens"
+        body = {"model": self.deployment, "messages": [{"role": "user", "content": prompt}], bound: params.max_tokens}
+        if self._effort is not None:
+            body["reasoning_effort"] = self._effort
+        if params.top_logprobs and self._effort is None:
+            body |= {"logprobs": True, "top_logprobs": params.top_logprobs}
+        return body | self._common(params)
+
+    def _completions(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.deployment, "prompt": prompts, "max_tokens": params.max_tokens}
+        if params.top_logprobs:
+            body["logprobs"] = params.top_logprobs
+        return body | self._common(params)
+
+
+def map_sdk_error(exc: BaseException, who: str) -> BackendError | None:
+    """The openai SDK's error as the project's (None: not the SDK's). A status error keeps the
+    ``x-request-id`` the provider gave it, for its support."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+        return BackendTimeoutError(f"{type(exc).__name__}: {exc}", classifier=who)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return BadResponseError(f"unreadable answer: {exc}", classifier=who)
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    headers = exc.response.headers
+    request = f" (x-request-id {headers['x-request-id']})" if "x-request-id" in headers else ""
+    message = f"HTTP {exc.status_code}: {exc.message}{request}"
+    body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
+    said = body.get("error")
+    error: dict[str, Any] = said if isinstance(said, dict) else body
+    param, code = error.get("param"), error.get("code")
+    if exc.status_code == 429:
+        return RateLimitError(message, classifier=who, retry_after=parse_retry_after(headers.get("retry-after")))
+    if exc.status_code == 400:
+        param = param if isinstance(param, str) else None
+        if code == "context_length_exceeded" or param == "input_tokens":
+            return PromptTooLongError(message, classifier=who, param=param)
+        return RequestRejectedError(message, classifier=who, param=param)
+    return BackendError(message, classifier=who, status=exc.status_code)
