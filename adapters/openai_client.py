@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from adapters.openai_compat import REASONING_EFFORTS, parse_response, parse_retry_after, reasoning_effort_for
+from adapters.decisions import DecisionCounter, decision_body
+from adapters.openai_compat import (
+    REASONING_EFFORTS,
+    parse_decision,
+    parse_response,
+    parse_retry_after,
+    reasoning_effort_for,
+)
 from adapters.token_counters import TiktokenCounter
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
 from llm_anchors.extend import (
@@ -32,7 +39,7 @@ from llm_anchors.extend import (
 
 __all__ = ["OpenAIClientBackend", "map_sdk_error"]
 
-Endpoint = Literal["chat", "completions"]
+Endpoint = Literal["chat", "completions", "decisions"]
 
 
 class OpenAIClientBackend:
@@ -41,7 +48,9 @@ class OpenAIClientBackend:
     model: what the client sends (for Azure, the deployment's name).
     price_as: the model it is priced as, when that differs (an Azure deployment named "prod-4o"
         runs ``gpt-4o``); default ``model``.
-    endpoint: "chat" (one prompt a request) or "completions" (a list of prompts a request).
+    endpoint: "chat" (one prompt a request), "completions" (a list of prompts a request) or
+        "decisions" (``client.decisions.create``: one input a request, the labels as a choice
+        question's choices: `adapters.decisions`).
     timeout: seconds for one request; max_connections: requests in flight.
     service_tier, reasoning_effort: as `OpenAICompatibleBackend` has them.
     """
@@ -63,8 +72,8 @@ class OpenAIClientBackend:
             raise ConfigError(f"client must be an openai AsyncOpenAI or AsyncAzureOpenAI, got {type(client).__name__}")
         if not model:
             raise ConfigError("model must be named (for Azure OpenAI, the deployment)")
-        if endpoint not in ("chat", "completions"):
-            raise ConfigError(f"endpoint must be chat or completions, got {endpoint!r}")
+        if endpoint not in ("chat", "completions", "decisions"):
+            raise ConfigError(f"endpoint must be chat, completions or decisions, got {endpoint!r}")
         if reasoning_effort is not None and reasoning_effort not in (*REASONING_EFFORTS, "auto"):
             efforts = ", ".join(REASONING_EFFORTS)
             raise ConfigError(f"reasoning_effort must be one of {efforts}, got {reasoning_effort!r}")
@@ -108,7 +117,10 @@ class OpenAIClientBackend:
         return self._request_size
 
     def token_counter(self) -> TokenCounter | None:
-        """tiktoken with the encoding of the priced model (o200k_base for a name it does not know)."""
+        """tiktoken with the encoding of the priced model (o200k_base for a name it does not know); a
+        decision's question on top (`DecisionCounter`)."""
+        if self.endpoint == "decisions":
+            return DecisionCounter(TiktokenCounter(self.priced_as, per_message=0))
         return TiktokenCounter(self.priced_as, per_message=7 if self.endpoint == "chat" else 0)
 
     def __repr__(self) -> str:
@@ -135,7 +147,11 @@ class OpenAIClientBackend:
         assert self._semaphore is not None
         async with self._semaphore:
             try:
-                if self.endpoint == "chat":
+                if self.endpoint == "decisions":
+                    (prompt,) = prompts
+                    body = decision_body("decisions", self.deployment, prompt, params.answers)
+                    raw = await self._client.decisions.with_raw_response.create(**body)
+                elif self.endpoint == "chat":
                     raw = await self._client.chat.completions.with_raw_response.create(**self._chat(prompts, params))
                 else:
                     raw = await self._client.completions.with_raw_response.create(**self._completions(prompts, params))
@@ -145,8 +161,10 @@ class OpenAIClientBackend:
                 if mapped is None:
                     raise
                 raise mapped from exc
-        body = answer.model_dump(mode="json", exclude_unset=True)
-        return parse_response(body, len(prompts), self.identity)
+        said = answer.model_dump(mode="json", exclude_unset=True)
+        if self.endpoint == "decisions":
+            return parse_decision("decisions", said, self.identity)
+        return parse_response(said, len(prompts), self.identity)
 
     def _common(self, params: CompletionParams) -> dict[str, Any]:
         extra: dict[str, Any] = {}

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+from adapters.decisions import DecisionCounter, Shape, decision_body, read_decision
 from adapters.token_counters import (
     FallbackCounter,
     ServerTokenCounter,
@@ -49,7 +50,7 @@ from llm_anchors.extend import (
 )
 
 __all__ = [
-    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_response", "parse_retry_after",
+    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_decision", "parse_response", "parse_retry_after",
     "reasoning_effort_for",
 ]  # fmt: skip
 
@@ -97,7 +98,7 @@ def _check_url(url: Any, key: str | None) -> None:
         raise ConfigError(f"base_url {shown!r} holds a user:password and an API key is set: give one of them")
 
 
-Endpoint = Literal["auto", "completions", "chat"]
+Endpoint = Literal["auto", "completions", "chat", "decisions", "systemone"]
 
 
 class OpenAICompatibleBackend:
@@ -152,14 +153,14 @@ class OpenAICompatibleBackend:
             _check_url(url, key)
         if not model:
             raise ConfigError("model must be named")
-        if endpoint not in ("auto", "completions", "chat"):
-            raise ConfigError(f"endpoint must be auto, completions or chat, got {endpoint!r}")
+        if endpoint not in ("auto", "completions", "chat", "decisions", "systemone"):
+            raise ConfigError(f"endpoint must be auto, completions, chat, decisions or systemone, got {endpoint!r}")
         if not 0 < timeout < math.inf or max_request_size < 1 or max_connections < 1:  # nan is not a timeout
             raise ConfigError("timeout (finite), max_request_size and max_connections must be positive")
         self.base_urls = [endpoint_url(u, "") for u in urls]  # no trailing slash
         self.served_model = model
         self.model = price_as or model  # what its price is looked up as (Backend.model)
-        self.endpoint: Literal["completions", "chat"] = (
+        self.endpoint: Literal["completions", "chat", "decisions", "systemone"] = (
             ("chat" if any(urlparse(u).hostname == "api.openai.com" for u in urls) else "completions")
             if endpoint == "auto"
             else endpoint
@@ -223,6 +224,14 @@ class OpenAICompatibleBackend:
         has none (a gateway), or on another chat server, tiktoken for a model it knows by name, else
         a marked over-estimate: never an error."""
         per_message = 7 if self.endpoint == "chat" else 0
+        if self.endpoint in ("decisions", "systemone"):
+            server = ServerTokenCounter(self.base_urls[0], model=self.served_model, headers=self._headers())
+            inner = (
+                fallback_counter(self.model)
+                if self.is_openai
+                else FallbackCounter(server, fallback_counter(self.model))
+            )
+            return DecisionCounter(inner)
         if self.is_openai:
             return TiktokenCounter(self.model, per_message=per_message)
         if self.endpoint == "completions":
@@ -345,9 +354,14 @@ class OpenAICompatibleBackend:
             raise
         if names:
             return parse_response(raw, len(prompts), self.identity, lambda c: read_label_logprobs(c, names))
+        if self.endpoint in ("decisions", "systemone"):
+            return parse_decision(self.endpoint, raw, self.identity)
         return parse_response(raw, len(prompts), self.identity)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
+        if self.endpoint in ("decisions", "systemone"):
+            (prompt,) = prompts
+            return decision_body(self.endpoint, self.served_model, prompt, params.answers) | self.extra_body
         body: dict[str, Any] = {"model": self.served_model}
         if self.endpoint == "completions":
             body |= {"prompt": prompts if len(prompts) > 1 else prompts[0], "max_tokens": params.max_tokens}
@@ -415,7 +429,12 @@ def _check_headers(headers: Any) -> _Headers:
     return _Headers(dict(headers))
 
 
-_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+_PATHS = {
+    "completions": "/completions",
+    "chat": "/chat/completions",
+    "decisions": "/decisions",
+    "systemone": "/systemone",
+}
 
 
 class _Session:
@@ -560,6 +579,21 @@ def parse_response(
     # llama-server reports the usage of the first prompt only for a list of prompts.
     covered = n_prompts if usage_raw and (n_prompts == 1 or usage.completion_tokens >= n_prompts) else None
     return Completions(items, usage, covered, tier)
+
+
+def parse_decision(shape: Shape, raw: dict[str, Any], who: str) -> Completions:
+    """Read a decision endpoint's answer (`adapters.decisions`): one completion, its usage, its tier."""
+    item = read_decision(shape, raw, who)
+    tier = raw.get("service_tier")
+    tier = tier if isinstance(tier, str) and tier else None
+    usage_raw = raw.get("usage")
+    if not isinstance(usage_raw, dict) or "input_tokens" not in usage_raw:  # unknown, never 0
+        return Completions([item], Charge(), None, tier, usage_error="no usage said")
+    try:
+        usage = replace(billed_usage(usage_raw), queries=1)
+    except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        return Completions([item], Charge(), None, tier, usage_error=f"unreadable usage ({exc})")
+    return Completions([item], usage, 1, tier)
 
 
 def billed_usage(raw: dict[str, Any]) -> Charge:

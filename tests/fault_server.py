@@ -97,6 +97,8 @@ class FaultServer:
         app = web.Application()
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/decisions", self._handle)  # OpenAI's decision endpoint
+        app.router.add_post("/v1/systemone", self._handle)  # vLLM's and llama-server's
         # Azure OpenAI's paths: the deployment in the path, the API version in the query.
         app.router.add_post("/openai/deployments/{deployment}/completions", self._handle)
         app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._handle)
@@ -210,8 +212,48 @@ class FaultServer:
             self.counts["upstream"] += 1
             return web.json_response({"error": {"message": f"upstream: {exc!r}"}}, status=502)
 
+    def _decide(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A decision endpoint's answer (OpenAI's /v1/decisions, or /v1/systemone): the answer's label at
+        0.9, the other labels sharing 0.1; an answer of "" is a refusal. One token a word, input and question."""
+        assert self.answer is not None
+        openai = path.endswith("/decisions")
+        (prompt,) = _prompts(path, body)
+        self.prompts_served += 1
+        self.prompts.append(prompt)
+        if openai:
+            (question,) = body["questions"]
+            labels = [c["value"] for c in question["choices"]]
+        else:
+            ((name, question),) = body["questions"].items()
+            labels = list(question["criteria"])
+        asked = len(question["instructions"].split()) + len(labels)
+        tokens = len(prompt.split()) + asked
+        self.answered.append(
+            {"prompt_tokens": tokens, "completion_tokens": 1, "tier": self.tier, "reasoning_tokens": 0}
+        )
+        word = self.answer(prompt)
+        rest = (1 - 0.9) / max(1, len(labels) - 1)
+        probabilities = {label: 0.9 if label == word else rest for label in labels}
+        if openai:
+            answer: dict[str, Any] = {"type": "refusal", "name": question.get("name")}
+            if word:
+                listed = [{"value": v, "probability": p} for v, p in probabilities.items()]
+                answer = {"type": "choice", "name": question.get("name"), "choice": word, "confidence": 0.9,
+                          "probabilities": listed}  # fmt: skip
+            usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                     "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
+                     "total_tokens": tokens + 1}  # fmt: skip
+            return {"answers": [answer], "model": body["model"], "usage": usage}
+        said = {"type": "choice", "choice": word, "probabilities": probabilities, "confidence": 0.9}
+        return {"id": "decision-fault", "object": "structured_decision", "created": 1_790_000_000,
+                "model": body.get("model"), "answers": {name: said},
+                "usage": {"input_tokens": tokens, "output_tokens": 1},
+                "diagnostics": {name: {"label_mass": 0.95, "argmax_is_label": True}}}  # fmt: skip
+
     def _reply(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         assert self.answer is not None
+        if path.endswith(("/decisions", "/systemone")):
+            return self._decide(path, body)
         prompts = _prompts(path, body)
         self.prompts_served += len(prompts)
         self.prompts.extend(prompts)
@@ -249,7 +291,11 @@ class FaultServer:
 
 
 def _prompts(path: str, body: dict[str, Any]) -> list[str]:
-    """The prompts of a completions or chat request."""
+    """The prompts of a completions, chat or decision request."""
+    if path.endswith("/decisions"):
+        return [body["input"]]
+    if path.endswith("/systemone"):
+        return [body["state"]]
     if path.endswith("/chat/completions"):
         return [body["messages"][-1]["content"]]
     return body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]

@@ -157,3 +157,37 @@ async def test_cli_azure_openai_deployment_priced_as_its_model(tmp_path, monkeyp
     monkeypatch.delenv("AZURE_OPENAI_API_KEY")
     code, err = await cli("explain", SENTENCE, "--azure-endpoint", root, "--api-version", "v", "--model", "d")
     assert code == 2 and "AZURE_OPENAI_API_KEY" in err
+
+
+@pytest.mark.parametrize("azure", [False, True], ids=["async-openai", "azure"])
+async def test_estimate_run_and_report_through_the_users_client(tmp_path, azure):
+    from llm_anchors.run import ResultsFile, estimate, explain_resumable, read_results, write_report
+
+    texts = [SENTENCE, "a dull and boring film with a weak plot", "good and great acting in a great film"]
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=sentiment, usage=openai_usage) as server:
+        if azure:
+            root = server.base_url.removesuffix("/v1")
+            client = openai.AsyncAzureOpenAI(azure_endpoint=root, api_version="2024-10-21", api_key="k",
+                                             default_headers={"X-Team": "risk"})  # fmt: skip
+            backend = OpenAIClientBackend(client, "prod-sentiment", price_as="gpt-4o-mini")
+        else:
+            client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk", organization="org-team",
+                                        default_headers={"X-Team": "risk"})  # fmt: skip
+            backend = OpenAIClientBackend(client, "gpt-4o-mini")
+        clf = LLMClassifier(backend, PROMPT, LABELS)
+        with ResultsFile(out) as results:
+            with results.open_budget(max_usd=Decimal("0.05")) as budget:
+                async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as explainer:
+                    forecast = await estimate(explainer, texts)
+                    report = await explain_resumable(explainer, texts, results, run_budget=budget)
+                spent = budget.report().settled
+        await client.close()
+    assert forecast.summary() and report.done_now == len(texts) and not report.faulted
+    labels = [r["explanation"]["data"]["label"] for r in sorted(read_results(out).values(), key=lambda r: r["index"])]
+    assert labels == ["positive", "negative", "positive"]
+    assert 0 < spent.usd <= Decimal("0.05") and spent.usd == price_for("gpt-4o-mini").cost(spent)
+    assert all(r["headers"]["x-team"] == "risk" and r["headers"]["x-stainless-retry-count"] == "0"
+               for r in server.requests)  # fmt: skip
+    page = write_report(out, tmp_path / "report.html")
+    assert "gpt-4o-mini" in page.read_text()

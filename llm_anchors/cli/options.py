@@ -89,7 +89,13 @@ def _model_options() -> argparse.ArgumentParser:
         help="without --base-url, the embedded local LLM on llama.cpp's server (default) or on vLLM's CPU build "
         "(`python -m adapters.vllm setup` first)",
     )
-    common.add_argument("--endpoint", choices=["auto", "completions", "chat"], default="auto")
+    common.add_argument(
+        "--endpoint",
+        choices=["auto", "completions", "chat", "decisions", "systemone"],
+        default="auto",
+        help="completions (a list of prompts a request), chat, or a decision endpoint: decisions (OpenAI's "
+        "{base_url}/decisions), systemone (vLLM's and llama-server's); auto: chat on api.openai.com, else completions",
+    )
     common.add_argument("--prompt", default=None, help="prompt template with {text}, or @FILE to read it from")
     common.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")
     common.add_argument("--seed", type=_number("natural"), default=0)

@@ -134,7 +134,11 @@ class LLMClassifier(BaseClassifier):
         return self._price
 
     def _default_counter(self) -> TokenCounter:
+        """The backend's counter (given the labels when it asks for them: a decision endpoint bills the
+        question's choices as input), else a marked estimate."""
         counter = self.backend.token_counter()
+        if counter is not None and callable(with_answers := getattr(counter, "with_answers", None)):
+            counter = with_answers(tuple(self.labels))
         return counter if counter is not None else EstimateCounter()
 
     @property

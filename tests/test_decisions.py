@@ -1,0 +1,113 @@
+"""Decision endpoints as the explained model: OpenAI's /v1/decisions (aiohttp and the openai SDK) and
+/v1/systemone, against the loopback fake server in their documented shapes."""
+
+import json
+import math
+from decimal import Decimal
+
+import openai
+import pytest
+
+from adapters.decisions import INSTRUCTIONS
+from adapters.openai_client import OpenAIClientBackend
+from adapters.openai_compat import OpenAICompatibleBackend
+from llm_anchors import UNPARSED, AnchorsExplainer, Budget, LLMClassifier, RetryPolicy
+from llm_anchors.money import price_for
+from llm_anchors.money.journal import read_journal
+from tests.fault_server import FaultServer
+from tests.test_cli import cli, lines
+
+PROMPT = "Review: {text}\nSentiment:"
+LABELS = ["negative", "positive"]
+SENTENCE = "this is a good and great movie with a fine plot"
+FAST_RETRY = RetryPolicy(max_attempts=12, initial_wait=0.01, max_wait=0.05, jitter=0.01)
+pytestmark = pytest.mark.filterwarnings("ignore:the prompt cannot be cached")
+
+
+def sentiment(prompt: str) -> str:
+    words = prompt.split("Review: ")[-1].split()
+    if "refuse" in words:
+        return ""  # a refusal
+    return "positive" if "good" in words and "great" in words else "negative"
+
+
+async def test_openai_decisions_over_aiohttp_answer_with_the_class_probabilities():
+    async with FaultServer(answer=sentiment) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "gpt-6-luna", endpoint="decisions", api_key="sk")
+        clf = LLMClassifier(backend, PROMPT, LABELS)
+        try:
+            batch = await clf.classify(["a good and great film", "a dull film", "I refuse to say"])
+            answers = await backend.complete([clf.render("a good and great film")], clf.params)
+            quoted = await clf.quote(["a good and great film"])
+        finally:
+            await clf.aclose()
+    assert batch.labels == ["positive", "negative", UNPARSED]  # a refusal names no label
+    assert answers.items[0].top_logprobs == pytest.approx({"positive": math.log(0.9), "negative": math.log(0.1)})
+    body = server.bodies[0]
+    (question,) = body["questions"]
+    assert body["input"] == clf.render("a good and great film") and question["type"] == "choice"
+    assert [c["value"] for c in question["choices"]] == LABELS and question["instructions"] == INSTRUCTIONS
+    assert all(r["path"] == "/v1/decisions" for r in server.requests)
+    # Billed on the input tokens the provider says, the question's among them; reserved above them.
+    billed = batch.charge
+    assert billed.prompt_tokens == sum(a["prompt_tokens"] for a in server.answered[:3])
+    assert quoted.prompt_tokens >= server.answered[3]["prompt_tokens"] and quoted.estimated
+    assert billed.usd == price_for("gpt-6-luna").cost(billed)
+
+
+async def test_systemone_answers_by_question_id():
+    async with FaultServer(answer=sentiment) as server:
+        backend = OpenAICompatibleBackend(server.base_url, "local-model", endpoint="systemone")
+        clf = LLMClassifier(backend, PROMPT, LABELS)
+        try:
+            batch = await clf.classify(["a good and great film", "a dull film"])
+        finally:
+            await clf.aclose()
+    assert batch.labels == ["positive", "negative"]
+    body = server.bodies[0]
+    assert body["state"] == clf.render("a good and great film")
+    assert body["questions"]["label"]["criteria"] == {"negative": None, "positive": None}
+    assert all(r["path"] == "/v1/systemone" for r in server.requests)
+
+
+async def test_decisions_through_the_sdk_within_the_cap_and_never_retried_by_it():
+    async with FaultServer(answer=sentiment, fail_rate=0.2, kinds=("429", "500")) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=5)
+        clf = LLMClassifier(OpenAIClientBackend(client, "gpt-6-luna", endpoint="decisions"), PROMPT, LABELS)
+        budget = Budget(max_usd=Decimal("0.01"))
+        async with AnchorsExplainer(clf, seed=0, budget=budget, retry=FAST_RETRY) as explainer:
+            exp = await explainer.explain(SENTENCE)
+        await client.close()
+    assert exp.data.label == "positive" and exp.data.anchor and set(exp.data.anchor) <= {"good", "great"}
+    seen = server.requests
+    assert all(r["path"] == "/v1/decisions" and r["headers"]["x-stainless-retry-count"] == "0" for r in seen)
+    assert len(seen) == exp.meta.queries + exp.meta.cost.retries and exp.meta.cost.retries > 0
+    settled = budget.report().settled
+    true_cost = price_for("gpt-6-luna").cost(sum((_charge(a) for a in server.answered), start=type(settled)()))
+    assert settled.usd == true_cost and 0 < settled.usd <= Decimal("0.01")
+
+
+def _charge(answered: dict):
+    from llm_anchors.extend import Charge
+
+    return Charge(1, answered["prompt_tokens"], answered["completion_tokens"])
+
+
+async def test_cli_run_report_and_estimate_on_the_decisions_endpoint(tmp_path):
+    texts = [SENTENCE, "a dull and boring film with a weak plot", "I refuse to review this film at all"]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=sentiment) as server:
+        common = [str(source), "--out", str(out), "--base-url", server.base_url, "--model", "gpt-6-luna",
+                  "--endpoint", "decisions", "--prompt", PROMPT, "--max-usd", "0.02"]  # fmt: skip
+        code, err = await cli("estimate", *common)
+        assert code == 0, err
+        code, err = await cli("run", *common)
+        assert code == 0 and "3/3 inputs explained" in err, err
+    records = sorted(lines(out), key=lambda r: r["index"])
+    assert [r["explanation"]["data"]["label"] for r in records] == ["positive", "negative", UNPARSED]
+    journal = read_journal(f"{out}.budget.jsonl")
+    assert 0 < journal.spent.usd <= Decimal("0.02") and journal.open.queries == 0
+    code, err = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
+    assert code == 0 and "gpt-6-luna" in (tmp_path / "report.html").read_text(), err
