@@ -35,6 +35,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from adapters.decisions import INSTRUCTIONS
 from adapters.llamacpp import DEFAULT_LABELS
 from adapters.openai_compat import reasoning_effort_for
 from adapters.token_counters import TiktokenCounter
@@ -136,6 +137,18 @@ def priced(run: dict[str, Any], name: str, reasoning: int = 0) -> dict[str, Any]
     }
 
 
+def as_decisions(run: dict[str, Any], model: str) -> dict[str, Any]:
+    """``run`` as decision calls (`adapters.decisions`): the same queries, each input without the chat
+    format's 7 tokens and with the choice question's (its instructions and the labels, by tiktoken;
+    a template's own tokens around them assumed none), the same cached prefix, one output token."""
+    usage: Charge = run["usage"]
+    counter = TiktokenCounter(model, per_message=0)
+    question = len(counter.encoding.encode_ordinary(" ".join([INSTRUCTIONS, *DEFAULT_LABELS])))
+    prompt = usage.prompt_tokens + (question - 7) * usage.queries
+    decided = Charge(usage.queries, prompt, usage.queries, cache_read_tokens=usage.cache_read_tokens)
+    return run | {"usage": decided, "explainer": f"{run['explainer']}, decisions"}
+
+
 def model_rows(runs: list[dict[str, Any]], models: Sequence[str], reasoning: Sequence[int]) -> list[dict[str, Any]]:
     """Every model's rows: a reasoning model's once per assumed count of reasoning tokens an answer."""
     return [
@@ -191,10 +204,16 @@ def main(argv: list[str] | None = None) -> None:
         "--reasoning-tokens", type=int, nargs="+", default=[0, 50],
         help="reasoning tokens an answer assumed for reasoning models, billed as output (default 0 50)",
     )  # fmt: skip
+    parser.add_argument(
+        "--decision-model", default="gpt-6-luna",
+        help="the decision endpoint's model: the same explanations as decision calls (none: '')",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     model, texts, _ = train_text_rf(data=args.data)
     runs = [asyncio.run(explain(kind, args, model, texts)) for kind in (AnchorsExplainer, MAnchorsExplainer)]
     rows = model_rows(runs, args.models, args.reasoning_tokens)
+    if args.decision_model:
+        rows += [priced(as_decisions(run, args.decision_model), args.decision_model) for run in runs]
     print(markdown(runs, rows))
     for run in runs:
         run["usage"] = {k: str(v) if isinstance(v, Decimal) else v for k, v in asdict(run["usage"]).items()}
