@@ -191,3 +191,23 @@ async def test_estimate_run_and_report_through_the_users_client(tmp_path, azure)
                for r in server.requests)  # fmt: skip
     page = write_report(out, tmp_path / "report.html")
     assert "gpt-4o-mini" in page.read_text()
+
+
+async def test_the_proxy_in_the_environment_carries_every_request(monkeypatch):
+    from adapters.openai_compat import OpenAICompatibleBackend
+
+    async with (
+        FaultServer(answer=sentiment) as server,
+        FaultServer(upstream=None, answer=sentiment) as proxy,
+    ):
+        proxy.upstream = server.base_url  # forwards what it is sent, as a proxy would
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url.removesuffix("/v1"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        backend = OpenAICompatibleBackend(server.base_url, "m", endpoint="completions")
+        clf = LLMClassifier(backend, PROMPT, LABELS)
+        try:
+            assert (await clf.classify(["a good and great film"])).labels == ["positive"]
+        finally:
+            await clf.aclose()
+    assert proxy.requests and proxy.requests[0]["path"] == "/v1/completions" and server.requests
