@@ -7,12 +7,13 @@ their own ``http_client``). The backend sends through a copy with the SDK's own 
 unseen. Answers are read as dicts by the same reader as the aiohttp backend (`parse_response`), so
 usage (cached, cache-write and reasoning tokens, ``service_tier``) means the same whichever transport
 carried it; the SDK's errors are mapped to the project's tree here, once, with the ``x-request-id``
-they carry.
+they carry; a 429's wait is its ``retry-after``, else OpenAI's ``x-ratelimit-reset-*``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -210,10 +211,32 @@ def map_sdk_error(exc: BaseException, who: str) -> BackendError | None:
     error: dict[str, Any] = said if isinstance(said, dict) else body
     param, code = error.get("param"), error.get("code")
     if exc.status_code == 429:
-        return RateLimitError(message, classifier=who, retry_after=parse_retry_after(headers.get("retry-after")))
+        return RateLimitError(message, classifier=who, retry_after=_retry_after(headers))
     if exc.status_code == 400:
         param = param if isinstance(param, str) else None
         if code == "context_length_exceeded" or param == "input_tokens":
             return PromptTooLongError(message, classifier=who, param=param)
         return RequestRejectedError(message, classifier=who, param=param)
     return BackendError(message, classifier=who, status=exc.status_code)
+
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
+
+
+def _retry_after(headers: Any) -> float | None:
+    """When to try again after a 429: ``retry-after``, else the later of OpenAI's
+    ``x-ratelimit-reset-requests`` and ``-tokens`` (durations like "1s", "6m0s", "120ms")."""
+    said = parse_retry_after(headers.get("retry-after"))
+    if said is not None:
+        return said
+    resets = [_seconds(headers.get(f"x-ratelimit-reset-{kind}")) for kind in ("requests", "tokens")]
+    known = [r for r in resets if r is not None]
+    return max(known) if known else None
+
+
+def _seconds(value: str | None) -> float | None:
+    match = _DURATION.fullmatch(value.strip()) if value else None
+    if match is None or not any(match.groups()):
+        return None
+    h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
+    return h * 3600 + m * 60 + s + ms / 1000

@@ -50,8 +50,8 @@ from llm_anchors.extend import (
 )
 
 __all__ = [
-    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_decision", "parse_response", "parse_retry_after",
-    "reasoning_effort_for",
+    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_decision", "parse_response",
+    "parse_retry_after", "reasoning_effort_for",
 ]  # fmt: skip
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")

@@ -211,3 +211,15 @@ async def test_the_proxy_in_the_environment_carries_every_request(monkeypatch):
         finally:
             await clf.aclose()
     assert proxy.requests and proxy.requests[0]["path"] == "/v1/completions" and server.requests
+
+
+def test_a_429_waits_as_openais_rate_limit_headers_say():
+    import httpx2 as httpx
+
+    from adapters.openai_client import map_sdk_error
+
+    request = httpx.Request("POST", "https://api.openai.com/v1/chat/completions")
+    headers = {"x-ratelimit-reset-requests": "1.5s", "x-ratelimit-reset-tokens": "6m0s", "x-request-id": "req_9"}
+    response = httpx.Response(429, request=request, json={"error": {"message": "slow down"}}, headers=headers)
+    mapped = map_sdk_error(openai.RateLimitError("slow down", response=response, body=None), "who")
+    assert mapped is not None and mapped.retry_after == 360.0 and "req_9" in str(mapped) and mapped.retryable
