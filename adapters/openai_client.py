@@ -106,6 +106,11 @@ class OpenAIClientBackend:
         return urlparse(str(self._client.base_url)).hostname in ("127.0.0.1", "localhost", "::1")
 
     @property
+    def decides(self) -> bool:
+        """A decision endpoint: it answers with the labels' probabilities (`adapters.decisions`)."""
+        return self.endpoint == "decisions"
+
+    @property
     def service_tier(self) -> str | None:
         return self._service_tier
 

@@ -200,6 +200,11 @@ class OpenAICompatibleBackend:
         return all(urlparse(u).hostname in ("127.0.0.1", "localhost", "::1") for u in self.base_urls)
 
     @property
+    def decides(self) -> bool:
+        """A decision endpoint: it answers with the labels' probabilities (`adapters.decisions`)."""
+        return self.endpoint in ("decisions", "systemone")
+
+    @property
     def service_tier(self) -> str | None:
         """The tier every request asks for (None: the server's standard)."""
         return self._service_tier

@@ -48,6 +48,13 @@ class CompletionParams:
         reasoning models refuse them, and a temperature other than their own)."""
         return cls(max_tokens=max_tokens, top_logprobs=0)
 
+    @classmethod
+    def for_decisions(cls, max_tokens: int = 16) -> CompletionParams:
+        """A decision endpoint's (a backend whose ``decides`` is true): nothing is generated, but its
+        bill may hold output and reasoning tokens: ``max_tokens`` is what each call reserves for them
+        (a bill above it is disputed like any usage that cannot be true)."""
+        return cls(max_tokens=max_tokens)
+
 
 _ROUNDING = 1e-3  # a server's log-probability of a certain token may read slightly above 0
 
@@ -123,6 +130,8 @@ class Backend(Protocol):
       model's answers need room for their reasoning (`CompletionParams.for_reasoning`);
     - ``max_request_size``: prompts one HTTP request takes (None: any);
     - `token_counter`: an exact prompt-token counter (None: a marked estimate);
+    - ``decides`` (optional, read with getattr): True for a decision endpoint, which answers with the
+      labels' probabilities (`CompletionParams.for_decisions`);
     - `aclose`: release connections (by default nothing).
     """
 

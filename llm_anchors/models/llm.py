@@ -85,7 +85,7 @@ class LLMClassifier(BaseClassifier):
         if not all(self._normal.values()):
             raise ConfigError(f"a label must hold a letter or a digit, got {list(labels)!r}")
         self.params = params or self._default_params()
-        if self.params.top_logprobs and not self.params.answers:
+        if (self.params.top_logprobs or getattr(complete, "decides", False)) and not self.params.answers:
             self.params = replace(self.params, answers=tuple(clean))
         if not isinstance(self.params.max_tokens, int) or self.params.max_tokens < 1:
             raise ConfigError(f"params.max_tokens must be an int >= 1, got {self.params.max_tokens!r}")
@@ -106,6 +106,8 @@ class LLMClassifier(BaseClassifier):
     def _default_params(self) -> CompletionParams:
         """One token, unless two labels may begin with the same one (then enough to spell them), or
         a reasoning model's room to reason."""
+        if getattr(self.backend, "decides", False):
+            return CompletionParams.for_decisions()
         if self.backend.reasoning_effort is not None:
             return CompletionParams.for_reasoning()
         return CompletionParams(max_tokens=_spelling_bound(self.labels) if _alike(self.labels) else 1)
