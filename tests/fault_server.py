@@ -61,8 +61,10 @@ class FaultServer:
         alternatives: Callable[[str, str], list[tuple[str, float]]] | None = None,
         fail_if: Callable[[list[str]], str | None] | None = None,
         tokenize: bool = True,
+        cached_input: int = 0,
     ) -> None:
         self.tokenize = tokenize
+        self.cached_input = cached_input  # a decision's input tokens said cached (OpenAI's cached_tokens)
         self.fail_if = fail_if  # (the request's prompts) -> a fault kind to answer with, or None
         self.alternatives = alternatives  # (prompt, answer) -> the first token's alternatives, as said
         self.usage = usage
@@ -228,9 +230,9 @@ class FaultServer:
             labels = list(question["criteria"])
         asked = len(question["instructions"].split()) + len(labels)
         tokens = len(prompt.split()) + asked
-        self.answered.append(
-            {"prompt_tokens": tokens, "completion_tokens": 1, "tier": self.tier, "reasoning_tokens": 0}
-        )
+        cached = min(self.cached_input, tokens) if openai else 0
+        self.answered.append({"prompt_tokens": tokens, "completion_tokens": 1, "tier": self.tier, "reasoning_tokens": 0,
+                              "cached_tokens": cached})  # fmt: skip
         word = self.answer(prompt)
         rest = (1 - 0.9) / max(1, len(labels) - 1)
         probabilities = {label: 0.9 if label == word else rest for label in labels}
@@ -240,7 +242,7 @@ class FaultServer:
                 listed = [{"value": v, "probability": p} for v, p in probabilities.items()]
                 answer = {"type": "choice", "name": question.get("name"), "choice": word, "confidence": 0.9,
                           "probabilities": listed}  # fmt: skip
-            usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
                      "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
                      "total_tokens": tokens + 1}  # fmt: skip
             return {"answers": [answer], "model": body["model"], "usage": usage}

@@ -71,7 +71,7 @@ async def test_systemone_answers_by_question_id():
 
 
 async def test_decisions_through_the_sdk_within_the_cap_and_never_retried_by_it():
-    async with FaultServer(answer=sentiment, fail_rate=0.2, kinds=("429", "500")) as server:
+    async with FaultServer(answer=sentiment, fail_rate=0.2, kinds=("429", "500"), cached_input=4) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=5)
         clf = LLMClassifier(OpenAIClientBackend(client, "gpt-6-luna", endpoint="decisions"), PROMPT, LABELS)
         budget = Budget(max_usd=Decimal("0.01"))
@@ -84,13 +84,15 @@ async def test_decisions_through_the_sdk_within_the_cap_and_never_retried_by_it(
     assert len(seen) == exp.meta.queries + exp.meta.cost.retries and exp.meta.cost.retries > 0
     settled = budget.report().settled
     true_cost = price_for("gpt-6-luna").cost(sum((_charge(a) for a in server.answered), start=type(settled)()))
+    assert settled.cache_read_tokens == 4 * exp.meta.queries  # cached input, billed at the cached rate
     assert settled.usd == true_cost and 0 < settled.usd <= Decimal("0.01")
 
 
 def _charge(answered: dict):
     from llm_anchors.extend import Charge
 
-    return Charge(1, answered["prompt_tokens"], answered["completion_tokens"])
+    tokens, out, cached = answered["prompt_tokens"], answered["completion_tokens"], answered["cached_tokens"]
+    return Charge(1, tokens, out, cache_read_tokens=cached)
 
 
 async def test_cli_run_report_and_estimate_on_the_decisions_endpoint(tmp_path):
