@@ -63,6 +63,16 @@ async def test_the_main_job_explain_on_vllm(vllm_url):
     assert data["precision"] >= 0.9 and 0 < meta["queries"] <= meta["samples"]
 
 
+async def test_serve_vllm_starts_explains_and_stops_it(vllm_url):
+    """The README's first command with --serve vllm: vLLM started here, the same anchor as on llama-server."""
+    code, out = await cli("explain", "a charming , funny and moving film", "--serve", "vllm", "--json", stdout=True)
+    assert code == 0, out
+    exp = json.loads(out)
+    assert exp["data"]["label"] == "positive" and exp["data"]["anchor"]  # funny, here
+    assert set(exp["data"]["anchor"]) <= {"charming", "funny", "moving"}
+    assert exp["meta"]["classifier"].startswith(f"llm:openai-compat:{SERVED_NAME}:completions")
+
+
 async def test_estimate_run_and_report_on_vllm(vllm_url, tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in REVIEWS))
