@@ -15,14 +15,12 @@ import hashlib
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapters.local_server import LocalServer, LocalServerError, cache_dir
+from adapters.local_server import LocalServer, LocalServerError, cache_dir, serve_in_foreground
 from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import ConfigError, LLMAnchorsError, LLMClassifier
 
@@ -230,13 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(find_model())
             return 0
         if args[:1] == ["serve"]:
-            # SIGTERM must stop llama-server too, not orphan it.
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-            port = int(args[1]) if len(args) > 1 else None
-            with LlamaServer(port=port) as server:
-                print(server.base_url, flush=True)
-                while True:
-                    time.sleep(3600)
+            serve_in_foreground(LlamaServer(port=int(args[1]) if len(args) > 1 else None))
     except (LLMAnchorsError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

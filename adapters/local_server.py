@@ -25,7 +25,7 @@ from typing import Self
 
 from llm_anchors import LLMAnchorsError
 
-__all__ = ["LocalServer", "LocalServerError", "cache_dir", "free_port"]
+__all__ = ["LocalServer", "LocalServerError", "cache_dir", "free_port", "serve_in_foreground"]
 
 
 class LocalServerError(LLMAnchorsError):
@@ -183,3 +183,12 @@ class LocalServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def serve_in_foreground(server: LocalServer) -> None:
+    """Start ``server``, print its base URL and keep it until SIGTERM or Ctrl-C, which stop it too."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the server must not be orphaned
+    with server:
+        print(server.base_url, flush=True)
+        while True:
+            time.sleep(3600)

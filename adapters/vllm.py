@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters.local_server import LocalServer, LocalServerError, cache_dir
+from adapters.local_server import LocalServer, LocalServerError, cache_dir, serve_in_foreground
 
 __all__ = ["SERVED_NAME", "VLLM_VERSION", "VllmServer", "VllmServerError", "find_model", "find_python", "setup"]
 
@@ -193,12 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(path)
             return 0
         if args[:1] == ["serve"]:
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # SIGTERM stops vLLM too
-            port = int(args[1]) if len(args) > 1 else None
-            with VllmServer(port=port) as server:
-                print(server.base_url, flush=True)
-                while True:
-                    time.sleep(3600)
+            serve_in_foreground(VllmServer(port=int(args[1]) if len(args) > 1 else None))
     except LocalServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
