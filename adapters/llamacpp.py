@@ -20,9 +20,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapters.local_server import LocalServer, LocalServerError, cache_dir, serve_in_foreground
+from adapters import local_server
+from adapters.local_server import LocalServer, LocalServerError, cache_dir
 from adapters.openai_compat import OpenAICompatibleBackend
-from llm_anchors import ConfigError, LLMAnchorsError, LLMClassifier
+from llm_anchors import LLMClassifier
 
 __all__ = [
     "DEFAULT_LABELS",
@@ -221,21 +222,11 @@ def embedded_classifier(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``build`` the server; ``serve`` one in the foreground (prints its URL)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if args[:1] == ["build"]:
-            print(build(force="--force" in args))
-            print(find_model())
-            return 0
-        if args[:1] == ["serve"]:
-            serve_in_foreground(LlamaServer(port=int(args[1]) if len(args) > 1 else None))
-    except (LLMAnchorsError, ConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
-    print("usage: python -m adapters.llamacpp build [--force] | serve [PORT]", file=sys.stderr)
-    return 2
+
+    def built(force: bool) -> list[Path]:
+        return [build(force=force), find_model()]
+
+    return local_server.main(argv, "adapters.llamacpp", ("build", built), lambda port: LlamaServer(port=port))
 
 
 if __name__ == "__main__":

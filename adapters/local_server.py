@@ -18,14 +18,14 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from llm_anchors import LLMAnchorsError
 
-__all__ = ["LocalServer", "LocalServerError", "cache_dir", "free_port", "serve_in_foreground"]
+__all__ = ["LocalServer", "LocalServerError", "cache_dir", "free_port", "main", "serve_in_foreground"]
 
 
 class LocalServerError(LLMAnchorsError):
@@ -192,3 +192,30 @@ def serve_in_foreground(server: LocalServer) -> None:
         print(server.base_url, flush=True)
         while True:
             time.sleep(3600)
+
+
+def main(
+    argv: Sequence[str] | None,
+    module: str,
+    prepare: tuple[str, Callable[[bool], Sequence[object]]],
+    server: Callable[[int | None], LocalServer],
+) -> int:
+    """A local server's command line: ``python -m MODULE WORD [--force]`` prepares it once per machine
+    (``prepare`` is the word and what it runs; it prints what it made), ``serve [PORT]`` serves it in
+    the foreground. Exit 2 with the reason when it cannot."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    word, run = prepare
+    try:
+        if args[:1] == [word]:
+            for made in run("--force" in args):
+                print(made)
+            return 0
+        if args[:1] == ["serve"]:
+            serve_in_foreground(server(int(args[1]) if len(args) > 1 else None))
+    except LLMAnchorsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    print(f"usage: python -m {module} {word} [--force] | serve [PORT]", file=sys.stderr)
+    return 2

@@ -22,7 +22,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters.local_server import LocalServer, LocalServerError, cache_dir, serve_in_foreground
+from adapters import local_server
+from adapters.local_server import LocalServer, LocalServerError, cache_dir
 
 __all__ = ["SERVED_NAME", "VLLM_VERSION", "VllmServer", "VllmServerError", "find_model", "find_python", "setup"]
 
@@ -194,21 +195,7 @@ class VllmServer(LocalServer):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``setup`` vLLM and the model; ``serve`` the embedded model in the foreground (prints its URL)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if args[:1] == ["setup"]:
-            for path in setup(force="--force" in args):
-                print(path)
-            return 0
-        if args[:1] == ["serve"]:
-            serve_in_foreground(VllmServer(port=int(args[1]) if len(args) > 1 else None))
-    except LocalServerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
-    print("usage: python -m adapters.vllm setup [--force] | serve [PORT]", file=sys.stderr)
-    return 2
+    return local_server.main(argv, "adapters.vllm", ("setup", setup), lambda port: VllmServer(port=port))
 
 
 if __name__ == "__main__":
