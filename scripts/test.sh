@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything (llama-server is built and vLLM's CPU build installed once per machine, cached in
 # ~/.cache/llm-anchors), lint, run the fast tier (no network, no model server, no browser: a simple break fails
-# here, in about a minute), type-check, then start the local LLM on 127.0.0.1 and run the rest (the LLM, the
+# here, in about two minutes), type-check, then start the local LLM on 127.0.0.1 and run the rest (the LLM, the
 # browser, the slow tests), then the same model on vLLM and its tier. `--no-vllm` leaves the vLLM tier out.
 set -euo pipefail
 cd "$(dirname "$0")/.."

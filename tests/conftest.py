@@ -1,7 +1,7 @@
 """Shared helpers: synthetic classifiers over word sets; the test tiers.
 
 Tiers: the fast one is ``-m "not llm and not browser and not slow"`` (no
-network, no model server, no browser; about a minute on 2 cores); ``llm``
+network, no model server, no browser; about two minutes on 2 cores); ``llm``
 marks every test that uses the real local LLM (given by its fixture, so the
 mark cannot be forgotten), ``vllm`` every test of the same model on a real
 vLLM server, ``browser`` the Chromium test, ``slow`` the rest that takes
