@@ -18,18 +18,19 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from adapters.decisions import DecisionCounter, decision_body
+from adapters.decisions import DecisionCounter
 from adapters.openai_compat import (
     REASONING_EFFORTS,
+    combined,
     parse_decision,
     parse_response,
     parse_retry_after,
     reasoning_effort_for,
+    request_body,
 )
 from adapters.token_counters import TiktokenCounter
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
 from llm_anchors.extend import (
-    Charge,
     CompletionParams,
     Completions,
     PromptTooLongError,
@@ -83,8 +84,7 @@ class OpenAIClientBackend:
         self.priced_as = price_as or model
         self.endpoint = endpoint
         self._request_size = max_request_size if endpoint == "completions" else 1
-        self._semaphore_size = max_connections
-        self._semaphore: asyncio.Semaphore | None = None
+        self._semaphore = asyncio.Semaphore(max_connections)  # bound to a loop at its first wait
         self._service_tier = service_tier
         self._effort = reasoning_effort_for(self.priced_as) if reasoning_effort == "auto" else reasoning_effort
 
@@ -135,33 +135,20 @@ class OpenAIClientBackend:
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
         step = self._request_size
         parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self._semaphore_size)
-        results = await asyncio.gather(*(self._request(part, params) for part in parts))
-        items = [item for r in results for item in r.items]
-        covered = [r.usage_prompts for r in results]
-        told = None if None in covered else sum(c for c in covered if c is not None)
-        tiers = {r.service_tier for r in results if r.service_tier}
-        tier = next(iter(tiers)) if len(tiers) == 1 else ("priority" if "priority" in tiers else None)
-        unread = next((r.usage_error for r in results if r.usage_error), "")
-        return Completions(items, sum((r.usage for r in results), Charge()), told, tier, unread)
+        return combined(await asyncio.gather(*(self._request(part, params) for part in parts)))
 
     async def aclose(self) -> None:
         """The client is the user's: it stays open (they close it)."""
 
     async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
-        assert self._semaphore is not None
+        body = request_body(self.endpoint, self.deployment, prompts, params, self._effort)
+        if self._service_tier is not None and not self.decides:
+            body["service_tier"] = self._service_tier
+        resource = {"decisions": self._client.decisions, "chat": self._client.chat.completions,
+                    "completions": self._client.completions}[self.endpoint]  # fmt: skip
         async with self._semaphore:
             try:
-                if self.endpoint == "decisions":
-                    (prompt,) = prompts
-                    body = decision_body("decisions", self.deployment, prompt, params.answers)
-                    raw = await self._client.decisions.with_raw_response.create(**body)
-                elif self.endpoint == "chat":
-                    raw = await self._client.chat.completions.with_raw_response.create(**self._chat(prompts, params))
-                else:
-                    raw = await self._client.completions.with_raw_response.create(**self._completions(prompts, params))
-                answer = raw.parse()
+                answer = (await resource.with_raw_response.create(**body)).parse()
             except Exception as exc:
                 mapped = map_sdk_error(exc, self.identity)
                 if mapped is None:
@@ -171,30 +158,6 @@ class OpenAIClientBackend:
         if self.endpoint == "decisions":
             return parse_decision("decisions", said, self.identity)
         return parse_response(said, len(prompts), self.identity)
-
-    def _common(self, params: CompletionParams) -> dict[str, Any]:
-        extra: dict[str, Any] = {}
-        if self._service_tier is not None:
-            extra["service_tier"] = self._service_tier
-        if self._effort is None:
-            extra["temperature"] = params.temperature
-        return extra
-
-    def _chat(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
-        (prompt,) = prompts
-        bound = "max_completion_tokens" if self._effort is not None else "max_tokens"
-        body = {"model": self.deployment, "messages": [{"role": "user", "content": prompt}], bound: params.max_tokens}
-        if self._effort is not None:
-            body["reasoning_effort"] = self._effort
-        if params.top_logprobs and self._effort is None:
-            body |= {"logprobs": True, "top_logprobs": params.top_logprobs}
-        return body | self._common(params)
-
-    def _completions(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.deployment, "prompt": prompts, "max_tokens": params.max_tokens}
-        if params.top_logprobs:
-            body["logprobs"] = params.top_logprobs
-        return body | self._common(params)
 
 
 def map_sdk_error(exc: BaseException, who: str) -> BackendError | None:

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
 from adapters.decisions import DecisionCounter, Shape, decision_body, read_decision
@@ -50,8 +50,8 @@ from llm_anchors.extend import (
 )
 
 __all__ = [
-    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "parse_decision", "parse_response",
-    "parse_retry_after", "reasoning_effort_for",
+    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "combined", "parse_decision", "parse_response",
+    "parse_retry_after", "reasoning_effort_for", "request_body",
 ]  # fmt: skip
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -229,22 +229,20 @@ class OpenAICompatibleBackend:
         has none (a gateway), or on another chat server, tiktoken for a model it knows by name, else
         a marked over-estimate: never an error."""
         per_message = 7 if self.endpoint == "chat" else 0
-        if self.endpoint in ("decisions", "systemone"):
-            server = ServerTokenCounter(self.base_urls[0], model=self.served_model, headers=self._headers())
-            inner = (
-                fallback_counter(self.model)
-                if self.is_openai
-                else FallbackCounter(server, fallback_counter(self.model))
-            )
-            return DecisionCounter(inner)
+        if self.decides:
+            return DecisionCounter(fallback_counter(self.model) if self.is_openai else self._server_counter())
         if self.is_openai:
             return TiktokenCounter(self.model, per_message=per_message)
         if self.endpoint == "completions":
-            if self._counter is None:
-                server = ServerTokenCounter(self.base_urls[0], model=self.served_model, headers=self._headers())
-                self._counter = FallbackCounter(server, fallback_counter(self.model))
-            return self._counter
+            return self._server_counter()
         return fallback_counter(self.model, per_message)
+
+    def _server_counter(self) -> FallbackCounter:
+        """The first server's /tokenize (tiktoken or an estimate once it says it has none), made once."""
+        if self._counter is None:
+            server = ServerTokenCounter(self.base_urls[0], model=self.served_model, headers=self._headers())
+            self._counter = FallbackCounter(server, fallback_counter(self.model))
+        return self._counter
 
     def __repr__(self) -> str:
         urls = [shown_url(u) for u in self.base_urls]
@@ -257,13 +255,7 @@ class OpenAICompatibleBackend:
         if (vllm := await self.vllm()) is not None:
             await self._check_fits(prompts, params, vllm)
             names = await self._label_tokens(params) if params.answers and params.top_logprobs else None
-        results = await asyncio.gather(*(self._request(part, params, names) for part in parts))
-        items = [item for r in results for item in r.items]
-        usage = sum((r.usage for r in results), Charge())
-        covered = [r.usage_prompts for r in results]
-        told = None if None in covered else sum(c for c in covered if c is not None)
-        unread = next((r.usage_error for r in results if r.usage_error), "")
-        return Completions(items, usage, told, _served_tier([r.service_tier for r in results]), unread)
+        return combined(await asyncio.gather(*(self._request(part, params, names) for part in parts)))
 
     async def aclose(self) -> None:
         if self._transport is not None:
@@ -359,32 +351,12 @@ class OpenAICompatibleBackend:
             raise
         if names:
             return parse_response(raw, len(prompts), self.identity, lambda c: read_label_logprobs(c, names))
-        if self.endpoint in ("decisions", "systemone"):
-            return parse_decision(self.endpoint, raw, self.identity)
+        if self.decides:
+            return parse_decision(cast(Shape, self.endpoint), raw, self.identity)
         return parse_response(raw, len(prompts), self.identity)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
-        if self.endpoint in ("decisions", "systemone"):
-            (prompt,) = prompts
-            return decision_body(self.endpoint, self.served_model, prompt, params.answers) | self.extra_body
-        body: dict[str, Any] = {"model": self.served_model}
-        if self.endpoint == "completions":
-            body |= {"prompt": prompts if len(prompts) > 1 else prompts[0], "max_tokens": params.max_tokens}
-        else:
-            (prompt,) = prompts
-            bound = "max_completion_tokens" if self._effort is not None else "max_tokens"
-            body |= {"messages": [{"role": "user", "content": prompt}], bound: params.max_tokens}
-        if self._effort is not None:  # a reasoning model: its bound covers reasoning; its own temperature
-            if self.endpoint == "chat":
-                body["reasoning_effort"] = self._effort
-        else:
-            body["temperature"] = params.temperature
-        if params.top_logprobs and self.endpoint == "completions":
-            body["logprobs"] = params.top_logprobs
-        elif params.top_logprobs:
-            body |= {"logprobs": True, "top_logprobs": params.top_logprobs}
-        body.update(self.extra_body)
-        return body
+        return request_body(self.endpoint, self.served_model, prompts, params, self._effort) | self.extra_body
 
     def _headers(self) -> dict[str, str]:
         """Every request's headers: the API key as a bearer token, and the user's (``headers``)."""
@@ -636,6 +608,49 @@ def billed_usage(raw: dict[str, Any]) -> Charge:
         cache_write_tokens=write + anthropic_write,
         reasoning_tokens=_count(out, "reasoning_tokens"),
     )
+
+
+def request_body(
+    endpoint: Literal["completions", "chat", "decisions", "systemone"],
+    model: str,
+    prompts: list[str],
+    params: CompletionParams,
+    effort: str | None,
+) -> dict[str, Any]:
+    """One request's body (either transport's): a list of prompts for completions, one for the others;
+    a reasoning model (``effort``) gets its effort on chat, a bound covering its reasoning and no
+    temperature; a decision endpoint the labels as its choices (`adapters.decisions`)."""
+    if endpoint in ("decisions", "systemone"):
+        (prompt,) = prompts
+        return decision_body(endpoint, model, prompt, params.answers)
+    body: dict[str, Any] = {"model": model}
+    if endpoint == "completions":
+        body |= {"prompt": prompts if len(prompts) > 1 else prompts[0], "max_tokens": params.max_tokens}
+    else:
+        (prompt,) = prompts
+        bound = "max_completion_tokens" if effort is not None else "max_tokens"
+        body |= {"messages": [{"role": "user", "content": prompt}], bound: params.max_tokens}
+    if effort is not None:  # a reasoning model: its bound covers reasoning; its own temperature
+        if endpoint == "chat":
+            body["reasoning_effort"] = effort
+    else:
+        body["temperature"] = params.temperature
+    if params.top_logprobs and endpoint == "completions":
+        body["logprobs"] = params.top_logprobs
+    elif params.top_logprobs and effort is None:  # a reasoning model refuses them
+        body |= {"logprobs": True, "top_logprobs": params.top_logprobs}
+    return body
+
+
+def combined(results: Sequence[Completions]) -> Completions:
+    """The answers of one call sent as several requests, in order: their usage added, covering every
+    prompt only if each request's did, at the dearest tier served (`_served_tier`), unread if any was."""
+    items = [item for r in results for item in r.items]
+    covered = [r.usage_prompts for r in results]
+    told = None if None in covered else sum(c for c in covered if c is not None)
+    unread = next((r.usage_error for r in results if r.usage_error), "")
+    usage = sum((r.usage for r in results), Charge())
+    return Completions(items, usage, told, _served_tier([r.service_tier for r in results]), unread)
 
 
 def _served_tier(tiers: list[str | None]) -> str | None:
