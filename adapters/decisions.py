@@ -66,10 +66,13 @@ def read_decision(shape: Shape, raw: dict[str, Any], who: str) -> Completion:
         pairs = [(p.get("value"), p.get("probability")) for p in said if isinstance(p, dict)]
     else:  # vLLM's: {label: p}
         pairs = list(said.items()) if isinstance(said, dict) else []
-    alternatives = {
-        v: math.log(p) for v, p in pairs if isinstance(v, str) and isinstance(p, float | int) and 0 < p <= 1
-    }
+    alternatives = {v: math.log(p) for v, p in pairs if isinstance(v, str) and _probability(p)}
     return Completion(answer["choice"], alternatives or None)
+
+
+def _probability(value: Any) -> bool:
+    """A probability a label can be read at: a number in (0, 1] (not NaN, not a boolean)."""
+    return isinstance(value, float | int) and not isinstance(value, bool) and 0 < value <= 1
 
 
 class DecisionCounter:

@@ -104,8 +104,9 @@ def label_request(ids: Mapping[int, str]) -> dict[str, Any]:
 
 def read_label_logprobs(choice: Mapping[str, Any], names: Mapping[int, str]) -> dict[str, float] | None:
     """A choice's first-token alternatives keyed by text: the watched tokens' (``names``) and the
-    token chosen (named by the answer's text). Ids spelling the same text are added (log-sum-exp);
-    an id neither watched nor chosen is dropped. None when the choice has no log-probabilities."""
+    token chosen (named by the answer's text). Ids spelling the same text are added (log-sum-exp); an
+    id neither watched nor chosen, or a value that is not a finite number, is dropped. None when the
+    choice has no log-probabilities left."""
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, Mapping):
         return None
@@ -121,8 +122,8 @@ def read_label_logprobs(choice: Mapping[str, Any], names: Mapping[int, str]) -> 
         name = names.get(token) if token is not None else None
         if name is None and token is not None and token == chosen:
             name = text
-        if name is not None and isinstance(value, int | float) and not isinstance(value, bool):
-            merged.setdefault(name, []).append(float(value))
+        if name is not None and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            merged.setdefault(name, []).append(float(value))  # NaN or ±inf says nothing: never added in
     return {name: _logsumexp(values) for name, values in merged.items()} or None
 
 
@@ -137,6 +138,4 @@ def _token_id(key: Any) -> int | None:
 
 def _logsumexp(values: list[float]) -> float:
     top = max(values)
-    if not math.isfinite(top):
-        return top
     return top + math.log(sum(math.exp(v - top) for v in values))

@@ -113,3 +113,13 @@ async def test_cli_run_report_and_estimate_on_the_decisions_endpoint(tmp_path):
     assert 0 < journal.spent.usd <= Decimal("0.02") and journal.open.queries == 0
     code, err = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
     assert code == 0 and "gpt-6-luna" in (tmp_path / "report.html").read_text(), err
+
+
+def test_a_decisions_probabilities_that_are_not_probabilities_are_dropped():
+    from adapters.decisions import read_decision
+
+    raw = {"answers": [{"type": "choice", "choice": "positive", "confidence": 0.9, "probabilities": [
+        {"value": "positive", "probability": 0.9}, {"value": "negative", "probability": True},
+        {"value": "neutral", "probability": float("nan")}, {"value": "other", "probability": 1.5}]}]}  # fmt: skip
+    item = read_decision("decisions", raw, "who")
+    assert item.text == "positive" and item.top_logprobs == pytest.approx({"positive": math.log(0.9)})

@@ -68,6 +68,20 @@ def test_ids_that_spell_the_same_text_are_added_and_others_dropped():
     assert read == pytest.approx({" pos": -2.0, " negative": -1.0 + 0.6931471805599453})
 
 
+def test_a_nan_beside_an_id_of_the_same_text_does_not_hide_it():
+    choice = {
+        "text": " positive",
+        "logprobs": {
+            "tokens": ["token_id:4"],
+            "top_logprobs": [
+                {"token_id:4": -0.2, "token_id:5": float("nan"), "token_id:6": -1.0, "token_id:7": float("inf")}
+            ],  # fmt: skip
+        },
+    }
+    read = read_label_logprobs(choice, {5: " negative", 6: " negative", 7: " Negative"})
+    assert read == pytest.approx({" positive": -0.2, " negative": -1.0})
+
+
 def test_answer_spellings_cover_space_and_capital():
     assert set(answer_spellings(["positive"])) == {" positive", "positive", " Positive", "Positive"}
 
