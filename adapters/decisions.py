@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from llm_anchors import BadResponseError, ConfigError
 from llm_anchors.extend import Completion, TokenCount, TokenCounter
@@ -70,7 +70,7 @@ def read_decision(shape: Shape, raw: dict[str, Any], who: str) -> Completion:
     return Completion(answer["choice"], alternatives or None)
 
 
-def _probability(value: Any) -> bool:
+def _probability(value: Any) -> TypeGuard[float]:
     """A probability a label can be read at: a number in (0, 1] (not NaN, not a boolean)."""
     return isinstance(value, float | int) and not isinstance(value, bool) and 0 < value <= 1
 
