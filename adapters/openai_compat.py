@@ -254,7 +254,7 @@ class OpenAICompatibleBackend:
         names = None
         if (vllm := await self.vllm()) is not None:
             await self._check_fits(prompts, params, vllm)
-            names = await self._label_tokens(params) if params.answers and params.top_logprobs else None
+            names = await self.label_tokens(params) if params.answers and params.top_logprobs else None
         return combined(await asyncio.gather(*(self._request(part, params, names) for part in parts)))
 
     async def aclose(self) -> None:
@@ -318,8 +318,9 @@ class OpenAICompatibleBackend:
                 param="input_tokens",
             )
 
-    async def _label_tokens(self, params: CompletionParams) -> dict[int, str]:
-        """The first token of each of ``params.answers`` as the vLLM server tokenizes them."""
+    async def label_tokens(self, params: CompletionParams) -> dict[int, str]:
+        """The first token of each of ``params.answers`` as the vLLM server tokenizes them, each with the
+        text it spells (asked once): what a request asks the log-probabilities of (`label_request`)."""
         transport, root = self._get_transport(), endpoint_url(self.base_urls[0], "", root=True)
 
         async def tokenize(text: str) -> list[int]:

@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ class LabelTokens:
 
     def __init__(self) -> None:
         self._known: dict[tuple[str, ...], dict[int, str]] = {}
+        self._asking = asyncio.Lock()  # calls sent at once ask the server once
 
     async def ids(
         self,
@@ -87,14 +89,18 @@ class LabelTokens:
         detokenize: Callable[[list[int]], Awaitable[str]],
     ) -> dict[int, str]:
         key = tuple(answers)
-        if key not in self._known:
+        if key in self._known:
+            return self._known[key]
+        async with self._asking:
+            if key in self._known:
+                return self._known[key]
             names: dict[int, str] = {}
             for text in answer_spellings(answers):
                 tokens = await tokenize(text)
                 if tokens and tokens[0] not in names:
                     names[tokens[0]] = text if len(tokens) == 1 else await detokenize(tokens[:1])
             self._known[key] = names
-        return self._known[key]
+            return names
 
 
 def label_request(ids: Mapping[int, str]) -> dict[str, Any]:

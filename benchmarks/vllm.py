@@ -89,7 +89,7 @@ async def engine_rate(url: str, texts: list[str], seed: int) -> tuple[float, lis
         sent = [clf.render(t) for t in explainer.cache.labels(clf.identity)]
         backend = clf.backend
         assert isinstance(backend, OpenAICompatibleBackend)
-        fields = label_request(await backend._label_tokens(clf.params))
+        fields = label_request(await backend.label_tokens(clf.params))
     return queries / spent, sent, fields
 
 

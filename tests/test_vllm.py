@@ -45,6 +45,19 @@ async def test_a_vllm_server_is_asked_for_the_labels_tokens_and_read_by_id():
     assert result.items[0].top_logprobs[" negative"] == pytest.approx(-9.0)  # exact, not the top k's
 
 
+async def test_calls_sent_at_once_ask_for_the_labels_tokens_once():
+    import asyncio
+
+    async with FakeVllm(answer=sentiment) as server:
+        clf = classifier(server.base_url)
+        try:
+            batches = await asyncio.gather(*(clf.classify([f"a good film {i}"]) for i in range(4)))
+        finally:
+            await clf.aclose()
+    assert all(b.labels == ["positive"] for b in batches)
+    assert server.tokenized and len(server.tokenized) == len(set(server.tokenized))  # each spelling once
+
+
 async def test_a_server_that_is_not_vllm_is_never_sent_vllm_fields():
     async with FaultServer(answer=sentiment) as server:
         clf = classifier(server.base_url)

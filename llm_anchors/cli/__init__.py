@@ -141,7 +141,7 @@ class _Model:
         labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
         backend: Any
         if args.azure_endpoint:
-            backend = _azure_backend(args, model)
+            backend = _azure_backend(args, model, self.headers)
         else:
             backend = OpenAICompatibleBackend(
                 base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout,
@@ -188,7 +188,7 @@ def _check_azure(args: argparse.Namespace) -> None:
         raise ConfigError("--azure-endpoint sends chat completions: --endpoint must be chat (or auto)")
 
 
-def _azure_backend(args: argparse.Namespace, deployment: str) -> Any:
+def _azure_backend(args: argparse.Namespace, deployment: str, headers: dict[str, str]) -> Any:
     """The deployment on Azure OpenAI, through the openai package's `AsyncAzureOpenAI`."""
     from adapters.openai_client import OpenAIClientBackend
 
@@ -198,7 +198,7 @@ def _azure_backend(args: argparse.Namespace, deployment: str) -> Any:
         raise ConfigError("--azure-endpoint needs the openai package: pip install 'llm-anchors[openai]'") from exc
     client = openai.AsyncAzureOpenAI(
         azure_endpoint=args.azure_endpoint, api_version=args.api_version,
-        api_key=os.environ["AZURE_OPENAI_API_KEY"], default_headers=_headers(args.header) or None,
+        api_key=os.environ["AZURE_OPENAI_API_KEY"], default_headers=headers or None,
     )  # fmt: skip
     return OpenAIClientBackend(
         client, deployment, price_as=args.price_as, timeout=args.timeout,
