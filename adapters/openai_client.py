@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 from adapters.decisions import DecisionCounter
 from adapters.openai_compat import (
+    NO_TIER_FOR_DECISIONS,
     REASONING_EFFORTS,
     combined,
     parse_decision,
@@ -85,6 +86,8 @@ class OpenAIClientBackend:
         self.endpoint = endpoint
         self._request_size = max_request_size if endpoint == "completions" else 1
         self._semaphore = asyncio.Semaphore(max_connections)  # bound to a loop at its first wait
+        if service_tier is not None and endpoint == "decisions":
+            raise ConfigError(NO_TIER_FOR_DECISIONS)
         self._service_tier = service_tier
         self._effort = reasoning_effort_for(self.priced_as) if reasoning_effort == "auto" else reasoning_effort
 
@@ -142,7 +145,7 @@ class OpenAIClientBackend:
 
     async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
         body = request_body(self.endpoint, self.deployment, prompts, params, self._effort)
-        if self._service_tier is not None and not self.decides:
+        if self._service_tier is not None:
             body["service_tier"] = self._service_tier
         resource = {"decisions": self._client.decisions, "chat": self._client.chat.completions,
                     "completions": self._client.completions}[self.endpoint]  # fmt: skip

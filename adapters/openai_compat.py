@@ -54,6 +54,10 @@ __all__ = [
     "parse_retry_after", "reasoning_effort_for", "request_body",
 ]  # fmt: skip
 
+NO_TIER_FOR_DECISIONS = (
+    "a decision endpoint takes no service tier (its request has none, so a call could not be billed at the "
+    "tier asked): leave service_tier unset"
+)
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 """The reasoning efforts OpenAI's chat API takes (each model takes some: gpt-5 has no "none")."""
 
@@ -171,6 +175,8 @@ class OpenAICompatibleBackend:
         self.extra_body = dict(extra_body or {})
         if service_tier is not None and (not isinstance(service_tier, str) or not service_tier.strip()):
             raise ConfigError(f"service_tier must be a tier's name (flex, priority, ...), got {service_tier!r}")
+        if service_tier is not None and self.decides:
+            raise ConfigError(NO_TIER_FOR_DECISIONS)
         self._service_tier = service_tier
         if service_tier is not None:
             self.extra_body["service_tier"] = service_tier

@@ -123,3 +123,13 @@ def test_a_decisions_probabilities_that_are_not_probabilities_are_dropped():
         {"value": "neutral", "probability": float("nan")}, {"value": "other", "probability": 1.5}]}]}  # fmt: skip
     item = read_decision("decisions", raw, "who")
     assert item.text == "positive" and item.top_logprobs == pytest.approx({"positive": math.log(0.9)})
+
+
+def test_a_service_tier_on_a_decision_endpoint_is_refused_before_anything_is_sent():
+    from llm_anchors import ConfigError
+
+    with pytest.raises(ConfigError, match="decision endpoint takes no service tier"):
+        OpenAICompatibleBackend("http://127.0.0.1:9/v1", "gpt-6-luna", endpoint="decisions", service_tier="flex")
+    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk")
+    with pytest.raises(ConfigError, match="decision endpoint takes no service tier"):
+        OpenAIClientBackend(client, "gpt-6-luna", endpoint="decisions", service_tier="flex")
