@@ -29,11 +29,19 @@ from llm_anchors.datasets import load_rt_polarity
 from ._common import RESULTS, ROW_METRICS, anchor_shape, explain_rows, short_order, summarize, table, write_json
 
 
-async def raw_load(base_url: str, model: str, prompts: Sequence[str], per_request: int, concurrency: int) -> float:
-    """Prompts per second a bare client gets, sending ``prompts`` as the engine would."""
+async def raw_load(
+    base_url: str,
+    model: str,
+    prompts: Sequence[str],
+    per_request: int,
+    concurrency: int,
+    fields: dict[str, Any] | None = None,
+) -> float:
+    """Prompts per second a bare client gets, sending ``prompts`` as the engine would: ``fields`` are
+    the request's log-probability fields (default the top 5; vLLM's label reads: `label_request`)."""
     chunks = [list(prompts[i : i + per_request]) for i in range(0, len(prompts), per_request)]
     semaphore = asyncio.Semaphore(concurrency)
-    body = {"model": model, "max_tokens": 1, "temperature": 0.0, "logprobs": 5}
+    body = {"model": model, "max_tokens": 1, "temperature": 0.0, **(fields or {"logprobs": 5})}
     async with aiohttp.ClientSession() as session:
 
         async def send(chunk: list[str]) -> None:

@@ -22,8 +22,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import aiohttp
-
 from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
 from adapters.openai_compat import OpenAICompatibleBackend
 from adapters.vllm import SERVED_NAME, VllmServer
@@ -33,6 +31,7 @@ from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import Completion
 
 from ._common import short_order, write_json
+from .baseline_llm import raw_load
 
 README_SENTENCE = "a charming , funny and moving film"
 LLAMA_NAME = "gemma-3-270m-q4_k_m"
@@ -93,23 +92,6 @@ async def engine_rate(url: str, texts: list[str], seed: int) -> tuple[float, lis
     return queries / spent, sent, fields
 
 
-async def bare_rate(url: str, prompts: Sequence[str], fields: dict[str, Any], per_request: int = 8) -> float:
-    """Prompts a second a bare aiohttp client gets, sending ``prompts`` as the engine does."""
-    chunks = [list(prompts[i : i + per_request]) for i in range(0, len(prompts), per_request)]
-    semaphore = asyncio.Semaphore(8)
-    body = {"model": SERVED_NAME, "max_tokens": 1, "temperature": 0.0, **fields}
-    async with aiohttp.ClientSession() as session:
-
-        async def send(chunk: list[str]) -> None:
-            async with semaphore, session.post(f"{url}/completions", json={**body, "prompt": chunk}) as response:
-                response.raise_for_status()
-                await response.read()
-
-        started = time.perf_counter()
-        await asyncio.gather(*(send(c) for c in chunks))
-    return len(prompts) / (time.perf_counter() - started)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=12, help="RT-Polarity sentences (default 12)")
@@ -127,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         start_s = time.perf_counter() - started
         on_vllm = asyncio.run(on_server(vllm.base_url, SERVED_NAME, compared, args.seed))
         engine, sent, fields = asyncio.run(engine_rate(vllm.base_url, chosen, args.seed))
-        bare = asyncio.run(bare_rate(vllm.base_url, sent, fields))
+        bare = asyncio.run(raw_load(vllm.base_url, SERVED_NAME, sent, per_request=8, concurrency=8, fields=fields))
     print(f"\n{'sentence':48} {'llama P(pos)':>12} {'vLLM P(pos)':>12} {'llama P(neg)':>12} {'vLLM P(neg)':>12}")
     gaps = []
     for text, a, b in zip(compared, on_llama["probabilities"], on_vllm["probabilities"], strict=True):
