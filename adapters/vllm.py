@@ -24,6 +24,7 @@ from pathlib import Path
 
 from adapters import local_server
 from adapters.local_server import LocalServer, LocalServerError, cache_dir
+from llm_anchors import ConfigError
 
 __all__ = ["SERVED_NAME", "VLLM_VERSION", "VllmServer", "VllmServerError", "find_model", "find_python", "setup"]
 
@@ -148,6 +149,9 @@ class VllmServer(LocalServer):
         extra_args: Sequence[str] = (),
         startup_timeout: float = 600.0,
     ) -> None:
+        for name, value in (("max_model_len", max_model_len), ("threads", threads), ("kv_cache_gib", kv_cache_gib)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"VllmServer's {name} must be an int >= 1, got {value!r}")
         super().__init__(host=host, port=port, startup_timeout=startup_timeout)
         self.model = str(model) if model is not None else None
         self.python = Path(python) if python is not None else None

@@ -186,3 +186,12 @@ def test_serve_and_base_url_together_are_refused(capsys):
 
     assert main(["explain", "a film", "--serve", "vllm", "--base-url", "http://127.0.0.1:9/v1"]) == 2
     assert "--serve" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [{"threads": 0}, {"max_model_len": -1}, {"kv_cache_gib": 1.5}])
+def test_a_vllm_server_with_impossible_settings_is_refused_before_it_starts(bad):
+    from adapters.vllm import VllmServer
+    from llm_anchors import ConfigError
+
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        VllmServer(**bad)
