@@ -7,6 +7,7 @@
     python -m benchmarks.stream --n 2000 --report-at 1000     # a long stream: tables at 1,000 and 2,000
     python -m benchmarks.stream --n 500 --tuning              # the held-out tuning stream (see below)
     python -m benchmarks.stream --n 1000 --reference          # every explainer at the reference Anchors settings
+    python -m benchmarks.stream --n 1000 --oracle FILE --set use_memory=false   # what any memory could save
 
 RT-Polarity sentences in a seeded order (seed 42). ``--tuning`` explains
 instead the inputs that the first 1,000 of that order (120 for the LLM)
@@ -60,6 +61,7 @@ from ._common import (
     write_json,
 )
 from ._models import train_text_rf, train_youtube_rf
+from .ceiling import OracleExplainer, oracle_answers
 
 PAPER: dict[str, dict[str, Any]] = {
     "rf": {"speedup": 1.69, "sampling_reduction": 0.32},
@@ -181,7 +183,11 @@ async def run_manchors(
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
     options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **search_settings(args))
     options.update(manchors_options(args))
-    async with MAnchorsExplainer(make(f"manchors-{strategy}-{tau_sim}-{tau_mid}"), seed=args.seed, **options) as m:
+    explainer: Callable[..., MAnchorsExplainer] = MAnchorsExplainer
+    if args.oracle:
+        explainer = OracleExplainer
+        options["answers"] = oracle_answers(args.oracle, seen_only=args.oracle_seen)
+    async with explainer(make(f"manchors-{strategy}-{tau_sim}-{tau_mid}"), seed=args.seed, **options) as m:
         label = f"MAnchors {strategy} τ_sim {tau_sim} τ_mid {tau_mid}"
         return await explain_rows(
             m, stream, order, args.fresh_samples, label=label, verbose=args.verbose, server_rss=rss
@@ -440,6 +446,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--anchors-from", default=None, help="Anchors' rows from an earlier run of this stream (JSON), not run again"
     )
+    parser.add_argument(
+        "--oracle", default=None,
+        help="a result file of this stream: MAnchors is proposed each input's anchor from it first (the ceiling "
+        "of any memory; see benchmarks.ceiling)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--oracle-seen", action="store_true", help="with --oracle: only anchors an earlier input of the stream had"
+    )
     parser.add_argument("--memo-labels", default=None, help="with llm: a SQLite file of labels reused across runs")
     parser.add_argument("--tuning", action="store_true", help="the held-out tuning stream (settings are chosen there)")
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")
@@ -454,6 +468,7 @@ def main(argv: list[str] | None = None) -> None:
     dataset = "_youtube" if args.dataset == "youtube" else ""
     stem = (f"stream{dataset}_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "")
             + run_suffix(args))  # fmt: skip
+    stem += ("_oracle_seen" if args.oracle_seen else "_oracle") if args.oracle else ""
     stem += "_reference" if args.reference else ""
     results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
     main_runs = {k[0]: m for k, m in rows["manchors"].items() if k[1:] == (tau_sim(args, k[0]), args.tau_mid)}

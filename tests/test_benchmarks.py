@@ -212,3 +212,29 @@ def test_the_power_benchmark_refuses_what_it_cannot_measure(argv, capsys):
         with pytest.raises(SystemExit) as exit_:
             power.main(["--set", bad])
         assert exit_.value.code == 2 and "--set takes NAME=VALUE" in capsys.readouterr().err
+
+
+def test_the_memorys_ceiling_proposes_the_known_anchor_first_and_pays_only_its_certificate(tmp_path):
+    import asyncio
+
+    from benchmarks.ceiling import OracleExplainer, as_rule, oracle_answers
+    from llm_anchors import FunctionClassifier, MAnchorsExplainer
+    from tests.conftest import needs_all
+
+    text = "this is a good and great movie with a fine plot overall"
+
+    async def explain(cls, **kw):
+        clf = FunctionClassifier(needs_all("good", "great"), name="good-and-great")
+        async with cls(clf, seed=0, use_memory=False, **kw) as explainer:
+            return await explainer.explain(text)
+
+    alone = asyncio.run(explain(MAnchorsExplainer))
+    assert sorted(alone.data.anchor) == ["good", "great"]
+    told = asyncio.run(explain(OracleExplainer, answers={text: ["great", "good"]}))
+    assert sorted(told.data.anchor) == ["good", "great"] and told.meta.queries < alone.meta.queries
+    assert as_rule(["good", "nowhere"], text.split()) is None
+    rows = [{"text": t, "label": 1, "anchor": a} for t, a in [("a b", ["a"]), ("a c", ["a"]), ("d", [])]]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"rows": {"manchors": [{"rows": rows}]}}))
+    assert oracle_answers(path) == {"a b": ["a"], "a c": ["a"]}
+    assert oracle_answers(path, seen_only=True) == {"a c": ["a"]}
