@@ -133,8 +133,8 @@ def test_the_empty_rule_is_tested_as_every_rule_is():
 
 def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
     # The label holds only with words 1, 4 and 10: after the root, the fit predicts {1} and {1, 4}
-    # far below the lookahead, so {1, 4, 10} is the first rule tested; word by word, all three are.
-    jumped, batches = run_search(guided(), conj(1, 4, 10))
+    # far below a lookahead of 0.8, so {1, 4, 10} is the first rule tested; word by word, all three are.
+    jumped, batches = run_search(guided(lookahead=0.8), conj(1, 4, 10))
     stepped, step_batches = run_search(guided(lookahead=None, refuse=None), conj(1, 4, 10))
     assert jumped.rule == stepped.rule == {1, 4, 10} and jumped.success
     assert {r.stage for b in batches for r in b} == {"root", "greedy-0", "greedy-3"}  # greedy-0: the root topped up

@@ -46,7 +46,7 @@ class GrowthParams:
 
     parent_samples: int = 75
     per_feature: int = 5
-    lookahead: float | None = 0.8
+    lookahead: float | None = 0.9
     prediction_rows: int = 512
     fit_weight: float = 2.0
     credit_l2: float = 1.0
