@@ -20,7 +20,6 @@ import numpy as np
 from llm_anchors import MAnchorsExplainer
 from llm_anchors.extend import Proposer
 from llm_anchors.propose import Proposals
-from llm_anchors.search.certify import Certifier
 from llm_anchors.search.rules import Rule
 
 __all__ = ["OracleExplainer", "oracle_answers"]
@@ -66,18 +65,9 @@ class OracleExplainer(MAnchorsExplainer):
         return await super()._guided(run, similar, looked_up)
 
     def guided_search(
-        self,
-        n_features: int,
-        pool: np.ndarray,
-        proposers: Sequence[Proposer] = (),
-        certifier: Certifier | None = None,
-        context: Sequence[int] = (),
-        max_size: int | None = None,
-        rate_per_sample: bool = False,
+        self, n_features: int, pool: np.ndarray, proposers: Sequence[Proposer] = (), *args: Any, **kwargs: Any
     ) -> Any:
         rule = as_rule(self.answers.get(self._query, []), self._features)
         known = [rule] if rule else []
         oracle = [Proposals("oracle", known, first=True, final=frozenset(known))] if known else []
-        return super().guided_search(
-            n_features, pool, [*oracle, *proposers], certifier, context, max_size, rate_per_sample
-        )
+        return super().guided_search(n_features, pool, [*oracle, *proposers], *args, **kwargs)
