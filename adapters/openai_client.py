@@ -16,13 +16,13 @@ import asyncio
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
-from urllib.parse import urlparse
 
 from adapters.decisions import DecisionCounter
 from adapters.openai_compat import (
     NO_TIER_FOR_DECISIONS,
     REASONING_EFFORTS,
     combined,
+    is_loopback,
     parse_decision,
     parse_response,
     parse_retry_after,
@@ -106,7 +106,7 @@ class OpenAIClientBackend:
 
     @property
     def is_local(self) -> bool:
-        return urlparse(str(self._client.base_url)).hostname in ("127.0.0.1", "localhost", "::1")
+        return is_loopback(str(self._client.base_url))
 
     @property
     def decides(self) -> bool:

@@ -50,8 +50,8 @@ from llm_anchors.extend import (
 )
 
 __all__ = [
-    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "combined", "parse_decision", "parse_response",
-    "parse_retry_after", "reasoning_effort_for", "request_body",
+    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "combined", "is_loopback", "parse_decision",
+    "parse_response", "parse_retry_after", "reasoning_effort_for", "request_body",
 ]  # fmt: skip
 
 NO_TIER_FOR_DECISIONS = (
@@ -79,6 +79,11 @@ def reasoning_effort_for(model: str) -> str | None:
     if _NOT_REASONING.match(name):
         return None
     return next((effort for pattern, effort in _LOWEST_EFFORT if pattern.match(name)), None)
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` names this machine (127.0.0.1, localhost, ::1): a server whose tokens cost nothing."""
+    return urlparse(url).hostname in ("127.0.0.1", "localhost", "::1")
 
 
 def _check_url(url: Any, key: str | None) -> None:
@@ -203,7 +208,7 @@ class OpenAICompatibleBackend:
     @property
     def is_local(self) -> bool:
         """Served from this machine: its tokens cost no dollars."""
-        return all(urlparse(u).hostname in ("127.0.0.1", "localhost", "::1") for u in self.base_urls)
+        return all(is_loopback(u) for u in self.base_urls)
 
     @property
     def decides(self) -> bool:
@@ -553,8 +558,7 @@ def parse_response(
         items = [Completion(_text(c), read(c), _cut(c)) for c in choices]
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadResponseError(f"unreadable choice: {type(exc).__name__}: {exc}", classifier=who) from exc
-    tier = raw.get("service_tier")
-    tier = tier if isinstance(tier, str) and tier else None
+    tier = _tier_said(raw)
     usage_raw = raw.get("usage") or raw.get("usageMetadata") or {}
     try:
         usage = replace(billed_usage(usage_raw), queries=n_prompts)
@@ -565,11 +569,16 @@ def parse_response(
     return Completions(items, usage, covered, tier)
 
 
+def _tier_said(raw: dict[str, Any]) -> str | None:
+    """The service tier an answer says it was served at (None: it says none)."""
+    tier = raw.get("service_tier")
+    return tier if isinstance(tier, str) and tier else None
+
+
 def parse_decision(shape: Shape, raw: dict[str, Any], who: str) -> Completions:
     """Read a decision endpoint's answer (`adapters.decisions`): one completion, its usage, its tier."""
     item = read_decision(shape, raw, who)
-    tier = raw.get("service_tier")
-    tier = tier if isinstance(tier, str) and tier else None
+    tier = _tier_said(raw)
     usage_raw = raw.get("usage")
     if not isinstance(usage_raw, dict) or "input_tokens" not in usage_raw:  # unknown, never 0
         return Completions([item], Charge(), None, tier, usage_error="no usage said")
