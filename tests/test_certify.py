@@ -162,3 +162,20 @@ def test_a_tau_near_one_is_bet_on_from_its_first_sample():
     assert certifier.guess(0, 0) == pytest.approx(0.995) and certifier.step(0, 0, True) > 0
     soonest = bet_certifies_at([True] * 2000, params, 0.02)
     assert certifier.judge(trial, [True] * soonest) == "certified" and trial.certificate.n == soonest
+
+
+def test_a_refused_rules_bet_goes_on_over_samples_drawn_later():
+    # One miss in the first 10 refuses a rule (refute 0.9); samples of it drawn later, for whatever reason,
+    # go on with the same bet, and certify it where the bet written out (conftest) says.
+    params, share = SearchParams(), 0.05
+    certifier, trial = Certifier(params), Trial(2, share)
+    fresh = [False] + [True] * 9
+    assert certifier.judge(trial, fresh) == "refused" and certifier.soonest(trial) is not None
+    fresh += [True] * (certifier.soonest(trial) - len(fresh) - 1)
+    assert certifier.judge(trial, fresh) == "refused"  # one short: still refused, never "more"
+    fresh.append(True)
+    assert certifier.judge(trial, fresh) == "certified"
+    assert trial.certificate.n == len(fresh) == bet_certifies_at(fresh, params, share)
+    # A rule too far below the bound to be certified within its patience has no soonest.
+    hopeless = Trial(2, share)
+    assert certifier.judge(hopeless, [False] * 10) == "refused" and certifier.soonest(hopeless) is None

@@ -297,3 +297,34 @@ def test_a_rule_proposed_again_is_refused():
 
     with pytest.raises(ConfigError, match="again"):
         run_search(guided(proposer=Stubborn()), conj(3, 7))
+
+
+def missing_once(*features):
+    """conj(*features), except that the first sample drawn for a rule holding them all misses."""
+    seen = []
+
+    def label(present):
+        kept = present[:, list(features)].all(axis=1)
+        if kept.all() and not seen:
+            seen.append(True)
+            kept = kept.copy()
+            kept[0] = False
+        return kept
+
+    return label
+
+
+@pytest.mark.parametrize("rescue", [0, 30])
+def test_a_refused_rule_growth_samples_to_choose_from_may_still_be_certified(rescue):
+    # {1, 4} misses once on its first probe of 10 and is refused; growth then samples it to choose what to
+    # add (24 more: 5 for each of the 10 words it lacks). Those samples go on with its bet, which needs 54
+    # more after the miss: with a rescue of 30, growth draws them, and {1, 4} is the anchor, tested
+    # second; with none, growth grows past it.
+    result, batches = run_search(guided(rescue=rescue), missing_once(1, 4))
+    pair = [r.n for b in batches for r in b if r.rule == {1, 4}]
+    assert pair[0] == 10
+    if rescue:
+        assert result.rule == {1, 4} and result.success and result.tested == 2
+        assert result.certificate.n == sum(pair) and result.certificate.kept == sum(pair) - 1
+    else:
+        assert result.rule > {1, 4} and result.success

@@ -77,6 +77,8 @@ class Guide(Protocol):
 
     def refused(self, c: Candidate) -> bool: ...
 
+    def owed(self, c: Candidate) -> int: ...
+
 
 @runtime_checkable
 class Proposer(Protocol):

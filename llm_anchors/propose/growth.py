@@ -12,6 +12,12 @@ added that the shortest certified prefix still holds is dropped in turn, the las
 feature the fit ranked before one the rule needs is not in a prefix's way), the rule without it
 tested unless it was tried or its reused samples refuse it. Growth stops when no rule shorter than
 the anchor so far (and covering more) is left to try.
+
+A rule refused on its first samples (one miss in 10 refuses a rule of precision 0.99 one time in 10)
+becomes the rule growth grows from, and is sampled to choose; those samples go on with its bet (see
+`Certifier`), and when the bet could still certify it with at most ``rescue`` samples more than
+choosing needs, growth draws them: a good rule refused by bad luck is then the anchor, not a
+superset of it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ class GrowthParams:
 
     parent_samples, per_feature: a rule gets up to ``parent_samples`` samples, ``per_feature`` for each
         feature it could still add, before growth chooses the next features from them.
+    rescue: a refused rule growth samples to choose from (its bet goes on, `Certifier`) is sampled up to
+        what would still certify it if every sample kept the label, when that is at most this many
+        samples more than choosing needs.
     lookahead: growth adds at once the next most credited features while the fit predicts the rule's
         precision below this (None: one feature per step, unless its reused samples refuse it).
     prediction_rows: rows of the coverage pool on which the fit predicts a rule's precision.
@@ -46,6 +55,7 @@ class GrowthParams:
 
     parent_samples: int = 75
     per_feature: int = 5
+    rescue: int = 10
     lookahead: float | None = 0.9
     prediction_rows: int = 512
     fit_weight: float = 2.0
@@ -56,6 +66,7 @@ class GrowthParams:
     def __post_init__(self) -> None:
         for name in ("parent_samples", "per_feature", "prediction_rows", "credit_iterations"):
             check_int(name, getattr(self, name))
+        check_int("rescue", self.rescue, minimum=0)
         check_number("lookahead", self.lookahead, high=1.0, open_high=False, optional=True)
         check_number("fit_weight", self.fit_weight, open_low=False, high=math.inf)
         check_number("credit_l2", self.credit_l2, high=math.inf)
@@ -114,7 +125,10 @@ class Growth:
             return None
         wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
         if parent.n < wanted:
-            return Draw(parent, wanted - parent.n, f"greedy-{len(parent.rule)}")
+            n, owed = wanted - parent.n, guide.owed(parent)
+            if owed <= n + p.rescue:
+                n = max(n, owed)  # a refused parent whose bet goes on: drawn until it could be certified
+            return Draw(parent, n, f"greedy-{len(parent.rule)}")
         step, passed = self._grow(guide, parent, best)
         if step is None:
             return None

@@ -125,6 +125,15 @@ class GuidedSearch(Search):
             return False
         return kl_bounds(c.n, c.positives, math.log(1.0 / level))[1] < self.params.threshold
 
+    def owed(self, c: Candidate) -> int:
+        """More fresh samples that would certify ``c``, a rule refused after it was chosen, if all kept the
+        label (0: it is certified, untested, or past its patience)."""
+        trial = c.trial
+        if trial is None or trial.verdict != "refused":
+            return 0
+        soonest = self.certifier.soonest(trial)
+        return soonest - trial.seen if soonest is not None else 0
+
     # -- the search ---------------------------------------------------------
 
     def run(self) -> Generator[list[SampleRequest], list[Samples], SearchResult]:
@@ -151,6 +160,7 @@ class GuidedSearch(Search):
                 raise ConfigError(f"{proposer.name} proposed {step!r}: not a test or draw of this search's rules")
             if isinstance(step, Draw):
                 yield from self._sample([(c, step.n)], step.stage)
+                self._take(c)  # a refused rule drawn to choose from may be certified by its bet going on
                 continue
             if c.rule in self._tried:
                 raise ConfigError(f"{proposer.name} proposed {sorted(c.rule)} again: every rule is judged once")
@@ -163,8 +173,13 @@ class GuidedSearch(Search):
             g = self.guided
             first = step.first if step.first is not None else g.first_probe
             if (yield from self._certify(c, step.stage, g.probe, first=first)):
-                if self._best is None or (len(c.rule), -c.coverage) < (len(self._best.rule), -self._best.coverage):
-                    self._best = c
+                self._take(c)
                 if step.final:
                     return True
         return False
+
+    def _take(self, c: Candidate) -> None:
+        """``c`` is the anchor so far if it is certified and shorter (or as short and covering more)."""
+        best = self._best
+        if c.certified and (best is None or (len(c.rule), -c.coverage) < (len(best.rule), -best.coverage)):
+            self._best = c

@@ -393,6 +393,8 @@ class Search:
             rows = self._store.add(cand.rule, got)
             if cand.fresh is not None:
                 cand.fresh.extend(got.labels.tolist())
+                if cand.trial is not None and cand.trial.verdict == "refused":
+                    self.certifier.judge(cand.trial, cand.fresh)  # its bet goes on (see `Certifier`)
             cand.rows.append(rows)
             cand.n += k
             cand.positives += int(got.labels.sum())

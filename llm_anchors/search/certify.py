@@ -23,7 +23,11 @@ wealth is a nonnegative supermartingale starting at 1, and by Ville's inequality
 1/share with probability at most the share — however often it is looked at, and wherever the search
 stops. A false claim needs some chosen rule of precision below b to reach its 1/share, which by the
 union bound happens with probability at most Σ_m share_m = δ. Refusing a rule never makes a claim, so
-refusals (early, heuristic, free of δ) cannot break it. The searches choose; only this certifies.
+refusals (early, heuristic, free of δ) cannot break it. A refused rule is no longer sampled to be
+judged, but a sample of it drawn later (growth samples a refused rule to choose what to add to it)
+goes on with its bet: the bet never depended on why a sample was drawn, only on its being drawn from
+the rule after the rule was chosen, and Ville's inequality holds at any stopping time; such a rule
+may still be certified, at its own share. The searches choose; only this certifies.
 
 Against three fixed looks that split a rule's share (this module's earlier schedule), the bet looks
 after every sample at the whole share: a rule that keeps the label on every sample is certified within
@@ -128,8 +132,9 @@ class Certifier:
     def judge(self, trial: Trial, fresh: Sequence[bool]) -> Verdict:
         """The verdict on a rule from its samples since it was chosen, in the order drawn: the bet goes on
         over every sample not yet judged (certified at the first that reaches 1/share), then the
-        refutation; "more" asks for samples up to `wanted`."""
-        if trial.verdict != "more":
+        refutation; "more" asks for samples up to `wanted`. A refused rule's bet goes on over samples
+        drawn later, and may still certify it."""
+        if trial.verdict == "certified":
             return trial.verdict
         for agreed in fresh[trial.seen :]:
             trial.wealth += self.step(trial.seen, trial.kept, agreed)
@@ -139,7 +144,7 @@ class Certifier:
                 trial.certificate = self._certificate(trial)
                 trial.verdict = "certified"
                 return trial.verdict
-        if trial.seen >= self.patience(trial) or self.refuted(fresh):
+        if trial.verdict == "more" and (trial.seen >= self.patience(trial) or self.refuted(fresh)):
             trial.verdict = "refused"
         return trial.verdict
 
@@ -151,16 +156,22 @@ class Certifier:
         return kl_upper_bound(sum(fresh) / n, math.log(1.0 / self.params.refute) / n) < self.params.threshold
 
     def wanted(self, trial: Trial) -> int:
-        """The fresh samples at which the rule could be certified soonest: those judged, and as many more
-        as it takes if all keep the label (at most its `patience`)."""
+        """The fresh samples at which the rule could be certified soonest (`soonest`), else its `patience`;
+        at least one more than those judged."""
+        soonest = self.soonest(trial)
+        return max(soonest if soonest is not None else self.patience(trial), trial.seen + 1)
+
+    def soonest(self, trial: Trial) -> int | None:
+        """The fresh samples at which the rule would be certified if every one not yet judged kept the
+        label: those judged and as many more as it takes (None: not within its `patience`)."""
         seen, kept, wealth, limit = trial.seen, trial.kept, trial.wealth, self.patience(trial)
         while seen < limit:
             wealth += self.step(seen, kept, True)
             seen += 1
             kept += 1
             if self._passes(trial, seen, kept, wealth):
-                break
-        return max(seen, trial.seen + 1)
+                return seen
+        return None
 
     def _passes(self, trial: Trial, seen: int, kept: int, wealth: float) -> bool:
         """Whether a bet at ``wealth`` (its log) after ``kept`` of ``seen`` certifies ``trial``'s rule: the
