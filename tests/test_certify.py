@@ -165,7 +165,7 @@ def test_a_tau_near_one_is_bet_on_from_its_first_sample():
 
 
 def test_a_refused_rules_bet_goes_on_over_samples_drawn_later():
-    # One miss in the first 10 refuses a rule (refute 0.9); samples of it drawn later, for whatever reason,
+    # One miss in the first 10 refuses a rule; samples of it drawn later, for whatever reason,
     # go on with the same bet, and certify it where the bet written out (conftest) says.
     params, share = SearchParams(), 0.05
     certifier, trial = Certifier(params), Trial(2, share)

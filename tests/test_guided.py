@@ -125,7 +125,7 @@ def test_the_empty_rule_is_tested_as_every_rule_is():
     result, batches = run_search(guided(), lambda present: [next(flips) for _ in present])
     assert result.rule == frozenset() and result.success
     assert result.certificate.n == bet_certifies_at(labels, params, 0.02) > soonest + 10
-    # Ten misses in the first 20: refuted there (its KL upper bound at refute = 0.9 is below τ).
+    # Ten misses in the first 20: refuted there (its KL upper bound at refute = 0.99 is below τ).
     flips = iter([False] * 10 + [True] * 199)
     result, batches = run_search(guided(), lambda present: [next(flips) for _ in present])
     assert result.rule != frozenset() and batches[0][0].n == 20 and batches[1][0].stage != "root"

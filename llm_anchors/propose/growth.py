@@ -55,7 +55,7 @@ class GrowthParams:
 
     parent_samples: int = 75
     per_feature: int = 5
-    rescue: int = 10
+    rescue: int = 30
     lookahead: float | None = 0.9
     prediction_rows: int = 512
     fit_weight: float = 2.0
