@@ -191,13 +191,13 @@ def test_a_certified_jump_is_reduced_to_the_words_it_needs_though_a_needless_one
     from benchmarks import power
     from llm_anchors import FunctionClassifier, MAnchorsExplainer
 
-    # Seed 19: the pair is words 8 and 11, and the fit ranks word 14 between them, so growth's first
-    # rule tested holds all three in the order (11, 14, 8): no prefix of it is the pair. The jump is
-    # certified, then reduced: {11, 14} was passed over, {11, 8} (14 dropped) is tested and certified.
+    # Seed 43: the pair is words 9 and 13, and the fit ranks word 2 between them, so growth's first
+    # rule tested holds all three in the order (13, 2, 9): no prefix of it is the pair. The jump is
+    # certified, then reduced: {13, 2} was passed over, {13, 9} (2 dropped) is tested and certified.
     e = MAnchorsExplainer(FunctionClassifier(lambda t: ["pos"] * len(t), name="power"))
-    result, pair = power.one(e, 19, 20)
-    assert pair == {8, 11} and result.rule == pair and result.success
-    assert [r.size for r in result.rounds] == [3, 2]
+    result, pair = power.one(e, 43, 20)
+    assert pair == {9, 13} and result.rule == pair and result.success
+    assert [[b.order for b in r.beam] for r in result.rounds] == [[(13, 2, 9)], [(13, 9)]]
 
 
 @pytest.mark.parametrize("argv", [["--seeds", "0"], ["--features", "1"]])

@@ -162,7 +162,7 @@ def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
 
 def test_a_rule_is_sampled_per_feature_it_could_still_add_before_growth_chooses():
     # 12 features, 5 samples each: the root (refuted on its first 20) is topped up to 60 (under the cap of 75) ...
-    _, batches = run_search(guided(), conj(1, 4, 10))
+    _, batches = run_search(guided(early=None), conj(1, 4, 10))
     root = sum(r.n for b in batches for r in b if r.stage == "root")
     assert root == 20 and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [60 - root]
     # ... and with 1 per feature, its 20 already exceed the 12 asked.
@@ -314,17 +314,27 @@ def missing_once(*features):
     return label
 
 
-@pytest.mark.parametrize("rescue", [0, 30])
-def test_a_refused_rule_growth_samples_to_choose_from_may_still_be_certified(rescue):
-    # {1, 4} misses once on its first probe of 10 and is refused; growth then samples it to choose what to
-    # add (24 more: 5 for each of the 10 words it lacks). Those samples go on with its bet, which needs 54
-    # more after the miss: with a rescue of 30, growth draws them, and {1, 4} is the anchor, tested
-    # second; with none, growth grows past it.
-    result, batches = run_search(guided(rescue=rescue), missing_once(1, 4))
+def test_growth_chooses_as_soon_as_the_rule_it_would_test_agrees_on_early_reused_samples():
+    # Word 3 alone keeps the label: among the root's first 20 samples, the 10 or so that keep it all do,
+    # so growth tests {3} at once. {1, 4, 10} needs the three kept: growth draws 10 at a time until 10
+    # reused samples agree, which takes the whole 60 (5 per feature).
+    result, batches = run_search(guided(), conj(3))
+    assert result.rule == {3} and not any(r.stage == "greedy-0" for b in batches for r in b)
+    result, batches = run_search(guided(), conj(1, 4, 10))
+    assert result.rule == {1, 4, 10} and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [10] * 4
+    waited, batches = run_search(guided(early=None), conj(3))
+    assert waited.rule == {3} and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [40]
+    with pytest.raises(ConfigError, match="early"):
+        GrowthParams(early=0)
+
+
+def test_a_refused_rule_whose_precision_recovers_is_drawn_until_its_bet_decides():
+    # {1, 4} misses once on its first probe of 10 and is refused; the samples growth then draws to choose
+    # all keep the label (its precision back above τ), so growth draws what its bet still needs.
+    result, batches = run_search(guided(), missing_once(1, 4))
     pair = [r.n for b in batches for r in b if r.rule == {1, 4}]
-    assert pair[0] == 10
-    if rescue:
-        assert result.rule == {1, 4} and result.success and result.tested == 2
-        assert result.certificate.n == sum(pair) and result.certificate.kept == sum(pair) - 1
-    else:
-        assert result.rule > {1, 4} and result.success
+    assert result.rule == {1, 4} and result.success and result.tested == 2 and pair[0] == 10 and len(pair) == 3
+    labels = [False] + [True] * 200
+    assert result.certificate.n == sum(pair) == bet_certifies_at(labels, SearchParams(), result.certificate.level)
+    # Without the refusal, growth would have grown past it: its reused samples refuse nothing.
+    assert result.certificate.kept == sum(pair) - 1

@@ -79,6 +79,9 @@ class Guide(Protocol):
 
     def owed(self, c: Candidate) -> int: ...
 
+    @property
+    def threshold(self) -> float: ...
+
 
 @runtime_checkable
 class Proposer(Protocol):

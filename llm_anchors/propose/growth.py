@@ -1,8 +1,9 @@
 """Growth: the guided search's own proposer, which grows a rule a feature (or a few) at a time.
 
 The current rule is sampled up to ``parent_samples`` (``per_feature`` per feature it could still
-add), and a ridge-logistic fit of every sample labelled so far ranks the features it lacks
-(`credit`). The next rule tested adds the most credited one and, at once, the next ones while the
+add), ``early_draw`` at a time, until the rule growth would test next has ``early`` reused samples
+all keeping the label; a ridge-logistic fit of every sample labelled so far ranks the features it
+lacks (`credit`). The next rule tested adds the most credited one and, at once, the next ones while the
 rule could not pass anyway: its reused samples already refuse it (`Guide.refused`), or the fit
 predicts its precision below ``lookahead``. A rule that grew by several features at once and is
 certified is then reduced: prefixes of the features added are tested, halving the gap between the
@@ -15,9 +16,9 @@ the anchor so far (and covering more) is left to try.
 
 A rule refused on its first samples (one miss in 10 refuses a rule of precision 0.99 one time in 10)
 becomes the rule growth grows from, and is sampled to choose; those samples go on with its bet (see
-`Certifier`), and when the bet could still certify it with at most ``rescue`` samples more than
-choosing needs, growth draws them: a good rule refused by bad luck is then the anchor, not a
-superset of it.
+`Certifier`). Once its fresh precision is back at τ, growth draws what the bet still needs (and
+chooses no earlier than that): a good rule refused by bad luck is then the anchor, not a superset of
+it.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ class GrowthParams:
 
     parent_samples, per_feature: a rule gets up to ``parent_samples`` samples, ``per_feature`` for each
         feature it could still add, before growth chooses the next features from them.
-    rescue: a refused rule growth samples to choose from (its bet goes on, `Certifier`) is sampled up to
-        what would still certify it if every sample kept the label, when that is at most this many
-        samples more than choosing needs.
+    early, early_draw: growth samples a rule to choose from ``early_draw`` samples at a time, and chooses
+        as soon as the rule it would test next has ``early`` reused samples all keeping the label (None:
+        it samples the whole ``parent_samples`` first).
     lookahead: growth adds at once the next most credited features while the fit predicts the rule's
         precision below this (None: one feature per step, unless its reused samples refuse it).
     prediction_rows: rows of the coverage pool on which the fit predicts a rule's precision.
@@ -55,7 +56,8 @@ class GrowthParams:
 
     parent_samples: int = 75
     per_feature: int = 5
-    rescue: int = 30
+    early: int | None = 10
+    early_draw: int = 10
     lookahead: float | None = 0.9
     prediction_rows: int = 512
     fit_weight: float = 2.0
@@ -66,7 +68,8 @@ class GrowthParams:
     def __post_init__(self) -> None:
         for name in ("parent_samples", "per_feature", "prediction_rows", "credit_iterations"):
             check_int(name, getattr(self, name))
-        check_int("rescue", self.rescue, minimum=0)
+        check_int("early", self.early, optional=True)
+        check_int("early_draw", self.early_draw)
         check_number("lookahead", self.lookahead, high=1.0, open_high=False, optional=True)
         check_number("fit_weight", self.fit_weight, open_low=False, high=math.inf)
         check_number("credit_l2", self.credit_l2, high=math.inf)
@@ -119,23 +122,49 @@ class Growth:
         return step
 
     def _next(self, guide: Guide) -> Step | None:
-        """Sample the current rule up to what choosing needs, or test the next rule grown from it."""
-        parent, best, p = self._path[-1], guide.best, self.params
+        """Sample the current rule until choosing can (`_draw`), or test the next rule grown from it."""
+        parent, best = self._path[-1], guide.best
         if len(parent.rule) >= guide.max_size or (best is not None and len(parent.rule) + 1 >= len(best.rule)):
             return None
-        wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
-        if parent.n < wanted:
-            n, owed = wanted - parent.n, guide.owed(parent)
-            if owed <= n + p.rescue:
-                n = max(n, owed)  # a refused parent whose bet goes on: drawn until it could be certified
-            return Draw(parent, n, f"greedy-{len(parent.rule)}")
-        step, passed = self._grow(guide, parent, best)
+        chosen = None
+        if (draw := self._draw(guide, parent)) is not None:
+            draw, chosen = self._early(guide, parent, best, draw)
+            if draw is not None:
+                return draw
+        step, passed = chosen if chosen is not None else self._grow(guide, parent, best)
         if step is None:
             return None
         self._passed |= passed
         self._path.append(step)
         self._stepped = step
         return Judge(step, f"greedy-{len(step.rule)}", traced=True)
+
+    def _draw(self, guide: Guide, parent: Candidate) -> Draw | None:
+        """Samples of ``parent`` still to draw before growing from it: up to what choosing needs
+        (``parent_samples``, ``per_feature`` per feature it could add); for a refused parent whose fresh
+        precision is back at τ and whose bet could still certify it, what the bet needs; None when
+        choosing can."""
+        p, stage = self.params, f"greedy-{len(parent.rule)}"
+        owed = guide.owed(parent)
+        if owed and parent.fresh and sum(parent.fresh) >= guide.threshold * len(parent.fresh):
+            return Draw(parent, owed, stage)  # refused on a bad start, since recovered: its bet decides
+        wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
+        return Draw(parent, wanted - parent.n, stage) if parent.n < wanted else None
+
+    def _early(
+        self, guide: Guide, parent: Candidate, best: Candidate | None, draw: Draw
+    ) -> tuple[Draw | None, tuple[Candidate | None, set[Rule]] | None]:
+        """``draw``, ``early_draw`` samples at a time, until the rule growth would test next has ``early``
+        reused samples all keeping the label: then no draw, and that rule (not while a refused parent's
+        bet could still certify it, or with ``early`` None)."""
+        p = self.params
+        if p.early is None or guide.owed(parent):
+            return draw, None
+        chosen = self._grow(guide, parent, best)
+        step = chosen[0]
+        if step is not None and step.n >= p.early and step.positives == step.n:
+            return None, chosen
+        return Draw(parent, min(p.early_draw, draw.n), draw.stage), None
 
     def _tried(self, guide: Guide, rule: Rule) -> bool:
         return rule in guide.tried or rule in self._passed

@@ -104,6 +104,11 @@ class GuidedSearch(Search):
         return self._pool
 
     @property
+    def threshold(self) -> float:
+        """τ, the precision an anchor must reach."""
+        return self.params.threshold
+
+    @property
     def best(self) -> Candidate | None:
         """The shortest rule certified so far."""
         return self._best

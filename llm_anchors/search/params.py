@@ -44,7 +44,7 @@ class SearchParams:
         not; at 0.9 a little later, 94 of 100 not refused). Refusing never
         makes a claim, so it costs no share of δ; it costs a good rule now
         and then (a rule of precision 0.97 loses 2 of its first 20 samples
-        12% of the time), which growth may still certify (its `rescue`).
+        12% of the time), which growth may still certify (see `Growth`).
     first_share: the share of δ given to the first rule tested.
     epsilon (ε): KL-LUCB stops when the best arms are known to within ε.
     epsilon_stop: the margin of the default claim (τ − epsilon_stop).
