@@ -132,7 +132,7 @@ class GuidedSearch(Search):
 
     def owed(self, c: Candidate) -> int:
         """More fresh samples that would certify ``c``, a rule refused after it was chosen, if all kept the
-        label (0: it is certified, untested, or past its patience)."""
+        label (0: it is not refused, or could not be certified within its patience)."""
         trial = c.trial
         if trial is None or trial.verdict != "refused":
             return 0
