@@ -126,9 +126,9 @@ class Growth:
         parent, best = self._path[-1], guide.best
         if len(parent.rule) >= guide.max_size or (best is not None and len(parent.rule) + 1 >= len(best.rule)):
             return None
-        chosen = None
-        if (draw := self._draw(guide, parent)) is not None:
-            draw, chosen = self._early(guide, parent, best, draw)
+        chosen, owed = None, guide.owed(parent)
+        if (draw := self._draw(guide, parent, owed)) is not None:
+            draw, chosen = self._early(guide, parent, best, draw, owed)
             if draw is not None:
                 return draw
         step, passed = chosen if chosen is not None else self._grow(guide, parent, best)
@@ -139,26 +139,25 @@ class Growth:
         self._stepped = step
         return Judge(step, f"greedy-{len(step.rule)}", traced=True)
 
-    def _draw(self, guide: Guide, parent: Candidate) -> Draw | None:
+    def _draw(self, guide: Guide, parent: Candidate, owed: int) -> Draw | None:
         """Samples of ``parent`` still to draw before growing from it: up to what choosing needs
         (``parent_samples``, ``per_feature`` per feature it could add); for a refused parent whose fresh
-        precision is back at τ and whose bet could still certify it, what the bet needs; None when
-        choosing can."""
+        precision is back at τ and whose bet could still certify it (``owed``: `Guide.owed`), what the
+        bet needs; None when choosing can."""
         p, stage = self.params, f"greedy-{len(parent.rule)}"
-        owed = guide.owed(parent)
         if owed and parent.fresh and sum(parent.fresh) >= guide.threshold * len(parent.fresh):
             return Draw(parent, owed, stage)  # refused on a bad start, since recovered: its bet decides
         wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
         return Draw(parent, wanted - parent.n, stage) if parent.n < wanted else None
 
     def _early(
-        self, guide: Guide, parent: Candidate, best: Candidate | None, draw: Draw
+        self, guide: Guide, parent: Candidate, best: Candidate | None, draw: Draw, owed: int
     ) -> tuple[Draw | None, tuple[Candidate | None, set[Rule]] | None]:
         """``draw``, ``early_draw`` samples at a time, until the rule growth would test next has ``early``
         reused samples all keeping the label: then no draw, and that rule (not while a refused parent's
         bet could still certify it, or with ``early`` None)."""
         p = self.params
-        if p.early is None or guide.owed(parent):
+        if p.early is None or owed:
             return draw, None
         chosen = self._grow(guide, parent, best)
         step = chosen[0]
