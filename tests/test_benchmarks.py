@@ -191,13 +191,13 @@ def test_a_certified_jump_is_reduced_to_the_words_it_needs_though_a_needless_one
     from benchmarks import power
     from llm_anchors import FunctionClassifier, MAnchorsExplainer
 
-    # Seed 43: the pair is words 9 and 13, and the fit ranks word 2 between them, so growth's first
-    # rule tested holds all three in the order (13, 2, 9): no prefix of it is the pair. The jump is
-    # certified, then reduced: {13, 2} was passed over, {13, 9} (2 dropped) is tested and certified.
+    # Seed 129: the pair is words 7 and 10, and the fit ranks word 15 between them, so growth's first
+    # rule tested holds all three in the order (7, 15, 10): no prefix of it is the pair. The jump is
+    # certified, then reduced: {7, 15} was passed over, {7, 10} (15 dropped) is tested and certified.
     e = MAnchorsExplainer(FunctionClassifier(lambda t: ["pos"] * len(t), name="power"))
-    result, pair = power.one(e, 43, 20)
-    assert pair == {9, 13} and result.rule == pair and result.success
-    assert [[b.order for b in r.beam] for r in result.rounds] == [[(13, 2, 9)], [(13, 9)]]
+    result, pair = power.one(e, 129, 20)
+    assert pair == {7, 10} and result.rule == pair and result.success
+    assert [[b.order for b in r.beam] for r in result.rounds] == [[(7, 15, 10)], [(7, 10)]]
 
 
 @pytest.mark.parametrize("argv", [["--seeds", "0"], ["--features", "1"]])

@@ -137,7 +137,8 @@ def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
     jumped, batches = run_search(guided(lookahead=0.8), conj(1, 4, 10))
     stepped, step_batches = run_search(guided(lookahead=None, refuse=None), conj(1, 4, 10))
     assert jumped.rule == stepped.rule == {1, 4, 10} and jumped.success
-    assert {r.stage for b in batches for r in b} == {"root", "greedy-0", "greedy-3"}  # greedy-0: the root topped up
+    # greedy-1: one-word rules drawn to choose (the jump's first word kept), never tested
+    assert {r.stage for b in batches for r in b} == {"root", "greedy-1", "greedy-3"} and jumped.tested == 2
     assert {"greedy-1", "greedy-2"} <= {r.stage for b in step_batches for r in b}
     assert samples(batches) < samples(step_batches)
 
@@ -146,8 +147,8 @@ def test_a_rule_its_reused_samples_refuse_is_not_probed():
     # Without the fit's lookahead, the refusal rule alone passes over {1} and {1, 4}: their reused root
     # samples already put the KL upper bound below τ.
     result, batches = run_search(guided(lookahead=None), conj(1, 4, 10))
-    assert result.rule == {1, 4, 10}
-    assert {r.stage for b in batches for r in b} == {"root", "greedy-0", "greedy-3"}
+    assert result.rule == {1, 4, 10} and result.tested == 2
+    assert {r.stage for b in batches for r in b} == {"root", "greedy-1", "greedy-3"}
 
 
 def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
@@ -320,12 +321,27 @@ def test_growth_chooses_as_soon_as_the_rule_it_would_test_agrees_on_early_reused
     # reused samples agree, which takes the whole 60 (5 per feature).
     result, batches = run_search(guided(), conj(3))
     assert result.rule == {3} and not any(r.stage == "greedy-0" for b in batches for r in b)
-    result, batches = run_search(guided(), conj(1, 4, 10))
-    assert result.rule == {1, 4, 10} and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [10] * 4
+    result, batches = run_search(guided(draw_first=False), conj(1, 4, 10))
+    assert [r.n for b in batches for r in b if r.stage == "greedy-0"] == [10] * 4
     waited, batches = run_search(guided(early=None), conj(3))
     assert waited.rule == {3} and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [40]
     with pytest.raises(ConfigError, match="early"):
         GrowthParams(early=0)
+
+
+def test_while_growth_would_jump_it_draws_samples_that_keep_the_jumps_first_word():
+    # {1, 4, 10}: after the root's 20, growth would test a jump; each draw of 10 keeps the first word of
+    # the jump it would test then (the fit's best), so the next rule's reused samples come twice as fast
+    # once that word is one it needs. The draws count toward the root's 60 (5 per feature).
+    result, batches = run_search(guided(), conj(1, 4, 10))
+    drawn = [r for b in batches for r in b if r.stage == "greedy-1"]
+    assert result.rule == {1, 4, 10} and result.success and result.tested == 2
+    assert drawn and all(len(r.rule) == 1 and r.n == 10 for r in drawn) and sum(r.n for r in drawn) <= 40
+    assert drawn[-1].rule < {1, 4, 10}
+    _, root_batches = run_search(guided(draw_first=False), conj(1, 4, 10))
+    assert samples(batches) < samples(root_batches)
+    with pytest.raises(ConfigError, match="draw_first"):
+        GrowthParams(draw_first=1)
 
 
 def test_a_refused_rule_whose_precision_recovers_is_drawn_until_its_bet_decides():

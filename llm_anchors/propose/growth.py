@@ -2,7 +2,8 @@
 
 The current rule is sampled up to ``parent_samples`` (``per_feature`` per feature it could still
 add), ``early_draw`` at a time, until the rule growth would test next has ``early`` reused samples
-all keeping the label; a ridge-logistic fit of every sample labelled so far ranks the features it
+all keeping the label (while that rule adds several features, the samples drawn keep the first of
+them too: ``draw_first``); a ridge-logistic fit of every sample labelled so far ranks the features it
 lacks (`credit`). The next rule tested adds the most credited one and, at once, the next ones while the
 rule could not pass anyway: its reused samples already refuse it (`Guide.refused`), or the fit
 predicts its precision below ``lookahead``. A rule that grew by several features at once and is
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._checks import check_int, check_number
+from .._exceptions import ConfigError
 from .._logistic import ridge_logistic, sigmoid
 from ..search.base import Candidate
 from ..search.rules import Rule, covers
@@ -46,6 +48,9 @@ class GrowthParams:
     early, early_draw: growth samples a rule to choose from ``early_draw`` samples at a time, and chooses
         as soon as the rule it would test next has ``early`` reused samples all keeping the label (None:
         it samples the whole ``parent_samples`` first).
+    draw_first: while the rule growth would test next adds several features at once, the samples it
+        draws to choose keep the first of them too (the most credited): when that feature is one the
+        rule needs, twice as many of them are the next rule's (half of the parent's are).
     lookahead: growth adds at once the next most credited features while the fit predicts the rule's
         precision below this (None: one feature per step, unless its reused samples refuse it).
     prediction_rows: rows of the coverage pool on which the fit predicts a rule's precision.
@@ -58,6 +63,7 @@ class GrowthParams:
     per_feature: int = 5
     early: int | None = 10
     early_draw: int = 10
+    draw_first: bool = True
     lookahead: float | None = 0.9
     prediction_rows: int = 512
     fit_weight: float = 2.0
@@ -70,6 +76,8 @@ class GrowthParams:
             check_int(name, getattr(self, name))
         check_int("early", self.early, optional=True)
         check_int("early_draw", self.early_draw)
+        if not isinstance(self.draw_first, bool):
+            raise ConfigError(f"draw_first must be True or False, got {self.draw_first!r}")
         check_number("lookahead", self.lookahead, high=1.0, open_high=False, optional=True)
         check_number("fit_weight", self.fit_weight, open_low=False, high=math.inf)
         check_number("credit_l2", self.credit_l2, high=math.inf)
@@ -103,6 +111,7 @@ class Growth:
     _reduction: _Reduction | None = field(default=None, init=False, repr=False)
     _passed: set[Rule] = field(default_factory=set, init=False, repr=False)  # refused by reuse, grown past
     _done: bool = field(default=False, init=False, repr=False)
+    _aside: int = field(default=0, init=False, repr=False)  # drawn keeping a jump's first feature, this step
 
     def propose(self, guide: Guide) -> Step | None:
         if self._done:
@@ -135,6 +144,7 @@ class Growth:
         if step is None:
             return None
         self._passed |= passed
+        self._aside = 0
         self._path.append(step)
         self._stepped = step
         return Judge(step, f"greedy-{len(step.rule)}", traced=True)
@@ -148,14 +158,16 @@ class Growth:
         if owed and parent.fresh and sum(parent.fresh) >= guide.threshold * len(parent.fresh):
             return Draw(parent, owed, stage)  # refused on a bad start, since recovered: its bet decides
         wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
-        return Draw(parent, wanted - parent.n, stage) if parent.n < wanted else None
+        have = parent.n + self._aside
+        return Draw(parent, wanted - have, stage) if have < wanted else None
 
     def _early(
         self, guide: Guide, parent: Candidate, best: Candidate | None, draw: Draw, owed: int
     ) -> tuple[Draw | None, tuple[Candidate | None, set[Rule]] | None]:
         """``draw``, ``early_draw`` samples at a time, until the rule growth would test next has ``early``
         reused samples all keeping the label: then no draw, and that rule (not while a refused parent's
-        bet could still certify it, or with ``early`` None)."""
+        bet could still certify it, or with ``early`` None). While that rule adds several features, the
+        samples drawn keep the first of them too (``draw_first``; they count toward ``draw``'s)."""
         p = self.params
         if p.early is None or owed:
             return draw, None
@@ -163,7 +175,12 @@ class Growth:
         step = chosen[0]
         if step is not None and step.n >= p.early and step.positives == step.n:
             return None, chosen
-        return Draw(parent, min(p.early_draw, draw.n), draw.stage), None
+        n = min(p.early_draw, draw.n)
+        if p.draw_first and step is not None and len(step.rule) - len(parent.rule) > 1:
+            order = step.order[: len(parent.rule) + 1]
+            self._aside += n
+            return Draw(guide.candidate(frozenset(order), order), n, f"greedy-{len(order)}"), None
+        return Draw(parent, n, draw.stage), None
 
     def _tried(self, guide: Guide, rule: Rule) -> bool:
         return rule in guide.tried or rule in self._passed
