@@ -179,3 +179,24 @@ def test_a_refused_rules_bet_goes_on_over_samples_drawn_later():
     # A rule too far below the bound to be certified within its patience has no soonest.
     hopeless = Trial(2, share)
     assert certifier.judge(hopeless, [False] * 10) == "refused" and certifier.soonest(hopeless) is None
+
+
+@pytest.mark.parametrize("certify", ["default", "strict"])
+def test_soonest_is_where_the_bet_would_certify_if_every_sample_left_kept_the_label(certify):
+    # Against the bet written out (conftest), for rules refused after a few misses anywhere in their
+    # first samples: the soonest certificate, or None when it is beyond the rule's patience.
+    params, share = SearchParams(certify=certify), 0.01
+    certifier, rng = Certifier(params), np.random.default_rng(0)
+    nones = 0
+    for _ in range(200):
+        seen = int(rng.integers(1, 120))
+        fresh = (rng.random(seen) > rng.choice([0.02, 0.1, 0.3])).tolist()
+        trial = Trial(3, share)
+        certifier.judge(trial, fresh)
+        if trial.verdict == "certified":
+            continue
+        at = bet_certifies_at(fresh + [True] * 2000, params, share)
+        expected = at if at <= certifier.patience(trial) else None
+        assert certifier.soonest(trial) == expected
+        nones += expected is None
+    assert 0 < nones < 200

@@ -33,7 +33,7 @@ from .._checks import check_int, check_number
 from .._exceptions import ConfigError
 from .._logistic import ridge_logistic, sigmoid
 from ..search.base import Candidate
-from ..search.rules import Rule, covers
+from ..search.rules import Rule
 from .base import Draw, Guide, Judge, Step
 
 __all__ = ["Growth", "GrowthParams", "credit"]
@@ -224,11 +224,14 @@ class Growth:
             if f is None or weights[f] <= 0:
                 break
             rule = cand.rule | {f}
-            if self._tried(guide, rule) or covers(rule, guide.pool).mean() <= floor:
+            if self._tried(guide, rule):
+                break
+            grown = guide.candidate(rule, cand.order + (f,))
+            if grown.coverage <= floor:
                 break
             if refused:
                 passed.add(cand.rule)
-            cand = guide.candidate(rule, cand.order + (f,))
+            cand = grown
         return cand, passed
 
     def _predicted(self, guide: Guide, c: Candidate, weights: np.ndarray, bias: float) -> float:

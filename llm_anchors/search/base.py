@@ -314,6 +314,7 @@ class Search:
         self._pool = coverage_pool
         self._store = SampleStore(n_features, rate_per_sample)
         self._cands: dict[Rule, Candidate] = {}
+        self._coverage: dict[Rule, float] = {}  # a rule's coverage, measured once
         self._rounds: list[RoundTrace] = []
         self._samples_used = 0
         self._best: Candidate | None = None
@@ -408,7 +409,10 @@ class Search:
         known = self._cands.get(rule)
         if known is not None and known.trial is not None:
             return known
-        cand = Candidate(rule, order, float(covers(rule, self._pool).mean()))
+        coverage = self._coverage.get(rule)
+        if coverage is None:
+            coverage = self._coverage[rule] = float(covers(rule, self._pool).mean())
+        cand = Candidate(rule, order, coverage)
         reused = self._store.reusable(rule)
         if len(reused):
             cand.rows.append(reused)

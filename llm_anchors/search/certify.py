@@ -163,8 +163,11 @@ class Certifier:
 
     def soonest(self, trial: Trial) -> int | None:
         """The fresh samples at which the rule would be certified if every one not yet judged kept the
-        label: those judged and as many more as it takes (None: not within its `patience`)."""
+        label: those judged and as many more as it takes (None: not within its `patience`; by default,
+        at once when even then its precision would be below τ there)."""
         seen, kept, wealth, limit = trial.seen, trial.kept, trial.wealth, self.patience(trial)
+        if self.params.certify == "default" and kept + (limit - seen) < self.params.threshold * limit:
+            return None  # its precision, rising with every sample kept, is below τ even at its patience
         while seen < limit:
             wealth += self.step(seen, kept, True)
             seen += 1
