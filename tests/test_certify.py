@@ -200,3 +200,18 @@ def test_soonest_is_where_the_bet_would_certify_if_every_sample_left_kept_the_la
         assert certifier.soonest(trial) == expected
         nones += expected is None
     assert 0 < nones < 200
+
+
+def test_a_rule_is_refused_as_soon_as_no_sample_left_to_its_patience_could_certify_it():
+    # Strict (bound τ): a rule of precision 0.96, one miss in 25, stays above τ (never refuted) but its
+    # bet grows too slowly; it is refused at the first sample after which even every sample left to
+    # its patience keeping the label would not certify it (the bet written out, conftest), not at it.
+    params, share = SearchParams(certify="strict"), 0.05
+    certifier, trial = Certifier(params), Trial(2, share)
+    fresh: list[bool] = []
+    while certifier.judge(trial, fresh) == "more":
+        fresh.append(len(fresh) % 25 != 24)
+    limit = certifier.patience(trial)
+    assert trial.verdict == "refused" and len(fresh) < limit and sum(fresh) >= params.threshold * len(fresh)
+    assert bet_certifies_at(fresh + [True] * (limit - len(fresh)), params, share) is None
+    assert bet_certifies_at(fresh[:-1] + [True] * (limit - len(fresh) + 1), params, share) is not None

@@ -11,9 +11,10 @@ from b to 1 when that is higher, held as ``bet_weight`` samples, updated by the 
 λ = 0 when q ≤ b), so that its wealth is multiplied by q/b when the sample keeps the label and by
 (1 − q)/(1 − b) when not. The rule is certified at the first sample where the wealth reaches
 1/share and (by default, Anchors' criterion) the precision of its samples so far reaches τ; refused
-when the KL upper bound of its samples at ``refute`` falls below τ, or once it has had ``patience``
-times the fewest samples that could certify it (`fewest_agreeing`). Samples are drawn in requests no
-larger than what could still certify it if all kept the label (`Certifier.wanted`).
+when the KL upper bound of its samples at ``refute`` falls below τ, or as soon as it could not be
+certified within ``patience`` times the fewest samples that could certify it (`fewest_agreeing`) even
+if every sample left kept the label (`Certifier.soonest`). Samples are drawn in requests no larger
+than what could still certify it if all kept the label (`Certifier.wanted`).
 
 Why the anchor returned then has precision ≥ b with probability ≥ 1 − δ, whatever the search: a
 rule's share is fixed when it is chosen, and its judging samples are drawn after, independently of
@@ -132,8 +133,9 @@ class Certifier:
     def judge(self, trial: Trial, fresh: Sequence[bool]) -> Verdict:
         """The verdict on a rule from its samples since it was chosen, in the order drawn: the bet goes on
         over every sample not yet judged (certified at the first that reaches 1/share), then the
-        refutation; "more" asks for samples up to `wanted`. A refused rule's bet goes on over samples
-        drawn later, and may still certify it."""
+        refutation, and futility (refused once no sample left within its patience could certify it: what
+        waiting out the patience would say, sooner); "more" asks for samples up to `wanted`. A refused
+        rule's bet goes on over samples drawn later, and may still certify it."""
         if trial.verdict == "certified":
             return trial.verdict
         for agreed in fresh[trial.seen :]:
@@ -144,7 +146,7 @@ class Certifier:
                 trial.certificate = self._certificate(trial)
                 trial.verdict = "certified"
                 return trial.verdict
-        if trial.verdict == "more" and (trial.seen >= self.patience(trial) or self.refuted(fresh)):
+        if trial.verdict == "more" and (self.refuted(fresh) or self.soonest(trial) is None):
             trial.verdict = "refused"
         return trial.verdict
 
@@ -156,8 +158,8 @@ class Certifier:
         return kl_upper_bound(sum(fresh) / n, math.log(1.0 / self.params.refute) / n) < self.params.threshold
 
     def wanted(self, trial: Trial) -> int:
-        """The fresh samples at which the rule could be certified soonest (`soonest`), else its `patience`;
-        at least one more than those judged."""
+        """The fresh samples at which the rule could be certified soonest (`soonest`; a rule that could not
+        is refused), at least one more than those judged."""
         soonest = self.soonest(trial)
         return max(soonest if soonest is not None else self.patience(trial), trial.seen + 1)
 

@@ -35,9 +35,10 @@ class SearchParams:
         a rule that keeps the label on every sample is certified within a
         few samples of the floor (the fewest that could certify it), and a
         miss costs more samples to make up.
-    patience: a rule is refused once it has had ``patience`` times the
-        fewest fresh samples that could certify it (a rule whose precision
-        is barely above the bound would take hundreds).
+    patience: a rule is given at most ``patience`` times the fewest fresh
+        samples that could certify it (a rule whose precision is barely
+        above the bound would take hundreds), and is refused as soon as not
+        even every sample left to that keeping the label could certify it.
     refute: a rule is refused as soon as its KL upper bound at this level,
         on its samples since it was chosen, falls below τ (at 0.99: as soon
         as their precision falls below τ, 94 of 100 refused and 95 of 100
