@@ -161,6 +161,20 @@ def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
     assert result.certificate is not None and result.certificate.n >= 50 and result.tested > 2
 
 
+def test_dropping_words_from_a_certified_jump_stops_after_drop_misses_refused_in_a_row():
+    # A lookahead of 1 jumps to 8 words, 6 of them needed. Each needed word dropped is a refused test:
+    # by default growth stops after 3 in a row; with None it tries every word; with 1 it stops at the
+    # first refusal, before the needless words 8 and 9 were tried, and returns a superset.
+    needed = conj(1, 2, 3, 4, 5, 6)
+    stopped, _ = run_search(guided(lookahead=1.0, refuse=None), needed)
+    every, _ = run_search(guided(lookahead=1.0, refuse=None, drop_misses=None), needed)
+    first, _ = run_search(guided(lookahead=1.0, refuse=None, drop_misses=1), needed)
+    assert stopped.rule == every.rule == {1, 2, 3, 4, 5, 6} and stopped.tested == every.tested - 1
+    assert first.rule > {1, 2, 3, 4, 5, 6} and first.tested < stopped.tested
+    with pytest.raises(ConfigError, match="drop_misses"):
+        GrowthParams(drop_misses=0)
+
+
 def test_a_rule_is_sampled_per_feature_it_could_still_add_before_growth_chooses():
     # 12 features, 5 samples each: the root (refuted on its first 20) is topped up to 60 (under the cap of 75) ...
     _, batches = run_search(guided(early=None), conj(1, 4, 10))

@@ -12,8 +12,9 @@ longest refused and the shortest certified (bisection finds *a* shorter certifie
 necessarily the shortest: whether a prefix passes is itself random); then each feature the jump
 added that the shortest certified prefix still holds is dropped in turn, the last added first (a
 feature the fit ranked before one the rule needs is not in a prefix's way), the rule without it
-tested unless it was tried or its reused samples refuse it. Growth stops when no rule shorter than
-the anchor so far (and covering more) is left to try.
+tested unless it was tried or its reused samples refuse it, until ``drop_misses`` of them in a row
+are refused (a long jump's words are then mostly needed, and each try is a test). Growth stops when
+no rule shorter than the anchor so far (and covering more) is left to try.
 
 A rule refused on its first samples (one miss in 10 refuses a rule of precision 0.99 one time in 10)
 becomes the rule growth grows from, and is sampled to choose; those samples go on with its bet (see
@@ -51,6 +52,8 @@ class GrowthParams:
     draw_first: while the rule growth would test next adds several features at once, the samples it
         draws to choose keep the first of them too (the most credited): when that feature is one the
         rule needs, twice as many of them are the next rule's (half of the parent's are).
+    drop_misses: reducing a certified jump, growth stops dropping features once this many rules in a row,
+        each without one of them, are refused (None: it tries every feature the jump added).
     lookahead: growth adds at once the next most credited features while the fit predicts the rule's
         precision below this (None: one feature per step, unless its reused samples refuse it).
     prediction_rows: rows of the coverage pool on which the fit predicts a rule's precision.
@@ -64,6 +67,7 @@ class GrowthParams:
     early: int | None = 10
     early_draw: int = 10
     draw_first: bool = True
+    drop_misses: int | None = 3
     lookahead: float | None = 0.9
     prediction_rows: int = 512
     fit_weight: float = 2.0
@@ -76,6 +80,7 @@ class GrowthParams:
             check_int(name, getattr(self, name))
         check_int("early", self.early, optional=True)
         check_int("early_draw", self.early_draw)
+        check_int("drop_misses", self.drop_misses, optional=True)
         if not isinstance(self.draw_first, bool):
             raise ConfigError(f"draw_first must be True or False, got {self.draw_first!r}")
         check_number("lookahead", self.lookahead, high=1.0, open_high=False, optional=True)
@@ -88,7 +93,8 @@ class GrowthParams:
 class _Reduction:
     """A certified jump being reduced: prefixes of ``step.order`` between ``low`` and ``high`` features
     still to bisect (``start``: its parent's), then ``drops``, the features to try dropping from
-    ``kept`` (the shortest rule of the jump certified so far); ``testing``: the rule tested last."""
+    ``kept`` (the shortest rule of the jump certified so far); ``testing``: the rule tested last;
+    ``misses``: the dropped rules refused since the last certified."""
 
     step: Candidate
     start: int
@@ -97,6 +103,7 @@ class _Reduction:
     kept: Candidate
     drops: list[int] | None = None
     testing: Candidate | None = None
+    misses: int = 0
 
 
 @dataclass
@@ -247,10 +254,15 @@ class Growth:
     def _reduce(self, guide: Guide, r: _Reduction) -> Judge | None:
         """After a rule grew by several features and was certified: the next shorter rule to test, a
         prefix of its order (`_bisect`), then the shortest certified without one of the features the
-        jump added (`_drop`); None when nothing is left to try."""
+        jump added (`_drop`); None when nothing is left to try, or once ``drop_misses`` dropped rules in
+        a row were refused."""
         tested, r.testing = r.testing, None
         if tested is not None and tested.certified:
-            r.kept = tested
+            r.kept, r.misses = tested, 0
+        elif tested is not None and r.drops is not None:
+            r.misses += 1
+            if self.params.drop_misses is not None and r.misses >= self.params.drop_misses:
+                return None  # the features left are likely needed too; each try costs a test
         if r.drops is None:
             if tested is not None:
                 r.low, r.high = (r.low, len(tested.rule)) if tested.certified else (len(tested.rule), r.high)
