@@ -51,7 +51,8 @@ class GrowthParams:
         it samples the whole ``parent_samples`` first).
     draw_first: while the rule growth would test next adds several features at once, the samples it
         draws to choose keep the first of them too (the most credited): when that feature is one the
-        rule needs, twice as many of them are the next rule's (half of the parent's are).
+        rule needs, twice as many of them are the next rule's (for two features, half of them against a
+        quarter of the parent's).
     drop_misses: reducing a certified jump, growth stops dropping features once this many rules in a row,
         each without one of them, are refused (None: it tries every feature the jump added).
     lookahead: growth adds at once the next most credited features while the fit predicts the rule's
