@@ -314,7 +314,6 @@ class Search:
         self._pool = coverage_pool
         self._store = SampleStore(n_features, rate_per_sample)
         self._cands: dict[Rule, Candidate] = {}
-        self._coverage: dict[Rule, float] = {}  # a rule's coverage, measured once
         self._rounds: list[RoundTrace] = []
         self._samples_used = 0
         self._best: Candidate | None = None
@@ -404,14 +403,13 @@ class Search:
         return positives
 
     def _candidate(self, rule: Rule, order: tuple[int, ...]) -> Candidate:
-        """The rule as a candidate, with every sample so far that is one of its; a rule already chosen
-        to be tested is returned as it is (its own samples, its trial)."""
+        """The rule as a candidate, with every sample so far that is one of its (its coverage measured the
+        first time, then kept); a rule already chosen to be tested is returned as it is (its own
+        samples, its trial)."""
         known = self._cands.get(rule)
         if known is not None and known.trial is not None:
             return known
-        coverage = self._coverage.get(rule)
-        if coverage is None:
-            coverage = self._coverage[rule] = float(covers(rule, self._pool).mean())
+        coverage = known.coverage if known is not None else float(covers(rule, self._pool).mean())
         cand = Candidate(rule, order, coverage)
         reused = self._store.reusable(rule)
         if len(reused):
