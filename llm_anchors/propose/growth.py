@@ -7,14 +7,15 @@ them too: ``draw_first``); a ridge-logistic fit of every sample labelled so far 
 lacks (`credit`). The next rule tested adds the most credited one and, at once, the next ones while the
 rule could not pass anyway: its reused samples already refuse it (`Guide.refused`), or the fit
 predicts its precision below ``lookahead``. A rule that grew by several features at once and is
-certified is then reduced: prefixes of the features added are tested, halving the gap between the
-longest refused and the shortest certified (bisection finds *a* shorter certified prefix, not
-necessarily the shortest: whether a prefix passes is itself random); then each feature the jump
-added that the shortest certified prefix still holds is dropped in turn, the last added first (a
-feature the fit ranked before one the rule needs is not in a prefix's way), the rule without it
-tested unless it was tried or its reused samples refuse it, until ``drop_misses`` of them in a row
-are refused (a long jump's words are then mostly needed, and each try is a test). Growth stops when
-no rule shorter than the anchor so far (and covering more) is left to try.
+certified when tested (not one refused, then certified by its bet going on: reducing those cost more
+than it saved, docs/benchmarks.md) is then reduced: prefixes of the features added are tested,
+halving the gap between the longest refused and the shortest certified (bisection finds *a* shorter
+certified prefix, not necessarily the shortest: whether a prefix passes is itself random); then each
+feature the jump added that the shortest certified prefix still holds is dropped in turn, the last
+added first (a feature the fit ranked before one the rule needs is not in a prefix's way), the rule
+without it tested unless it was tried or its reused samples refuse it, until ``drop_misses`` of them
+in a row are refused (a long jump's words are then mostly needed, and each try is a test). Growth
+stops when no rule shorter than the anchor so far (and covering more) is left to try.
 
 A rule refused on its first samples (one miss in 10 refuses a rule of precision 0.99 one time in 10)
 becomes the rule growth grows from, and is sampled to choose; those samples go on with its bet (see
