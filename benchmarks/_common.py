@@ -72,8 +72,16 @@ def table(summary: dict[str, dict[str, float]], title: str) -> str:
     return "\n".join(lines)
 
 
+def result_path(filename: str, out: Path | None = None) -> Path:
+    """Where a result file goes: ``out`` (or benchmarks/results, which a fresh checkout does not have),
+    the folder made if missing, so that a long run is not lost at its end."""
+    folder = out or RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / filename
+
+
 def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
-    path = out or RESULTS / f"{name}.json"
+    path = out or result_path(f"{name}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,
@@ -324,7 +332,7 @@ def plots(a: list[dict[str, Any]], m: list[dict[str, Any]], stem: str, out: Path
         ax.set_ylabel(f"cumulative mean {title}")
         ax.legend()
     fig.tight_layout()
-    first = (out or RESULTS) / f"{stem}_cumulative.png"
+    first = result_path(f"{stem}_cumulative.png", out)
     fig.savefig(first, dpi=110)
     plt.close(fig)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -337,7 +345,7 @@ def plots(a: list[dict[str, Any]], m: list[dict[str, Any]], stem: str, out: Path
         ax.set_ylabel("inputs")
         ax.legend()
     fig.tight_layout()
-    second = (out or RESULTS) / f"{stem}_distributions.png"
+    second = result_path(f"{stem}_distributions.png", out)
     fig.savefig(second, dpi=110)
     plt.close(fig)
     return [first, second]

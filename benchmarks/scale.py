@@ -36,7 +36,7 @@ from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAn
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.distributed import RayPool
 
-from ._common import RESULTS, short_order, write_json
+from ._common import RESULTS, result_path, short_order, write_json
 from .baseline_llm import server_url
 
 REQUEST_SIZE = 8
@@ -218,7 +218,7 @@ def plot_sim(paths: list[Path]) -> Path:
     ax.set_title("Fake server, 50 ms per request: who limits")
     ax.legend()
     fig.tight_layout()
-    out = RESULTS / "scale_sim_workers.png"
+    out = result_path("scale_sim_workers.png")
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out

@@ -47,12 +47,12 @@ from llm_anchors.samplers.words import WORD
 
 from ._common import (
     FIDELITY,
-    RESULTS,
     add_comparison_args,
     compare,
     explain_rows,
     parse_value,
     plots,
+    result_path,
     run_suffix,
     search_settings,
     short_order,
@@ -328,7 +328,7 @@ def growth_plot(table: list[dict[str, Any]], stem: str, out: Path | None = None)
         ax.set_ylabel(title)
         ax.set_ylim(bottom=0)
     fig.tight_layout()
-    path = (out or RESULTS) / f"{stem}_growth.png"
+    path = result_path(f"{stem}_growth.png", out)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -361,7 +361,7 @@ def heatmaps(grid: dict[tuple[float, float], dict[str, Any]], stem: str, out: Pa
                 ax.text(j, i, f"{table[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
         fig.colorbar(image, ax=ax)
     fig.tight_layout()
-    path = (out or RESULTS) / f"{stem}_sweep.png"
+    path = result_path(f"{stem}_sweep.png", out)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -486,10 +486,6 @@ def main(argv: list[str] | None = None) -> None:
     grown = growth(m, args.growth_every or max(1, len(m) // 10))
     print(f"\nMAnchors ({first}) as the memory grows\n")
     print(growth_markdown(grown))
-    pngs = [*plots(a, m, stem), growth_plot(grown, stem)]
-    if args.sweep:
-        strategy = next(iter(rows["manchors"]))[0]
-        pngs.append(heatmaps({k[1:]: v for k, v in results.items() if k[0] == strategy}, stem))
     path = write_json(
         stem,
         {
@@ -503,6 +499,10 @@ def main(argv: list[str] | None = None) -> None:
                                                  for k, v in rows["manchors"].items()]},
         },
     )  # fmt: skip
+    pngs = [*plots(a, m, stem), growth_plot(grown, stem)]  # after the rows are safe
+    if args.sweep:
+        strategy = next(iter(rows["manchors"]))[0]
+        pngs.append(heatmaps({k[1:]: v for k, v in results.items() if k[0] == strategy}, stem))
     print("\nwrote " + ", ".join(str(p) for p in [path, *pngs]))
 
 

@@ -92,8 +92,7 @@ def test_plots_and_heatmaps_draw_their_data(tmp_path):
     grid = {(s, mm): compare(a, m, "gpt-4o-mini") for s in (0.5, 0.6) for mm in (0.7, 0.8)}
     paths.append(stream.heatmaps(grid, "t", out=tmp_path))
     drawn = [pixels(path) for path in paths]
-    (tmp_path / "other").mkdir()
-    other = plots(a, rows(12, 9, hits=True), "t", out=tmp_path / "other")  # other numbers: other pictures
+    other = plots(a, rows(12, 9, hits=True), "t", out=tmp_path / "other")  # other numbers, other pictures
     assert all(not np.array_equal(x, pixels(y)) for x, y in zip(drawn, other, strict=False))
 
 
@@ -112,6 +111,18 @@ def test_growth_windows_cover_the_stream():
 def test_growth_plot_is_written(tmp_path):
     path = stream.growth_plot(stream.growth(rows(12, 6, hits=True), every=4), "t", out=tmp_path)
     pixels(path)
+
+
+def test_results_go_to_a_folder_a_fresh_checkout_does_not_have(tmp_path, monkeypatch):
+    # benchmarks/results is not in git: a stream's figures made it themselves, or its rows were lost.
+    from benchmarks import _common
+
+    monkeypatch.setattr(_common, "RESULTS", tmp_path / "results")
+    figure = stream.growth_plot(stream.growth(rows(12, 6, hits=True), every=4), "t")
+    written = plots(rows(12, 3), rows(12, 4, hits=True), "t", out=tmp_path / "elsewhere" / "deeper")
+    assert figure.parent == tmp_path / "results" and figure.exists()
+    assert all(p.parent == tmp_path / "elsewhere" / "deeper" and p.exists() for p in written)
+    assert _common.write_json("t", {}).parent == tmp_path / "results"
 
 
 @pytest.mark.slow
