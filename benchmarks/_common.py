@@ -81,7 +81,7 @@ def result_path(filename: str, out: Path | None = None) -> Path:
 
 
 def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
-    path = out or result_path(f"{name}.json")
+    path = out or RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,

@@ -27,11 +27,11 @@ from llm_anchors.display import anchor_image
 
 from ._common import (
     FIDELITY,
-    RESULTS,
     add_comparison_args,
     compare,
     explain_rows,
     plots,
+    result_path,
     run_suffix,
     search_settings,
     tau_sim,
@@ -62,7 +62,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     options = dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
     async with MAnchorsExplainer(classifier, sampler=memory_sampler, seed=args.seed, **options) as memory:
         m = await explain_rows(memory, stream, order, args.fresh_samples, label="MAnchors")
-    anchors_png = anchor_sheet(plain_sampler, sheet, RESULTS / f"image_digits_n{args.n}_anchors.png")
+    anchors_png = anchor_sheet(plain_sampler, sheet, result_path(f"image_digits_n{args.n}_anchors.png"))
     return {"accuracy": accuracy, "anchors": a, "manchors": m, "anchors_png": str(anchors_png)}
 
 
@@ -82,7 +82,6 @@ def anchor_sheet(images: ImageSampler, shown: list[tuple[np.ndarray, Explanation
         for ax in axes[:, j]:
             ax.axis("off")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -130,7 +130,6 @@ def test_tabular_and_image_benchmarks_run_end_to_end(tmp_path, monkeypatch, caps
     from benchmarks import _common, image, tabular
 
     monkeypatch.setattr(_common, "RESULTS", tmp_path)
-    monkeypatch.setattr(image, "RESULTS", tmp_path)
     tabular.main(["--models", "rf", "--n", "3", "--fresh-samples", "100"])
     image.main(["--n", "3", "--fresh-samples", "100"])
     out = capsys.readouterr().out
