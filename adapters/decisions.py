@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeGuard
 from llm_anchors import BadResponseError, ConfigError
 from llm_anchors.extend import Completion, TokenCount, TokenCounter
 
-__all__ = ["INSTRUCTIONS", "DecisionCounter", "Shape", "decision_body", "read_decision"]
+__all__ = ["INSTRUCTIONS", "DecisionCounter", "Shape", "decision_body", "probabilities", "read_decision", "unasked"]
 
 Shape = Literal["decisions", "systemone"]
 QUESTION = "label"
@@ -49,9 +49,13 @@ def decision_body(shape: Shape, model: str, prompt: str, labels: Sequence[str]) 
     return {"model": model, "state": prompt, "questions": {QUESTION: question}}
 
 
-def read_decision(shape: Shape, raw: dict[str, Any], who: str) -> Completion:
-    """The answer as a completion: the choice as its text, each label's probability as its alternatives
-    (log); a refusal as an empty answer (read as `UNPARSED`)."""
+def read_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[str] = ()) -> Completion:
+    """The answer as a completion: the choice as its text (and its chosen token), each label's
+    probability as its alternatives (log); a refusal as an empty answer (read as `UNPARSED`).
+
+    Only the classes asked (``labels``, when given) are read. Probabilities that cannot all be read (one
+    not a number, below 0, above 1 by more than rounding, a class given twice) say nothing: the choice
+    alone is the answer, never another class (`probabilities`)."""
     answers = raw.get("answers")
     try:
         answer = answers[0] if shape == "decisions" else answers[QUESTION]  # type: ignore[index]
@@ -61,18 +65,46 @@ def read_decision(shape: Shape, raw: dict[str, Any], who: str) -> Completion:
         return Completion("")
     if answer.get("type") != "choice" or not isinstance(answer.get("choice"), str):
         raise BadResponseError(f"a decision answered {answer.get('type')!r}, not a choice", classifier=who)
-    said = answer.get("probabilities")
-    if isinstance(said, list):  # OpenAI's: [{"value", "probability"}]
-        pairs = [(p.get("value"), p.get("probability")) for p in said if isinstance(p, dict)]
-    else:  # vLLM's: {label: p}
-        pairs = list(said.items()) if isinstance(said, dict) else []
-    alternatives = {v: math.log(p) for v, p in pairs if isinstance(v, str) and _probability(p)}
-    return Completion(answer["choice"], alternatives or None)
+    choice = answer["choice"]
+    return Completion(choice, probabilities(answer.get("probabilities"), labels), chosen=choice)
+
+
+_ROUNDING = 1e-6  # a softmax may sum a probability one ulp past 1
+
+
+def probabilities(said: Any, labels: Sequence[str] = ()) -> dict[str, float] | None:
+    """The log-probability of each class asked (every class said, when ``labels`` is empty), from
+    OpenAI's ``[{"value", "probability"}]`` or vLLM's ``{label: p}``; None when any of them cannot be
+    read (a value not in [0, 1], a class given twice, an entry of another shape). A class at 0 is
+    left out (it names nothing), as the classes not asked are."""
+    if isinstance(said, list):
+        if not all(isinstance(p, dict) for p in said):
+            return None
+        pairs = [(p.get("value"), p.get("probability")) for p in said]
+    elif isinstance(said, dict):
+        pairs = list(said.items())
+    else:
+        return None
+    asked = set(labels)
+    pairs = [(v, p) for v, p in pairs if not asked or v in asked]
+    names = [v for v, _ in pairs]
+    if len(set(names)) != len(names) or not all(isinstance(v, str) and _probability(p) for v, p in pairs):
+        return None
+    return {v: math.log(min(p, 1.0)) for v, p in pairs if p > 0} or None
+
+
+def unasked(said: Any, labels: Sequence[str]) -> list[str]:
+    """The classes a decision's probabilities name that were not asked (a model's own classes)."""
+    if isinstance(said, list):
+        names = [p.get("value") for p in said if isinstance(p, dict)]
+    else:
+        names = list(said) if isinstance(said, dict) else []
+    return sorted({str(v) for v in names if v not in labels})
 
 
 def _probability(value: Any) -> TypeGuard[float]:
-    """A probability a label can be read at: a number in (0, 1] (not NaN, not a boolean)."""
-    return isinstance(value, float | int) and not isinstance(value, bool) and 0 < value <= 1
+    """A probability: a number in [0, 1] (up to rounding; not NaN, not a boolean)."""
+    return isinstance(value, float | int) and not isinstance(value, bool) and 0 <= value <= 1 + _ROUNDING
 
 
 class DecisionCounter:

@@ -37,10 +37,13 @@ from llm_anchors.extend import (
     PromptTooLongError,
     RequestRejectedError,
     TokenCounter,
+    UnreachableError,
+    header_secrets,
+    scrub,
     shown_url,
 )
 
-__all__ = ["OpenAIClientBackend", "map_sdk_error"]
+__all__ = ["OpenAIClientBackend", "client_secrets", "map_sdk_error"]
 
 Endpoint = Literal["chat", "completions", "decisions"]
 
@@ -81,6 +84,7 @@ class OpenAIClientBackend:
             efforts = ", ".join(REASONING_EFFORTS)
             raise ConfigError(f"reasoning_effort must be one of {efforts}, got {reasoning_effort!r}")
         self._client = client.with_options(max_retries=0, timeout=timeout)
+        self._secrets = client_secrets(client)
         self.deployment = model
         self.priced_as = price_as or model
         self.endpoint = endpoint
@@ -99,6 +103,11 @@ class OpenAIClientBackend:
     def model(self) -> str:
         """The model's name for its price (``price_as``)."""
         return self.priced_as
+
+    @property
+    def served_model(self) -> str:
+        """The name requests send (for Azure, the deployment's)."""
+        return self.deployment
 
     @property
     def api_url(self) -> str:
@@ -153,21 +162,40 @@ class OpenAIClientBackend:
             try:
                 answer = (await resource.with_raw_response.create(**body)).parse()
             except Exception as exc:
-                mapped = map_sdk_error(exc, self.identity)
+                mapped = map_sdk_error(exc, self.identity, self._secrets)
                 if mapped is None:
                     raise
-                raise mapped from exc
-        said = answer.model_dump(mode="json", exclude_unset=True)
+                raise mapped from None  # the SDK's error holds the server's body whole, secrets and all
+        said = answer.model_dump(mode="json", exclude_unset=True, warnings=False)  # read as said, NaN and all
         if self.endpoint == "decisions":
-            return parse_decision("decisions", said, self.identity)
+            return parse_decision("decisions", said, self.identity, params.answers)
         return parse_response(said, len(prompts), self.identity)
 
 
-def map_sdk_error(exc: BaseException, who: str) -> BackendError | None:
-    """The openai SDK's error as the project's (None: not the SDK's). A status error keeps the
-    ``x-request-id`` the provider gave it, for its support."""
+def client_secrets(client: Any) -> tuple[str, ...]:
+    """What no message may show of a client: its API key (Azure's too) and the values of its auth and
+    custom headers (`header_secrets`)."""
+    key = getattr(client, "api_key", None)
+    headers: dict[str, Any] = {}
+    for name in ("auth_headers", "_custom_headers"):
+        said = getattr(client, name, None)
+        headers |= said if isinstance(said, dict) else {}
+    return (*([key] if isinstance(key, str) and key else []), *header_secrets(headers))
+
+
+def map_sdk_error(exc: BaseException, who: str, secrets: Sequence[str | None] = ()) -> BackendError | None:
+    """The openai SDK's error as the project's (None: not the SDK's), with ``secrets`` and anything shaped
+    like a credential taken out of what the server said. A status error keeps the ``x-request-id`` the
+    provider gave it, for its support."""
+    mapped = _mapped(exc, who)
+    return scrub(mapped, secrets) if mapped is not None else None
+
+
+def _mapped(exc: BaseException, who: str) -> BackendError | None:
     import openai
 
+    if isinstance(exc, openai.APIConnectionError) and _never_left(exc):
+        return UnreachableError(f"{type(exc).__name__}: no connection could be made: {exc}", classifier=who)
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
         return BackendTimeoutError(f"{type(exc).__name__}: {exc}", classifier=who)
     if isinstance(exc, openai.APIResponseValidationError):
@@ -189,6 +217,17 @@ def map_sdk_error(exc: BaseException, who: str) -> BackendError | None:
             return PromptTooLongError(message, classifier=who, param=param)
         return RequestRejectedError(message, classifier=who, param=param)
     return BackendError(message, classifier=who, status=exc.status_code)
+
+
+_NOT_SENT = {"ConnectError", "ConnectTimeout", "ProxyError", "PoolTimeout", "UnsupportedProtocol"}
+"""httpx's (and httpcore's) errors raised before a request left: no connection, or none to be had."""
+
+
+def _never_left(exc: BaseException) -> bool:
+    """Whether the SDK's connection error was raised before its request left (its cause, one of httpx's
+    errors, is `_NOT_SENT`): the request cannot have been billed."""
+    cause = exc.__cause__ or exc.__context__
+    return cause is not None and any(kind.__name__ in _NOT_SENT for kind in type(cause).__mro__)
 
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")

@@ -16,12 +16,13 @@ import math
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
-from adapters.decisions import DecisionCounter, Shape, decision_body, read_decision
+from adapters.decisions import DecisionCounter, Shape, decision_body, read_decision, unasked
 from adapters.token_counters import (
     FallbackCounter,
     ServerTokenCounter,
@@ -34,10 +35,12 @@ from llm_anchors import (
     BackendError,
     BackendTimeoutError,
     BadResponseError,
+    ClassifierError,
     ConfigError,
     RateLimitError,
 )
 from llm_anchors.extend import (
+    AnswerWarning,
     Charge,
     Completion,
     CompletionParams,
@@ -45,7 +48,10 @@ from llm_anchors.extend import (
     PromptTooLongError,
     RequestRejectedError,
     TokenCounter,
+    UnreachableError,
+    header_secrets,
     redact,
+    scrub,
     shown_url,
 )
 
@@ -262,11 +268,18 @@ class OpenAICompatibleBackend:
     async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
         step = self.max_request_size
         parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
-        names = None
-        if (vllm := await self.vllm()) is not None:
-            await self._check_fits(prompts, params, vllm)
-            names = await self.label_tokens(params) if params.answers and params.top_logprobs else None
-        return combined(await asyncio.gather(*(self._request(part, params, names) for part in parts)))
+        try:
+            names = None
+            if (vllm := await self.vllm()) is not None:
+                await self._check_fits(prompts, params, vllm)
+                names = await self.label_tokens(params) if params.answers and params.top_logprobs else None
+            return combined(await asyncio.gather(*(self._request(part, params, names) for part in parts)))
+        except ClassifierError as exc:  # whatever a server echoed: no key or header value goes further
+            raise scrub(exc, self._secrets()) from None
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        """What no message may show: the API key and the user's header values (`header_secrets`)."""
+        return (self._api_key.value, *header_secrets(self._extra_headers.value))
 
     async def aclose(self) -> None:
         if self._transport is not None:
@@ -333,12 +346,18 @@ class OpenAICompatibleBackend:
         """The first token of each of ``params.answers`` as the vLLM server tokenizes them, each with the
         text it spells (asked once): what a request asks the log-probabilities of (`label_request`)."""
         transport, root = self._get_transport(), endpoint_url(self.base_urls[0], "", root=True)
+        who = self.identity
 
         async def tokenize(text: str) -> list[int]:
             body = {"model": self.served_model, "prompt": text, "add_special_tokens": False}
             raw = await transport.post_json(root + "/tokenize", body, self.identity)
             tokens = raw.get("tokens")
-            return [int(t) for t in tokens] if isinstance(tokens, list) else []
+            if not isinstance(tokens, list):
+                return []
+            if not all(_token_id(t) for t in tokens):
+                shown = ", ".join(repr(t) for t in tokens[:3])
+                raise BadResponseError(f"/tokenize answered tokens that are not token ids ({shown})", classifier=who)
+            return [int(t) for t in tokens]
 
         async def detokenize(tokens: list[int]) -> str:
             raw = await transport.post_json(
@@ -353,18 +372,11 @@ class OpenAICompatibleBackend:
         body = self._body(prompts, params)
         if names:
             body |= label_request(names)
-        base = next(self._next_url)
-        try:
-            raw = await transport.post(base, self.endpoint, body, self.identity)
-        except BackendError as exc:
-            key = self._api_key.value
-            exc.message = redact(exc.message, key)  # what a pickled copy (a Ray worker's error) carries
-            exc.args = (redact(str(exc.args[0]) if exc.args else "", key),)
-            raise
+        raw = await transport.post(next(self._next_url), self.endpoint, body, self.identity)
         if names:
             return parse_response(raw, len(prompts), self.identity, lambda c: read_label_logprobs(c, names))
         if self.decides:
-            return parse_decision(cast(Shape, self.endpoint), raw, self.identity)
+            return parse_decision(cast(Shape, self.endpoint), raw, self.identity, params.answers)
         return parse_response(raw, len(prompts), self.identity)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
@@ -378,7 +390,7 @@ class OpenAICompatibleBackend:
     def _get_transport(self) -> _Session:
         loop = asyncio.get_running_loop()
         if self._transport is None or self._transport.loop is not loop:
-            self._transport = _Session(self._headers(), self.timeout, self.max_connections)
+            self._transport = _Session(self._headers(), self.timeout, self.max_connections, self._secrets())
         return self._transport
 
 
@@ -430,10 +442,13 @@ class _Session:
     """One aiohttp session (made in, and bound to, the loop that uses it): every failure one of
     llm-anchors' errors."""
 
-    def __init__(self, headers: dict[str, str], timeout: float, max_connections: int) -> None:
+    def __init__(
+        self, headers: dict[str, str], timeout: float, max_connections: int, secrets: Sequence[str | None] = ()
+    ) -> None:
         import aiohttp
 
         self.loop = asyncio.get_running_loop()
+        self._secrets = tuple(secrets)  # taken out of a server's body before it is cut to a message's length
         self._aiohttp = aiohttp
         self._session = aiohttp.ClientSession(
             headers={"Content-Type": "application/json", **headers},
@@ -449,11 +464,14 @@ class _Session:
             async with self._session.post(url, json=body) as response:
                 if response.status >= 400:
                     text = await response.text()
-                    raise _status_error(response.status, text, response.headers.get("Retry-After"), who, shown_url(url))
+                    retry_after = response.headers.get("Retry-After")
+                    raise _status_error(response.status, text, retry_after, who, shown_url(url), self._secrets)
                 try:
                     raw = await response.json(content_type=None)
                 except ValueError as exc:
                     raise BadResponseError(f"answer is not JSON: {exc}", classifier=who, transient=True) from exc
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:  # it never left
+            raise UnreachableError(f"no connection to {shown_url(url)}: {type(exc).__name__}", classifier=who) from None
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise BackendTimeoutError(f"no answer from {shown_url(url)} in time", classifier=who) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
@@ -480,7 +498,8 @@ class _Session:
         try:
             async with self._session.post(url, json=body) as response:
                 if response.status >= 400:
-                    raise _status_error(response.status, await response.text(), None, who, shown_url(url))
+                    text = await response.text()
+                    raise _status_error(response.status, text, None, who, shown_url(url), self._secrets)
                 raw = await response.json(content_type=None)
         except (asyncio.TimeoutError, self._aiohttp.ClientError) as exc:
             raise BackendTimeoutError(f"{shown_url(url)} failed: {type(exc).__name__}", classifier=who) from None
@@ -494,9 +513,13 @@ class _Session:
         await self._session.close()
 
 
-def _status_error(status: int, text: str, retry_after: str | None, who: str, where: str = "") -> BackendError:
+def _status_error(
+    status: int, text: str, retry_after: str | None, who: str, where: str = "", secrets: Sequence[str | None] = ()
+) -> BackendError:
     """The project's error for an HTTP error status; ``where`` (the URL as shown) names the page a 404,
-    a 401 or a 5xx came from."""
+    a 401 or a 5xx came from. The body is redacted (``secrets``, anything shaped like a credential)
+    before it is cut to a message's length: a secret cut in two would pass."""
+    text = redact(text, *secrets)
     detail = text.strip().replace("\n", " ")[:200]
     if status == 429:
         return RateLimitError(f"HTTP 429: {detail}", classifier=who, retry_after=parse_retry_after(retry_after))
@@ -545,7 +568,7 @@ def parse_response(
     alternatives: Callable[[dict[str, Any]], dict[str, float] | None] | None = None,
 ) -> Completions:
     """Read a /completions or /chat/completions answer, in any of the three
-    logprob shapes servers use (see `_top_logprobs`), or with ``alternatives``
+    logprob shapes servers use (see `_first_token`), or with ``alternatives``
     (a choice -> its first token's alternatives: vLLM's label reads)."""
     choices = raw.get("choices")
     if not isinstance(choices, list) or len(choices) != n_prompts:
@@ -554,8 +577,7 @@ def parse_response(
     if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
         choices = sorted(choices, key=lambda c: c["index"])
     try:
-        read = alternatives or (lambda c: _top_logprobs(c.get("logprobs")))
-        items = [Completion(_text(c), read(c), _cut(c)) for c in choices]
+        items = [_completion(c, alternatives) for c in choices]
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise BadResponseError(f"unreadable choice: {type(exc).__name__}: {exc}", classifier=who) from exc
     tier = _tier_said(raw)
@@ -563,10 +585,31 @@ def parse_response(
     try:
         usage = replace(billed_usage(usage_raw), queries=n_prompts)
     except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:  # the answers stand; its bill does not
-        return Completions(items, Charge(), None, tier, usage_error=f"unreadable usage ({exc})")
+        return Completions(items, Charge(), None, tier, f"unreadable usage ({exc})", _model_said(raw))
     # llama-server reports the usage of the first prompt only for a list of prompts.
     covered = n_prompts if usage_raw and (n_prompts == 1 or usage.completion_tokens >= n_prompts) else None
-    return Completions(items, usage, covered, tier)
+    return Completions(items, usage, covered, tier, served_model=_model_said(raw))
+
+
+def _token_id(value: Any) -> bool:
+    """Whether ``value`` reads as a token id (an integer, or a float that is one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+
+
+def _completion(
+    choice: dict[str, Any], alternatives: Callable[[dict[str, Any]], dict[str, float] | None] | None
+) -> Completion:
+    """One choice as a completion: its text, its first token's alternatives and the token chosen."""
+    if alternatives is not None:
+        return Completion(_text(choice), alternatives(choice), _cut(choice))
+    top, chosen = _first_token(choice.get("logprobs"))
+    return Completion(_text(choice), top, _cut(choice), chosen)
+
+
+def _model_said(raw: dict[str, Any]) -> str | None:
+    """The model an answer says served it (None: it says none)."""
+    model = raw.get("model")
+    return model if isinstance(model, str) and model.strip() else None
 
 
 def _tier_said(raw: dict[str, Any]) -> str | None:
@@ -575,18 +618,37 @@ def _tier_said(raw: dict[str, Any]) -> str | None:
     return tier if isinstance(tier, str) and tier else None
 
 
-def parse_decision(shape: Shape, raw: dict[str, Any], who: str) -> Completions:
-    """Read a decision endpoint's answer (`adapters.decisions`): one completion, its usage, its tier."""
-    item = read_decision(shape, raw, who)
+def parse_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[str] = ()) -> Completions:
+    """Read a decision endpoint's answer (`adapters.decisions`): one completion (only the classes asked,
+    ``labels``, read: a warning names the others once), its usage, its tier."""
+    item = read_decision(shape, raw, who, labels)
+    _say_unasked(raw, labels)
     tier = _tier_said(raw)
     usage_raw = raw.get("usage")
     if not isinstance(usage_raw, dict) or "input_tokens" not in usage_raw:  # unknown, never 0
-        return Completions([item], Charge(), None, tier, usage_error="no usage said")
+        return Completions([item], Charge(), None, tier, "no usage said", _model_said(raw))
     try:
         usage = replace(billed_usage(usage_raw), queries=1)
     except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:
-        return Completions([item], Charge(), None, tier, usage_error=f"unreadable usage ({exc})")
-    return Completions([item], usage, 1, tier)
+        return Completions([item], Charge(), None, tier, f"unreadable usage ({exc})", _model_said(raw))
+    return Completions([item], usage, 1, tier, served_model=_model_said(raw))
+
+
+def _say_unasked(raw: dict[str, Any], labels: Sequence[str]) -> None:
+    """Warn (once per set of classes) that a decision's probabilities name classes that were not asked."""
+    answers = raw.get("answers")
+    answer = (answers[0] if answers else None) if isinstance(answers, list) else None
+    if isinstance(answers, dict):
+        answer = next(iter(answers.values()), None)
+    said = answer.get("probabilities") if isinstance(answer, dict) else None
+    extra = unasked(said, labels) if labels else []
+    if extra:
+        warnings.warn(
+            f"the decision endpoint gave probabilities for classes that were not asked ({', '.join(extra)}): "
+            f"only the labels' ({', '.join(labels)}) are read",
+            AnswerWarning,
+            stacklevel=2,
+        )
 
 
 def billed_usage(raw: dict[str, Any]) -> Charge:
@@ -666,7 +728,8 @@ def combined(results: Sequence[Completions]) -> Completions:
     told = None if None in covered else sum(c for c in covered if c is not None)
     unread = next((r.usage_error for r in results if r.usage_error), "")
     usage = sum((r.usage for r in results), Charge())
-    return Completions(items, usage, told, _served_tier([r.service_tier for r in results]), unread)
+    served = next((r.served_model for r in results if r.served_model is not None), None)
+    return Completions(items, usage, told, _served_tier([r.service_tier for r in results]), unread, served)
 
 
 def _served_tier(tiers: list[str | None]) -> str | None:
@@ -699,32 +762,46 @@ def _text(choice: dict[str, Any]) -> str:
     return str(choice["message"]["content"] or "")
 
 
-def _top_logprobs(logprobs: Any) -> dict[str, float] | None:
-    """The first generated token's alternatives, from any of:
+def _first_token(logprobs: Any) -> tuple[dict[str, float] | None, str | None]:
+    """The first generated token's alternatives and the token chosen, from any of:
 
     - chat shape (chat completions; llama-server's completions too):
       ``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}``
     - legacy shape (OpenAI/vLLM completions, llama-cpp-python):
       ``{"tokens": [...], "token_logprobs": [...], "top_logprobs": [{token: logprob}]}``
 
-    A log-probability that is not a number is kept as NaN, which `Completion` drops.
+    A log-probability that is not a number is kept as NaN, which `Completion` drops; alternatives
+    listed twice under one text are added (two tokens spelling it), NaN if either is unreadable.
     """
     if not logprobs:
-        return None
+        return None, None
     content = logprobs.get("content")
     if content:
         first = content[0]
-        top = {str(t["token"]): _number(t.get("logprob")) for t in first.get("top_logprobs") or []}
-        if not top and "token" in first:
-            top = {str(first["token"]): _number(first.get("logprob"))}
-        return top or None
+        chosen = str(first["token"]) if first.get("token") is not None else None
+        top: dict[str, float] = {}
+        for t in first.get("top_logprobs") or []:
+            _add(top, str(t["token"]), _number(t.get("logprob")))
+        if chosen is not None and (chosen not in top or math.isnan(top[chosen])):
+            top[chosen] = _number(first.get("logprob"))
+        return top or None, chosen
+    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    chosen = str(tokens[0]) if tokens and tokens[0] is not None else None
     legacy = logprobs.get("top_logprobs")
     if legacy:
-        return {str(k): _number(v) for k, v in legacy[0].items()} or None
-    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
-    if tokens and values:
-        return {str(tokens[0]): _number(values[0])}
-    return None
+        return {str(k): _number(v) for k, v in legacy[0].items()} or None, chosen
+    if chosen is not None and values:
+        return {chosen: _number(values[0])}, chosen
+    return None, chosen
+
+
+def _add(alternatives: dict[str, float], token: str, logprob: float) -> None:
+    """Add one alternative: a second under the same text adds its probability (NaN stays NaN)."""
+    if token in alternatives:
+        a, b = alternatives[token], logprob
+        top = max(a, b)
+        logprob = top + math.log(math.exp(a - top) + math.exp(b - top)) if math.isfinite(top) else a + b
+    alternatives[token] = logprob
 
 
 def _number(value: Any) -> float:

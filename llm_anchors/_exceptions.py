@@ -5,12 +5,14 @@ LLMAnchorsError
 ├── InvalidInputError        bad text or argument given to an explainer
 ├── ConfigError              an impossible combination of settings
 ├── ClassifierError          the explained model failed or answered badly
-│   └── BackendError         a remote model server failed
-│       ├── RateLimitError
-│       ├── BackendTimeoutError
-│       ├── BadResponseError
-│       └── RequestRejectedError  the server refused the request as sent (HTTP 400): ``param`` says what
-│           └── PromptTooLongError  the prompt does not fit the model's context (an InvalidInputError too)
+│   ├── BackendError         a remote model server failed
+│   │   ├── RateLimitError
+│   │   ├── BackendTimeoutError
+│   │   ├── UnreachableError  no connection could be made: the request never left (never billed)
+│   │   ├── BadResponseError
+│   │   └── RequestRejectedError  the server refused the request as sent (HTTP 400): ``param`` says what
+│   │       └── PromptTooLongError  the prompt does not fit the model's context (an InvalidInputError too)
+│   └── NoLabelError          the model's answer to the input names no label (an InvalidInputError too)
 └── BudgetExceeded           the spend cap would be passed
 ```
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AnswerWarning",
     "BackendError",
     "BackendTimeoutError",
     "BadResponseError",
@@ -31,12 +34,15 @@ __all__ = [
     "ConfigError",
     "InvalidInputError",
     "LLMAnchorsError",
+    "NoLabelError",
     "NondeterminismWarning",
     "OutputCutWarning",
     "PromptCacheWarning",
     "PromptTooLongError",
     "RateLimitError",
     "RequestRejectedError",
+    "SetAsideWarning",
+    "UnreachableError",
 ]
 
 
@@ -114,6 +120,16 @@ class BackendTimeoutError(BackendError):
         return True
 
 
+class UnreachableError(BackendError):
+    """No connection to the server could be made (refused, no route, a name not found, a proxy that
+    refused to connect, a connect timeout): the request never left this machine, so nothing can have
+    been billed. Retried like a timeout."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
 class BadResponseError(BackendError):
     """The server answered, but not in a shape that can be read.
 
@@ -151,8 +167,19 @@ class PromptTooLongError(RequestRejectedError, InvalidInputError):
     model and prompt (an `InvalidInputError` of the input, never retried, never billed)."""
 
 
+class NoLabelError(ClassifierError, InvalidInputError):
+    """The model's answer to the input itself names none of the labels (`UNPARSED`): there is no label
+    to explain. An `InvalidInputError` of the input with this model and prompt: a run records it as
+    failed, not as a fault."""
+
+
 class BudgetExceeded(LLMAnchorsError):
     """Sending the next batch could pass the spend cap, so it was not sent."""
+
+
+class AnswerWarning(UserWarning):
+    """An answer held something other than asked, which the reader left out or billed for: a
+    decision's classes that were not asked, another model than the one asked."""
 
 
 class PromptCacheWarning(UserWarning):
@@ -163,6 +190,11 @@ class PromptCacheWarning(UserWarning):
 class OutputCutWarning(UserWarning):
     """Answers ended at the output bound before naming a label (a reasoning model spent it
     reasoning): they count as `UNPARSED`."""
+
+
+class SetAsideWarning(UserWarning):
+    """A run's damaged memory or query cache was set aside (renamed, never deleted) and rebuilt: the
+    memory from the results file, the cache empty (its labels are asked again when needed)."""
 
 
 class NondeterminismWarning(RuntimeWarning):

@@ -1,4 +1,5 @@
-"""The sync API's event loop: one per object, in a background thread, kept until `close()`.
+"""The sync API's event loop: one per object, in a background thread, kept until `close()`; and
+`in_thread`, the search's computations off the event loop in threads nothing waits for.
 
 `asyncio.run` per call would start a new loop each time and leave the
 previous loop's connections (aiohttp sessions of the backend and of the
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import queue
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
@@ -17,9 +20,66 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ._exceptions import ConfigError
 
-__all__ = ["SyncRunner", "close_when_dropped", "sync_twin"]
+__all__ = ["SyncRunner", "close_when_dropped", "in_thread", "sync_twin"]
 
 T = TypeVar("T")
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread, awaited, for a computation with no side effect outside its
+    arguments (a search's step, drawing samples): cancelled, it is left to finish alone, and nothing waits
+    for it, neither ``asyncio.run``'s shutdown nor the interpreter's exit (the threads are daemons), so a
+    step of seconds on a long input never holds up Ctrl-C. `asyncio.to_thread` is for the rest (files)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def job() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (context.run(fn, *args), None)
+        except BaseException as exc:  # noqa: BLE001 (handed to the awaiting task)
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, future, *outcome)
+
+    _WORKERS.submit(job)
+    return await future
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class _DaemonWorkers:
+    """Daemon threads taking jobs from one queue, one more started whenever none is idle: an idle one
+    waits for the next job (a search asks one a step), so there are at most as many as ran at once."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                threading.Thread(target=self._work, name="llm-anchors-compute", daemon=True).start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            self._jobs.get()()
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _DaemonWorkers()
 
 
 class SyncRunner:

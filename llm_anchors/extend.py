@@ -14,9 +14,13 @@ writing a new backend, classifier, sampler, cap or memory needs:
 - `Proposer` (rules for MAnchors' guided search to test: it sees the search as a `Guide` and asks
   it to `Judge` a rule or `Draw` samples), with `Proposals` (rules known beforehand);
 - `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap);
-- `redact` and `shown_url`: what a backend's messages may show of its credentials and URLs;
+- `redact`, `scrub`, `header_secrets` and `shown_url`: what a backend's messages and errors may show of
+  its credentials and URLs;
 - `RequestRejectedError` (a server's 400: a `BackendError`) and `PromptTooLongError` (a prompt
-  over the model's context: also an `InvalidInputError`), which a backend raises.
+  over the model's context: also an `InvalidInputError`) and `UnreachableError` (no connection: never
+  billed), which a backend raises; `NoLabelError`
+  (the model's answer to the input names no label) and `AnswerWarning` (an answer read leaving
+  something out), which a classifier or backend may raise and warn.
 
 Each protocol's base class (or ``as_backend`` / ``as_classifier``) gives its
 optional members safe defaults. The parts the explainers are made of are in
@@ -24,8 +28,8 @@ their own packages (`llm_anchors.search`, `.money`, `.models`, `.query`,
 `.memory`, `.samplers`, `.explain`); a dataset run is `llm_anchors.run`.
 """
 
-from ._exceptions import PromptTooLongError, RequestRejectedError
-from ._secrets import redact, shown_url
+from ._exceptions import AnswerWarning, NoLabelError, PromptTooLongError, RequestRejectedError, UnreachableError
+from ._secrets import header_secrets, redact, scrub, shown_url
 from .memory import Memory, MemoryEntry, MemoryFeatures
 from .models import (
     Backend,
@@ -48,6 +52,7 @@ from .samplers import Instance, Refines, Sampler
 __all__ = [
     "FREE",
     "LOCAL",
+    "AnswerWarning",
     "Backend",
     "BaseBackend",
     "BaseClassifier",
@@ -64,6 +69,7 @@ __all__ = [
     "MemoryEntry",
     "MemoryFeatures",
     "MockBackend",
+    "NoLabelError",
     "Price",
     "PromptTooLongError",
     "Draw",
@@ -78,8 +84,11 @@ __all__ = [
     "SpendCap",
     "TokenCount",
     "TokenCounter",
+    "UnreachableError",
     "as_backend",
     "as_classifier",
+    "header_secrets",
     "redact",
+    "scrub",
     "shown_url",
 ]

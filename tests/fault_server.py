@@ -3,11 +3,14 @@
 It fails a set fraction of requests, each way a real server fails: 429
 with Retry-After, 500, 503, a hang past the client's timeout, a dropped
 connection, a 400, a 401 whose body echoes the Authorization header
-("echo-key"), or status 200 with a truncated JSON body ("truncated") or
+("echo-key"), a 401 or 500 whose OpenAI-shaped error echoes every header's
+value ("echo-401", "echo-500"), or status 200 with a truncated JSON body ("truncated") or
 an HTML page ("html"). The rest are answered either by a Python function
 (``answer(prompt) -> label word``, replied in llama-server's shape) or by
 forwarding to a real upstream server (``upstream="http://127.0.0.1:P/v1"``); ``alternatives``
-(``(prompt, answer) -> [(token, logprob)]``) says the first token's alternatives, NaN or not; ``fail_if``
+(``(prompt, answer) -> [(token, logprob)]``) says the first token's alternatives, NaN or not, and
+``probabilities`` (``(answer, labels) -> field``) a decision's probabilities as said; ``model_said``
+the model every answer names (default: the one asked); ``fail_if``
 (``prompts -> kind or None``) fails the requests it picks, every time.
 
 As a hosted provider (``usage``): each answer carries the usage that
@@ -62,7 +65,11 @@ class FaultServer:
         fail_if: Callable[[list[str]], str | None] | None = None,
         tokenize: bool = True,
         cached_input: int = 0,
+        probabilities: Callable[[str, list[str]], Any] | None = None,
+        model_said: str | None = None,
     ) -> None:
+        self.probabilities = probabilities  # (the answer, the labels) -> a decision's probabilities, as said
+        self.model_said = model_said  # the model every answer names (None: the one asked)
         self.tokenize = tokenize
         self.cached_input = cached_input  # a decision's input tokens said cached (OpenAI's cached_tokens)
         self.fail_if = fail_if  # (the request's prompts) -> a fault kind to answer with, or None
@@ -159,6 +166,10 @@ class FaultServer:
                 return web.Response(status=429, text="slow down", headers={"Retry-After": self.retry_after})
             if kind in ("500", "503", "400"):
                 return web.Response(status=int(kind), text=f"injected {kind}")
+            if kind in ("echo-401", "echo-500"):  # every header's value echoed in an OpenAI-shaped error
+                said = " ".join(request.headers.values())
+                body = {"error": {"message": f"denied for credentials {said}", "type": "invalid_request_error"}}
+                return web.json_response(body, status=int(kind[-3:]))
             if kind == "echo-key":
                 echoed = request.headers.get("Authorization", "")
                 return web.Response(status=401, text=f'{{"error": "Incorrect API key provided: {echoed}"}}')
@@ -235,20 +246,24 @@ class FaultServer:
                               "cached_tokens": cached})  # fmt: skip
         word = self.answer(prompt)
         rest = (1 - 0.9) / max(1, len(labels) - 1)
-        probabilities = {label: 0.9 if label == word else rest for label in labels}
+        probabilities: Any = {label: 0.9 if label == word else rest for label in labels}
+        if self.probabilities is not None:
+            probabilities = self.probabilities(word, labels)
         if openai:
             answer: dict[str, Any] = {"type": "refusal", "name": question.get("name")}
             if word:
-                listed = [{"value": v, "probability": p} for v, p in probabilities.items()]
+                listed = probabilities
+                if isinstance(probabilities, dict):
+                    listed = [{"value": v, "probability": p} for v, p in probabilities.items()]
                 answer = {"type": "choice", "name": question.get("name"), "choice": word, "confidence": 0.9,
                           "probabilities": listed}  # fmt: skip
             usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
                      "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
                      "total_tokens": tokens + 1}  # fmt: skip
-            return {"answers": [answer], "model": body["model"], "usage": usage}
+            return {"answers": [answer], "model": self.model_said or body["model"], "usage": usage}
         said = {"type": "choice", "choice": word, "probabilities": probabilities, "confidence": 0.9}
         return {"id": "decision-fault", "object": "structured_decision", "created": 1_790_000_000,
-                "model": body.get("model"), "answers": {name: said},
+                "model": self.model_said or body.get("model"), "answers": {name: said},
                 "usage": {"input_tokens": tokens, "output_tokens": 1},
                 "diagnostics": {name: {"label_mass": 0.95, "argmax_is_label": True}}}  # fmt: skip
 
@@ -282,14 +297,16 @@ class FaultServer:
         choices.reverse()  # servers may answer out of order: clients must sort by index
         said = {"service_tier": self.tier} if self.tier else {}
         said |= {"id": "cmpl-fault", "object": "chat.completion" if path.endswith("/chat/completions") else
-                 "text_completion", "created": 1_790_000_000, "model": body.get("model", "")}  # fmt: skip
+                 "text_completion", "created": 1_790_000_000,
+                 "model": self.model_said or body.get("model", "")}  # fmt: skip
         if self.usage is not None:  # a provider's documented usage shape, for every prompt of the request
             return {"choices": choices, **said, **self.usage(prompts)}
         if self.tier or self.reasoning_tokens:
             return {"choices": choices, **said, "usage": self.true_usage(len(prompts))}
         # Like llama-server: for a list of prompts the usage covers the first one only.
         n_tokens = len(prompts[0].split()) + 1
-        return {"choices": choices, "usage": {"prompt_tokens": n_tokens, "completion_tokens": 1}}
+        usage = {"prompt_tokens": n_tokens, "completion_tokens": 1}
+        return {"choices": choices, "model": said["model"], "usage": usage}
 
 
 def _prompts(path: str, body: dict[str, Any]) -> list[str]:

@@ -106,23 +106,29 @@ async def test_cli_run_report_and_estimate_on_the_decisions_endpoint(tmp_path):
         code, err = await cli("estimate", *common)
         assert code == 0, err
         code, err = await cli("run", *common)
-        assert code == 0 and "3/3 inputs explained" in err, err
+        assert code == 0 and "2/3 inputs explained" in err and "1 could not be explained" in err, err
     records = sorted(lines(out), key=lambda r: r["index"])
-    assert [r["explanation"]["data"]["label"] for r in records] == ["positive", "negative", UNPARSED]
+    assert [r["explanation"]["data"]["label"] for r in records[:2]] == ["positive", "negative"]
+    assert "names none of the labels" in records[2]["failed"] and "fault" not in records[2]  # a refusal: no label
     journal = read_journal(f"{out}.budget.jsonl")
     assert 0 < journal.spent.usd <= Decimal("0.02") and journal.open.queries == 0
     code, err = await cli("report", str(out), "-o", str(tmp_path / "report.html"))
     assert code == 0 and "gpt-6-luna" in (tmp_path / "report.html").read_text(), err
 
 
-def test_a_decisions_probabilities_that_are_not_probabilities_are_dropped():
+def test_a_decisions_probabilities_that_cannot_all_be_read_say_nothing_and_the_choice_stands():
     from adapters.decisions import read_decision
 
-    raw = {"answers": [{"type": "choice", "choice": "positive", "confidence": 0.9, "probabilities": [
-        {"value": "positive", "probability": 0.9}, {"value": "negative", "probability": True},
-        {"value": "neutral", "probability": float("nan")}, {"value": "other", "probability": 1.5}]}]}  # fmt: skip
-    item = read_decision("decisions", raw, "who")
-    assert item.text == "positive" and item.top_logprobs == pytest.approx({"positive": math.log(0.9)})
+    def said(*pairs):
+        listed = [{"value": v, "probability": p} for v, p in pairs]
+        return {"answers": [{"type": "choice", "choice": "positive", "confidence": 0.9, "probabilities": listed}]}
+
+    broken = [("negative", True), ("negative", float("nan")), ("negative", 1.5), ("negative", -0.1), ("negative", None)]
+    for pair in broken:
+        item = read_decision("decisions", said(("positive", 0.9), pair), "who", LABELS)
+        assert item.text == item.chosen == "positive" and item.top_logprobs is None, pair
+    read = read_decision("decisions", said(("positive", 0.9), ("negative", 0.1), ("neutral", 0.5)), "who", LABELS)
+    assert read.top_logprobs == pytest.approx({"positive": math.log(0.9), "negative": math.log(0.1)})  # asked only
 
 
 def test_a_service_tier_on_a_decision_endpoint_is_refused_before_anything_is_sent():

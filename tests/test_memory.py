@@ -182,7 +182,7 @@ def _damaged(tmp_path, damage):
             RuleMemory.load({str(tmp_path / "m")!r}, embedder_id="emb", dim={DIM}, scope="clf")
             print("LOADED")
         except ConfigError as exc:
-            print("ConfigError:", exc)
+            print(type(exc).__name__ + ":", exc)
         """
     )
     root = __import__("pathlib").Path(__file__).parent.parent
@@ -228,7 +228,7 @@ def test_a_damaged_memory_is_refused_with_the_file_named_never_a_crash(tmp_path,
     damage, file = DAMAGES[name]
     done = _damaged(tmp_path, damage)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # -11 would be a segfault
-    assert done.stdout.startswith("ConfigError:") and file in done.stdout, done.stdout
+    assert done.stdout.startswith("DamagedMemoryError:") and file in done.stdout, done.stdout
 
 
 def test_nearest_unused_gives_each_row_the_best_free_column_first_on_ties():

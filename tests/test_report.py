@@ -134,7 +134,7 @@ def test_the_command_writes_the_page_and_leaves_a_cut_short_results_file_as_it_i
     assert err.startswith("error: ") and "the line of input" in err and "precision is 'x'" in err
     assert "Traceback" not in err
     for field, value, said in (("memory_hit", "x", "memory_hit is 'x'"), ("positions", [999], "positions [999]"),
-                               ("positions", [-1], "positions [-1]")):  # fmt: skip
+                               ("positions", [-1], "positions[0] is -1, below zero")):  # fmt: skip
         raw = [json.loads(line) for line in manchors.read_text().splitlines()]
         where = raw[3]["explanation"]["meta" if field == "memory_hit" else "data"]
         where[field] = value
@@ -142,11 +142,14 @@ def test_the_command_writes_the_page_and_leaves_a_cut_short_results_file_as_it_i
         assert main(["report", str(edited), "-o", str(tmp_path / "e.html")]) == 2  # it was a TypeError, rc 1
         err = capsys.readouterr().err
         assert "edited.jsonl:4: the line of input 2 is" in err and said in err and "Traceback" not in err, err
-    (tmp_path / "bad.jsonl").write_text('{"index": 0, "failed": "empty"}\nnot json\n{"index": 2}\n')
-    with pytest.raises(ConfigError, match="bad.jsonl:2 is not a results line"):
+    head = '{"run": {"config": {}}}\n'
+    (tmp_path / "bad.jsonl").write_text(head + '{"index": 0, "failed": "empty"}\nnot json\n{"index": 2}\n')
+    with pytest.raises(ConfigError, match="bad.jsonl:3 is not a results line"):
         write_report(tmp_path / "bad.jsonl", tmp_path / "b.html")
-    (tmp_path / "bad.jsonl").write_text('{"index": 0, "failed": "empty"}\n{"index": 2}\n{"index": 3, "failed": "x"}\n')
-    with pytest.raises(ConfigError, match="bad.jsonl:2 is not a results line"):
+    (tmp_path / "bad.jsonl").write_text(
+        head + '{"index": 0, "failed": "empty"}\n{"index": 1}\n{"index": 2, "failed": "x"}\n'
+    )
+    with pytest.raises(ConfigError, match="bad.jsonl:3 is not a results line"):
         write_report(tmp_path / "bad.jsonl", tmp_path / "b.html")
 
 

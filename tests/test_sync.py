@@ -104,4 +104,43 @@ def test_an_explainer_dropped_without_close_leaves_no_thread_nor_session():
         assert started
         del explainer  # never closed
         gc.collect()
-        assert session.closed and backend._transport is None and not any(t.is_alive() for t in started)
+        assert session.closed and backend._transport is None
+        # Its loop's thread is gone; the search's steps ran on shared daemon threads (`in_thread`), which
+        # wait for the next explainer's and never hold up the interpreter's exit.
+        assert not any(t.is_alive() for t in started if t.name != "llm-anchors-compute")
+        assert all(t.daemon for t in started if t.is_alive())
+
+
+def test_a_computation_cancelled_in_its_thread_holds_up_neither_the_loop_s_end_nor_ctrl_c():
+    from llm_anchors._sync import in_thread
+
+    release, started = threading.Event(), threading.Event()
+
+    def long_step():
+        started.set()
+        release.wait()  # a search step that ends when the timer below says
+        return "done"
+
+    timer = threading.Timer(10.0, release.set)
+    timer.start()
+
+    async def main():
+        task = asyncio.ensure_future(in_thread(long_step))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()  # what Ctrl-C does to the explanation awaiting it
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())  # with asyncio.to_thread, this waits for the step: the loop's executor is joined
+    assert not release.is_set()  # it returned while the step still ran
+    timer.cancel()
+    release.set()
+
+
+async def test_in_thread_gives_the_result_and_the_error_of_its_function():
+    from llm_anchors._sync import in_thread
+
+    assert await in_thread(sum, [1, 2, 3]) == 6
+    with pytest.raises(ZeroDivisionError):
+        await in_thread(lambda: 1 / 0)

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,14 +51,15 @@ __all__ = ["main", "render"]
 
 
 EXIT_REFUSED = 2
-"""Refused before anything was spent (a usage error, a setting, a file), or `explain` failed."""
+"""Refused before anything was spent (a usage error, a setting, a file, a server that answered nothing)."""
 EXIT_CAP = 3
 """`run`, `estimate`: the cap stopped it; the same command with a higher cap goes on."""
 EXIT_FAULTS = 4
 """`run`: every input ended, but the model's errors left some unexplained; the same command retries them."""
 EXIT_STOPPED = 5
-"""`run`, `estimate`: an error stopped it after it had spent (a full disk, a memory that cannot be saved):
-what it finished is kept; remove the cause and run the same command."""
+"""An error stopped it after it had spent (`run`, `estimate`: a full disk, a memory that cannot be saved,
+what it finished kept; `explain`, `check`: an answer that names no label, after the model was called):
+remove the cause and run the same command."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,18 +95,18 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__
 
 
 @contextlib.contextmanager
-def _stopped_after_spending(journal: Path) -> Iterator[None]:
-    """An error after the journal grew ends the command with `EXIT_STOPPED`, saying so; one before
-    it grew is left to `main` (`EXIT_REFUSED`: nothing was spent)."""
-    before = _reservations(journal)
+def _stopped_after_spending(spent: Callable[[], int], kept: Callable[[int], str]) -> Iterator[None]:
+    """An error after ``spent()`` (calls made, or the journal's reservations) grew ends the command with
+    `EXIT_STOPPED`, saying so (``kept(how many more)``: what was spent and kept); one before it grew is
+    left to `main` (`EXIT_REFUSED`: nothing was spent)."""
+    before = spent()
     try:
         yield
     except LLMAnchorsError as exc:
-        if _reservations(journal) == before:
+        if spent() == before:
             raise
         print(f"error: {redact(str(exc))}", file=sys.stderr)
-        print(f"(stopped after spending: what was finished is kept beside {journal.name}; remove the cause and "
-              "run the same command)", file=sys.stderr)  # fmt: skip
+        print(f"(stopped after spending: {kept(spent() - before)})", file=sys.stderr)
         raise _Stopped from None
 
 
@@ -113,8 +114,13 @@ class _Stopped(Exception):
     """An error after spending, already said (`EXIT_STOPPED`)."""
 
 
-def _reservations(journal: Path) -> int:
-    return read_journal(journal).reservations if journal.exists() else 0
+def _journaled(journal: Path) -> Callable[[], int]:
+    """The reservations ``journal`` holds, as `_stopped_after_spending` asks them."""
+    return lambda: read_journal(journal).reservations if journal.exists() else 0
+
+
+def _kept_beside(journal: Path) -> Callable[[int], str]:
+    return lambda _: f"what was finished is kept beside {journal.name}; remove the cause and run the same command"
 
 
 class _Model:
@@ -258,10 +264,21 @@ async def _explain(args: argparse.Namespace) -> int:
     with _backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
         async with AnchorsExplainer(clf, budget=_cap(args), on_budget=args.on_budget, **_settings(args)) as explainer:
-            with ProgressLine(sys.stderr) as progress:
-                exp = await explainer.explain(args.text, progress=progress)
+            try:
+                with (
+                    _stopped_after_spending(lambda: explainer.engine.billed_calls, _calls_made),
+                    ProgressLine(sys.stderr) as progress,
+                ):
+                    exp = await explainer.explain(args.text, progress=progress)
+            except _Stopped:
+                return EXIT_STOPPED
     print(exp.to_json(indent=2) if args.json else render(exp, color=sys.stdout.isatty()))
     return 0
+
+
+def _calls_made(calls: int) -> str:
+    """What `explain` or `check` says it spent when an error stopped it after calling the model."""
+    return f"{calls:,} call(s) to the model that may be billed; remove the cause and run the command again"
 
 
 async def _check(args: argparse.Namespace) -> int:
@@ -271,7 +288,11 @@ async def _check(args: argparse.Namespace) -> int:
     with _backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
         async with AnchorsExplainer(clf, budget=_cap(args), **_settings(args)) as explainer:
-            precision = await explainer.estimate_precision(args.text, positions, coarse=coarse, n=args.n)
+            try:
+                with _stopped_after_spending(lambda: explainer.engine.billed_calls, _calls_made):
+                    precision = await explainer.estimate_precision(args.text, positions, coarse=coarse, n=args.n)
+            except _Stopped:
+                return EXIT_STOPPED
             coverage = await explainer.estimate_coverage(args.text, positions, coarse=coarse)
     under = sampler.describe(instance)
     found = {"anchor": args.anchor, "positions": list(positions), "coarse": coarse, "precision": precision,
@@ -313,7 +334,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{len(results.todo(texts)):,} inputs to explain; perturbed as: {sampler.distribution}",
               file=sys.stderr)  # fmt: skip
         try:
-            with _stopped_after_spending(journal):
+            with _stopped_after_spending(_journaled(journal), _kept_beside(journal)):
                 report = asyncio.run(_run_async(args, model, memory, texts, results, stopped_by))
         except _Stopped:
             return EXIT_STOPPED
@@ -388,7 +409,7 @@ def _check_recorded(args: argparse.Namespace, model: _Model, results: ResultsFil
 def _label_cache(out: Path) -> QueryCache:
     """The run's label cache beside its results: `run` and `estimate` share it, so a run does not pay
     again for what its pilot asked."""
-    return QueryCache(f"{out}.cache.sqlite")
+    return QueryCache(f"{out}.cache.sqlite", if_damaged="set aside")  # only labels: a damaged one is begun again
 
 
 async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
@@ -418,7 +439,7 @@ async def _estimate(args: argparse.Namespace) -> int:
         results.check_inputs(texts)
         journal = results.check_journal()
         try:
-            with _stopped_after_spending(journal):
+            with _stopped_after_spending(_journaled(journal), _kept_beside(journal)):
                 forecast = await _pilot(args, model, texts, results)
         except _Stopped:
             return EXIT_STOPPED
@@ -454,6 +475,7 @@ async def _run_on_ray(
     from ..distributed.pool import RayPool, explain_resumable_on_ray, import_ray
 
     import_ray()
+    _label_cache(results.path).close()  # a damaged cache is set aside here, once, not by every worker
     address = None if args.ray == "local" else args.ray
     options = {
         "max_usd": args.max_usd, "max_queries": args.max_queries, "max_usd_per_input": args.max_usd_per_text,

@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, overload
 
@@ -35,10 +36,10 @@ from .._exceptions import ConfigError
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import as_repeat
-from ..memory.store import MemoryEntry, RuleMemory
+from ..memory.store import DamagedMemoryError, MemoryEntry, RuleMemory
 from ..money.budget import Budget, BudgetReport
-from ..run.results import ResultsFile
-from ..run.resumable import RunReport, Stream, check_memory_dir, missing_entries, resume
+from ..run.results import ResultsFile, lock_memory
+from ..run.resumable import RunReport, Stream, check_memory_dir, missing_entries, resume, say_set_aside
 from .ledger import Ledger, LedgerView
 from .memory import Entries, MemoryHolder, memory_at
 from .watchdog import watch_ray
@@ -138,6 +139,7 @@ class RayPool:
         self._ledger: Any = None
         self._holder: Any = None
         self._pool: list[Any] = []
+        self._memory_lock = lock_memory(memory_dir) if memory_dir is not None else None  # one run a memory
         self._count = 0
         self._owner_of: dict[Any, str] = {}
         self._pid_of: dict[Any, Any] = {}  # each worker's process id, asked when it started
@@ -165,6 +167,8 @@ class RayPool:
         self._new_ledger()
         self._pool = [self._new_worker() for _ in range(self.workers)]
         identity: tuple[int, str, str] | None = ray.get(self._pool[0].memory_identity.remote())  # others load meanwhile
+        if identity is not None and self.memory_dir is not None:
+            _set_aside_if_damaged(Path(self.memory_dir), identity)
         if identity is not None and self.memory == "actor":
             holder = ray.remote(MemoryHolder).options(num_cpus=0, scheduling_strategy=here)
             self._holder = holder.remote(*identity, self.memory_dir)
@@ -228,6 +232,9 @@ class RayPool:
                 if actor is not None:
                     ray.kill(actor)
             self._pool = []
+            if self._memory_lock is not None:
+                self._memory_lock.close()
+                self._memory_lock = None
             if self._started_ray:
                 ray.shutdown()
             if self._watchdog is not None:
@@ -493,6 +500,18 @@ async def explain_distributed(
     async with RayPool(make_explainer, workers=workers, **options) as pool:
         async for exp in pool.explain_stream(texts):
             yield exp
+
+
+def _set_aside_if_damaged(directory: Path, identity: tuple[int, str, str]) -> None:
+    """A saved memory that cannot be read is set aside here, said, before a replica or actor loads it:
+    the run rebuilds it from its results file (`RayPool.remember`)."""
+    if not (directory / "CURRENT").exists():
+        return
+    dim, embedder_id, scope = identity
+    try:
+        RuleMemory.load(directory, embedder_id=embedder_id, dim=dim, scope=scope)
+    except DamagedMemoryError as exc:
+        say_set_aside(directory, exc)
 
 
 def _said(text: Any) -> str:

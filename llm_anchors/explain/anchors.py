@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
@@ -11,9 +10,9 @@ from typing import Any, Literal, Self, overload
 import numpy as np
 
 from .._checks import check_int
-from .._exceptions import BudgetExceeded, ClassifierError, ConfigError
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, NoLabelError
 from .._secrets import redact
-from .._sync import SyncRunner, close_when_dropped, sync_twin
+from .._sync import SyncRunner, close_when_dropped, in_thread, sync_twin
 from .._version import __version__
 from ..models.classifier import UNPARSED, Classifier, as_classifier
 from ..models.retry import RetryPolicy
@@ -319,7 +318,7 @@ class AnchorsExplainer:
             sampler = sampler.with_perturbation(perturbation)
         run = self._start(text, seed)
         run.refine_to(self.sampler, coarse, positions)
-        (run.target,) = await self.engine.classify([run.instance.query], run.stats)
+        await self._label_input(run)
         return (await self._fresh_precision(run, sampler, make_rule(positions), n, run.rng, "estimate"))[0]
 
     estimate_precision_sync = sync_twin(estimate_precision)
@@ -333,7 +332,7 @@ class AnchorsExplainer:
         check_int("n", n)
         run = self._start(text, seed)
         run.refine_to(self.sampler, coarse, positions)
-        pool = await asyncio.to_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
+        pool = await in_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
         return float(covers(make_rule(positions), pool).mean())
 
     # -- the steps of one explanation, reused by MAnchors -----------------
@@ -351,8 +350,19 @@ class AnchorsExplainer:
 
     async def _label_target(self, run: Explaining) -> None:
         """Label the input, and make its instance ready to be perturbed (its fills, under ``infill``)."""
-        (run.target,) = await self.engine.classify([run.instance.query], run.stats)
+        await self._label_input(run)
         run.instance = await self._prepared(run, run.instance)
+
+    async def _label_input(self, run: Explaining) -> None:
+        """The label the model gives the input itself (one query); `NoLabelError` when its answer names
+        none of the labels: there is no label to explain."""
+        (run.target,) = await self.engine.classify([run.instance.query], run.stats)
+        if run.target == UNPARSED:
+            raise NoLabelError(
+                "its answer to the input names none of the labels (read as <unparsed>): there is no label to "
+                "explain; check the prompt and the labels against what the model answers",
+                classifier=self.engine.classifier.identity,
+            )
 
     async def _prepared(self, run: Explaining, instance: Instance, sampler: Sampler | None = None) -> Instance:
         """``instance`` ready to be perturbed by ``sampler`` (the explainer's): its fills, under ``infill``."""
@@ -374,7 +384,7 @@ class AnchorsExplainer:
         coarse = await search()
         if not (isinstance(self.sampler, Refines) and coarse.success) or run.budget_exhausted:
             return coarse
-        finer = await asyncio.to_thread(self.sampler.refine, run.instance, coarse.rule)
+        finer = await in_thread(self.sampler.refine, run.instance, coarse.rule)
         if finer is None:
             return coarse
         try:
@@ -400,7 +410,7 @@ class AnchorsExplainer:
         """The unlabelled perturbations coverage is measured on (drawn in a worker thread: a long input's
         pool is millions of draws)."""
         n = self.params.coverage_samples
-        return await asyncio.to_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
+        return await in_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
 
     async def _drive(self, run: Explaining, search: Search) -> SearchResult:
         """Run a search to its end, or to the best rule so far when the budget runs out (``on_budget``)."""
@@ -451,7 +461,7 @@ class AnchorsExplainer:
         """The precision of ``rule`` on ``n`` fresh perturbations under ``sampler``, drawn with ``rng``, labelled
         under ``stage``; and the instance they perturb (prepared for ``sampler``: infill's fills)."""
         instance = await self._prepared(run, run.instance, sampler)
-        texts, _ = await asyncio.to_thread(sampler.sample, instance, rule, n, rng)
+        texts, _ = await in_thread(sampler.sample, instance, rule, n, rng)
         return float((await self._label(run, texts, stage)).mean()), instance
 
     async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
@@ -502,7 +512,7 @@ class AnchorsExplainer:
             queries=run.stats.queries,
             wall_time_s=time.perf_counter() - run.started,
             cost=Cost.of(run.stats),
-            unparsed=run.unparsed + int(run.target == UNPARSED),
+            unparsed=run.unparsed,
             budget_exhausted=run.budget_exhausted,
             stages=dict(run.stages),
             infill=Cost.of(run.infill) if infills(self.sampler) or infills(self._second) else None,

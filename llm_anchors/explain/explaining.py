@@ -3,7 +3,6 @@ drawn, a search generator driven to its end, the features a rule may not hold.""
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._exceptions import ConfigError, NondeterminismWarning
+from .._sync import in_thread
 from ..models.classifier import Label
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
@@ -155,7 +155,7 @@ async def draw(
 ) -> list[tuple[list[str], np.ndarray]]:
     """The perturbations a round of requests asks for, rendered in request order (in a worker thread: a long
     input's texts take milliseconds each to render)."""
-    return await asyncio.to_thread(lambda: [sampler.sample(instance, r.rule, r.n, rng) for r in requests])
+    return await in_thread(lambda: [sampler.sample(instance, r.rule, r.n, rng) for r in requests])
 
 
 async def drive(
@@ -166,9 +166,9 @@ async def drive(
 
     Each step of the search (its fits, bounds and choices: CPU that grows with the input) runs in a worker
     thread, so the event loop goes on serving other explanations, signals and cancellation meanwhile."""
-    done, value = await asyncio.to_thread(_step, search, None)
+    done, value = await in_thread(_step, search, None)
     while not done:
-        done, value = await asyncio.to_thread(_step, search, await answer(value))
+        done, value = await in_thread(_step, search, await answer(value))
     result: R = value
     return result
 

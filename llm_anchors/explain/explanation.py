@@ -308,11 +308,22 @@ def _data(raw: dict[str, Any]) -> AnchorData:
         opinion = data["second_opinion"]
         interval = tuple(opinion["interval"]) if opinion.get("interval") is not None else None
         data["second_opinion"] = Opinion(**{**opinion, "interval": interval})
+    data["label"] = _label(data["label"])
     data["rounds"] = tuple(
         RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"]), r["n_arms"])
         for r in data["rounds"]
     )
     return AnchorData(**data)
+
+
+def _label(raw: Any) -> Label:
+    """A label as JSON gives it back: a name, a number, a flag or null; a list is the tuple it was. A
+    hand-edited ``{"x": 1}`` is a `TypeError`."""
+    if isinstance(raw, list):
+        return tuple(_label(item) for item in raw)
+    if raw is None or isinstance(raw, str | int | bool) or (isinstance(raw, float) and math.isfinite(raw)):
+        return raw
+    raise TypeError(f"label is {raw!r}, not a label (a name, a number, a flag)")
 
 
 def _rule_stats(raw: dict[str, Any]) -> RuleStats:
@@ -356,6 +367,8 @@ def _check_simple(got: Any, hint: Any, name: str) -> None:
         raise TypeError(f"{name} is {got!r}, not a {hint.__name__}")
     if hint is float and not math.isfinite(got):
         raise ValueError(f"{name} is {got!r}")
+    if hint is int and got < 0:  # every count, index and seed is one
+        raise ValueError(f"{name} is {got!r}, below zero")
 
 
 def _check_positions(data: AnchorData) -> None:

@@ -37,6 +37,7 @@ import numpy as np
 
 from .._checks import check_number
 from .._exceptions import ConfigError, LLMAnchorsError
+from .._sync import in_thread
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry, RuleMemory
 from ..models.classifier import Classifier, require_stable_identity
@@ -351,7 +352,7 @@ class MAnchorsExplainer(AnchorsExplainer):
             alone, _, proxy_use = await self._guided_levels(run, (), MemoryUse())
             return alone, {"proxy": proxy_use}
         started = time.perf_counter()
-        vector = (await asyncio.to_thread(self.features.embed, [run.instance]))[0]
+        vector = (await in_thread(self.features.embed, [run.instance]))[0]
         k = self.k_nearest if self.strategy == "guided" else 1
         near = self.memory.neighbours(vector, label=run.target, k=max(k, 1))
         looked_up = MemoryUse(near[0][1] if near else None, time.perf_counter() - started)
@@ -401,7 +402,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         rules = MemoryRules()
         if similar:
             args = (self.memory, self.features, run.instance, keys, similar, run.target)
-            rules = (await asyncio.to_thread(recalled, *args)).limited(self.max_proposals)
+            rules = (await in_thread(recalled, *args)).limited(self.max_proposals)
         asked = self.records["memory"].ask(self.record, run.seed, run.instance.query) if rules.rules else None
         first = near(similar, looked_up.similarity, keys, self.tau_first)
         proposers: list[Proposer] = [*rules.proposers(first=first)] if asked else []
@@ -464,7 +465,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     async def _vertical(
         self, run: Explaining, entry: MemoryEntry, looked_up: MemoryUse
     ) -> tuple[SearchResult, dict[str, Any]]:
-        mapped = await asyncio.to_thread(self.features.horizontal, entry, run.instance)
+        mapped = await in_thread(self.features.horizontal, entry, run.instance)
         kept = await self._prune(run, mapped)
         names = run.instance.features
         starts = [frozenset(kept) if kept else None]  # the HT rule starts the first level; a finer one, nothing

@@ -14,8 +14,8 @@ pickle anywhere. entries.json holds the SHA-256 of each index file and of
 vectors.npy: a load checks them before hnswlib reads a byte (a damaged
 index file could crash the interpreter), loads into a fresh index, checks
 its size and dimension against the entries, and refuses anything else
-with a `ConfigError` naming the file; CURRENT must name a generation of
-this directory.
+with a `DamagedMemoryError` naming the file; CURRENT must name a generation
+of this directory. A memory of another model is a `ConfigError`.
 """
 
 from __future__ import annotations
@@ -36,10 +36,17 @@ from .._checks import check_int
 from .._exceptions import ConfigError
 from ..models.classifier import Label
 
-__all__ = ["Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused", "saved_entries"]
+__all__ = [
+    "DamagedMemoryError", "Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused", "saved_entries",
+]  # fmt: skip
 
 FORMAT_VERSION = 3
 _GENERATION = re.compile(r"gen-\d{6}")
+
+
+class DamagedMemoryError(ConfigError):
+    """A saved memory that cannot be read as this one (a damaged or missing file, another format, another
+    embedder): a run sets it aside and rebuilds it from its results file."""
 
 
 @dataclass(frozen=True)
@@ -253,7 +260,7 @@ class RuleMemory:
             raise ConfigError(f"{root} holds no saved memory (no CURRENT file)")
         meta = _read_meta(gen / "entries.json")
         if meta.get("embedder") != embedder_id or meta.get("dim") != dim:
-            raise ConfigError(
+            raise DamagedMemoryError(
                 f"memory {root} was built with {meta.get('embedder')} ({meta.get('dim')} dims), "
                 f"not {embedder_id} ({dim} dims)"
             )
@@ -263,10 +270,10 @@ class RuleMemory:
             entries = [entry_from_dict(raw) for raw in meta["entries"]]
             labels = list(meta["labels"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
+            raise DamagedMemoryError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
         checksums = meta.get("checksums")
         if not isinstance(checksums, dict):
-            raise ConfigError(f"{gen / 'entries.json'} holds no checksums")
+            raise DamagedMemoryError(f"{gen / 'entries.json'} holds no checksums")
         vectors = _read_vectors(gen / "vectors.npy", (len(entries), dim), checksums)
         memory = cls(dim, embedder_id, scope)
         memory.entries = entries
@@ -279,7 +286,7 @@ class RuleMemory:
             index.ids = numbers[label]
             memory._labels[label] = index
         if sum(len(numbers[label]) for label in labels) != len(entries):  # every entry in one listed label
-            raise ConfigError(f"{gen / 'entries.json'}: its entries' labels are not the labels it lists")
+            raise DamagedMemoryError(f"{gen / 'entries.json'}: its entries' labels are not the labels it lists")
         for number, entry in enumerate(entries):
             memory._file(entry, number)
         return memory
@@ -291,9 +298,9 @@ class RuleMemory:
         try:
             index.load_index(str(path), max_elements=max(1024, count))
         except (RuntimeError, ValueError, OSError) as exc:
-            raise ConfigError(f"{path}: not a readable hnswlib index ({exc})") from exc
+            raise DamagedMemoryError(f"{path}: not a readable hnswlib index ({exc})") from exc
         if index.get_current_count() != count or index.dim != self.dim:
-            raise ConfigError(f"{path}: holds {index.get_current_count()} vectors of {index.dim} dims, "
+            raise DamagedMemoryError(f"{path}: holds {index.get_current_count()} vectors of {index.dim} dims, "
                               f"the entries say {count} of {self.dim}")  # fmt: skip
         index.set_ef(self.ef)
         return index
@@ -317,11 +324,12 @@ def _read_meta(path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+        raise DamagedMemoryError(f"cannot read memory file {path}: {exc}") from exc
     if not isinstance(meta, dict) or not isinstance(meta.get("entries"), list):
-        raise ConfigError(f"{path} is not a memory's entries file")
+        raise DamagedMemoryError(f"{path} is not a memory's entries file")
     if meta.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(f"{path} has format {meta.get('format_version')!r}; this version reads {FORMAT_VERSION}")
+        said = meta.get("format_version")
+        raise DamagedMemoryError(f"{path} has format {said!r}; this version reads {FORMAT_VERSION}")
     return meta
 
 
@@ -330,21 +338,21 @@ def _read_vectors(path: Path, shape: tuple[int, int], checksums: dict[str, Any])
     try:
         vectors = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+        raise DamagedMemoryError(f"cannot read memory file {path}: {exc}") from exc
     if vectors.shape != shape or not np.isfinite(vectors).all():
-        raise ConfigError(f"{path}: vectors of shape {vectors.shape}, the entries say {shape} (or not finite)")
+        raise DamagedMemoryError(f"{path}: vectors of shape {vectors.shape}, the entries say {shape} (or not finite)")
     return np.asarray(vectors, dtype=np.float32)
 
 
 def _verify(path: Path, checksums: dict[str, Any]) -> None:
     if not isinstance(checksums, dict) or path.name not in checksums:
-        raise ConfigError(f"{path.parent / 'entries.json'} holds no checksum of {path.name}")
+        raise DamagedMemoryError(f"{path.parent / 'entries.json'} holds no checksum of {path.name}")
     try:
         digest = _sha256(path)
     except OSError as exc:
-        raise ConfigError(f"cannot read memory file {path}: {exc}") from exc
+        raise DamagedMemoryError(f"cannot read memory file {path}: {exc}") from exc
     if digest != checksums[path.name]:
-        raise ConfigError(f"{path} does not match its checksum: damaged, or from another save")
+        raise DamagedMemoryError(f"{path} does not match its checksum: damaged, or from another save")
 
 
 def _sha256(path: Path) -> str:
@@ -363,12 +371,12 @@ def _current(root: Path) -> Path | None:
     try:
         name = pointer.read_text(encoding="utf-8").strip()
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {pointer}: {exc}") from exc
+        raise DamagedMemoryError(f"cannot read {pointer}: {exc}") from exc
     if not _GENERATION.fullmatch(name):
-        raise ConfigError(f"{pointer} names {name[:80]!r}, not a generation (gen-NNNNNN) of {root}")
+        raise DamagedMemoryError(f"{pointer} names {name[:80]!r}, not a generation (gen-NNNNNN) of {root}")
     gen = root / name
     if not gen.is_dir():
-        raise ConfigError(f"{pointer} names {name}, which {root} does not hold")
+        raise DamagedMemoryError(f"{pointer} names {name}, which {root} does not hold")
     return gen
 
 

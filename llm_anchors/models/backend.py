@@ -75,11 +75,14 @@ class Completion:
     """One prompt's answer: the text, and the log-probabilities of the
     alternatives for the first generated token when the server gave them.
     ``cut``: the answer ended at the output bound before any text (a reasoning
-    model that spent the bound reasoning: ``finish_reason`` "length", empty)."""
+    model that spent the bound reasoning: ``finish_reason`` "length", empty).
+    ``chosen``: the first token the server says it generated (its alternative of
+    that name is its log-probability), when it says; a decision's choice."""
 
     text: str
     top_logprobs: dict[str, float] | None = None
     cut: bool = False
+    chosen: str | None = None
 
     def __post_init__(self) -> None:
         # A log-probability that is not a number (NaN, ±inf, a string) says nothing of its token: it
@@ -105,6 +108,9 @@ class Completions:
     usage_error: str = ""
     """Why the usage the server reported could not be read ("" when it could): the classifier
     then counts the call at its own worst case."""
+    served_model: str | None = None
+    """The model the answer says served it (OpenAI's ``model``: ``gpt-4o-mini-2024-07-18`` for
+    ``gpt-4o-mini``); None when it does not say. Another model than asked, dearer, is billed as it."""
 
 
 @runtime_checkable
@@ -130,6 +136,8 @@ class Backend(Protocol):
       model's answers need room for their reasoning (`CompletionParams.for_reasoning`);
     - ``max_request_size``: prompts one HTTP request takes (None: any);
     - `token_counter`: an exact prompt-token counter (None: a marked estimate);
+    - ``served_model`` (optional, read with getattr): the name requests send when it is not ``model``
+      (a gateway's alias, an Azure deployment): an answer naming it names the model asked;
     - ``decides`` (optional, read with getattr): True for a decision endpoint, which answers with the
       labels' probabilities (`CompletionParams.for_decisions`);
     - `aclose`: release connections (by default nothing).

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._exceptions import BadResponseError, ConfigError, OutputCutWarning, PromptCacheWarning
+from .._exceptions import AnswerWarning, BadResponseError, ConfigError, OutputCutWarning, PromptCacheWarning
 from ..money.charge import Charge
 from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, check_service_tier, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
@@ -19,6 +20,8 @@ from .classifier import UNPARSED, BaseClassifier, Batch, Label
 __all__ = ["PROMPT_SLACK", "LLMClassifier"]
 
 _MIN_PREFIX = 3  # a token shorter than this names a label only if it is the whole label
+
+_MILLION_EACH = Charge(prompt_tokens=1_000_000, completion_tokens=1_000_000)  # to compare two prices
 
 PROMPT_SLACK = 8
 """Prompt tokens a prompt's worst case adds to an exact count: what a server's own tokenizer or
@@ -96,7 +99,9 @@ class LLMClassifier(BaseClassifier):
                 f"them apart. Allow more (params.max_tokens, --max-output-tokens; by default "
                 f"{_spelling_bound(clean)}) or name them apart by their first word"
             )
+        self._prices = prices
         self._price = price or self._default_price(prices)
+        self._served: dict[str, Price | None] = {}  # another model an answer named: its price, if known
         check_service_tier(self._price, complete.service_tier, str(complete.model or complete.identity))
         self.token_counter = token_counter or self._default_counter()
         self._usage_partial = False
@@ -186,7 +191,7 @@ class LLMClassifier(BaseClassifier):
         count = await self.token_counter.count([self.render(t) for t in texts])
         prompt = count.total + (0 if count.estimated else PROMPT_SLACK * len(texts))
         completion = len(texts) * self.params.max_tokens
-        usd = self.price.worst_case(prompt, completion)
+        usd = max(p.worst_case(prompt, completion) for p in (self.price, *self._other_models()))
         return Charge(len(texts), prompt, completion, usd, count.estimated, unpriced=not self.price.known)
 
     async def _counted(self, texts: Sequence[str]) -> Charge:
@@ -244,9 +249,53 @@ class LLMClassifier(BaseClassifier):
         dearest = price is None  # a tier the price lacks ("auto" said, or asked and none said): the dearest
         if price is None:
             price = self.price.dearest(usage)
+        if (served := self._served_price(result.served_model)) is not None:  # another model, dearer: as it
+            at = served.at(result.service_tier or self.backend.service_tier) or served.dearest(usage)
+            price = max(price, at, key=lambda p: p.cost(usage))
         usd = price.cost(usage)  # at the tier served; cache reads and writes at theirs
         charge = replace(usage, queries=len(texts), usd=usd, saved_by_caching=price.uncached(usage) - usd)
         return Batch([self.read(c) for c in result.items], charge, disputed=disputed, dearest_tier=dearest)
+
+    def _other_models(self) -> list[Price]:
+        """The prices of the other models answers have named (`_served_price`)."""
+        return [p for p in self._served.values() if p is not None]
+
+    def _served_price(self, said: str | None) -> Price | None:
+        """The price of ``said``, the model an answer names, when it is not the model asked and its price
+        is known (None otherwise: the model asked, a dated snapshot of it, one with no price, or any when
+        the model asked costs nothing: a model of this machine's). Said once per model (`AnswerWarning`);
+        a call is billed at the dearer of the two prices, and reserved at it from then on."""
+        if said is None or self.backend.model is None or self._free():
+            return None
+        if said in self._served:
+            return self._served[said]
+        asked = str(self.backend.model)
+        sent = getattr(self.backend, "served_model", None)  # the name sent, where it is not the priced one
+        price = None
+        if not any(_same_model(said, name) for name in (asked, sent) if isinstance(name, str)):
+            try:
+                local = self.backend.is_local is True
+                price = price_for(said, local=local, prices=self._prices, api_url=self.backend.api_url)
+            except ConfigError:
+                price = None
+            price = price if price is not None and price.known else None
+            self._say_served(said, asked, price)
+        self._served[said] = price
+        return price
+
+    def _free(self) -> bool:
+        """Whether the model asked costs nothing (declared free, or assumed free on this machine)."""
+        return self.price.cost(_MILLION_EACH) == 0
+
+    def _say_served(self, said: str, asked: str, price: Price | None) -> None:
+        if price is not None and price.cost(_MILLION_EACH) > self.price.cost(_MILLION_EACH):
+            how = f"billed at {said}'s prices, which are dearer, and every call from now reserved at them"
+        elif price is not None:
+            how = f"billed at {asked}'s prices ({said}'s are not dearer)"
+        else:
+            how = f"billed at {asked}'s prices: {said} has none here (--price-file gives one)"
+        warnings.warn(f"the server answered as model {said!r}, not {asked!r} as asked: {how}", AnswerWarning,
+                      stacklevel=3)  # fmt: skip
 
     def _say_cut(self, items: Sequence[Completion]) -> None:
         """Warn once when answers end at the output bound before any text (they are `UNPARSED`)."""
@@ -262,18 +311,10 @@ class LLMClassifier(BaseClassifier):
             )
 
     def read(self, completion: Completion) -> Label:
-        """The label a completion names, or `UNPARSED`: the answer's most probable first token, read
-        with the rest of the answer when the text continues it (the greedy answer; among tokens equally
-        probable, the one the text begins with: bfloat16 ties two labels often), else alone."""
+        """The label a completion names, or `UNPARSED` (`_greedy`: its most probable answer)."""
         if completion.cut:
             return UNPARSED
-        answer = completion.text
-        if alternatives := completion.top_logprobs:
-            best = max(alternatives.values())
-            tops = [token for token, logprob in alternatives.items() if logprob == best]
-            if not any(_normal(answer).startswith(_normal(top)) for top in tops):
-                answer = tops[0]  # the text is not the most probable answer: the first token alone says it
-        return self._named_by(answer)
+        return self._named_by(_greedy(completion))
 
     def _named_by(self, answer: str) -> Label:
         """The label ``answer`` spells (the longest, ending where a word ends: "pos" is not "positive"),
@@ -287,6 +328,36 @@ class LLMClassifier(BaseClassifier):
             return max(spelled, key=lambda label: len(self._normal[label]))
         begun = [label for label, n in self._normal.items() if n.startswith(said)]
         return begun[0] if len(begun) == 1 and len(said) >= _MIN_PREFIX else UNPARSED
+
+
+def _greedy(completion: Completion) -> str:
+    """The answer a completion gives: its text, unless its alternatives say for certain that another
+    first token was more probable than the one the text begins with (a sampled answer): then that token
+    alone. Among tokens equally probable, the one the text begins with (bfloat16 ties two labels often).
+    The text's own token must be among the alternatives, readable (``chosen``, else the longest
+    alternative the text begins with): a log-probability that is absent, not a number or out of range
+    says nothing, and never lets another token name the answer."""
+    text, alternatives = completion.text, completion.top_logprobs
+    if not alternatives:
+        return text
+    best = max(alternatives.values())
+    tops = [token for token, logprob in alternatives.items() if logprob == best]
+    said = _normal(text)
+    if any(said.startswith(_normal(top)) for top in tops):
+        return text
+    if completion.chosen is not None:
+        own = alternatives.get(completion.chosen)
+    else:
+        begun = [token for token in alternatives if _normal(token) and said.startswith(_normal(token))]
+        own = alternatives[max(begun, key=lambda t: len(_normal(t)))] if begun else None
+    return tops[0] if own is not None and own < best else text
+
+
+def _same_model(said: str, asked: str) -> bool:
+    """Whether an answer naming ``said`` names the model ``asked``: the same name (a provider's prefix
+    and case aside), or a dated snapshot of it (``gpt-4o-mini-2024-07-18`` for ``gpt-4o-mini``)."""
+    said, asked = said.rpartition("/")[2].lower(), asked.rpartition("/")[2].lower()
+    return said == asked or re.sub(r"-(\d{4}-\d{2}-\d{2}|\d{4})$", "", said) == asked
 
 
 def _spells(answer: str, label: str) -> bool:

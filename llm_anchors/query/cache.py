@@ -12,9 +12,10 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .._exceptions import ConfigError
+from .._exceptions import ConfigError, SetAsideWarning
+from .._files import set_aside
 from ..models.classifier import Label
 
 __all__ = ["CacheWriteWarning", "QueryCache"]
@@ -44,11 +45,19 @@ class QueryCache:
     connection holds locked, a label that is not a JSON value) the labels
     stay in memory, one `CacheWriteWarning` says so, and the cache stops
     writing to disk (``write_error`` holds the reason): an explanation never
-    fails, nor waits, because its labels could not be persisted.
+    fails, nor waits, because its labels could not be persisted. A file that
+    is not a cache (garbage, malformed, a folder) is a `ConfigError`, or with
+    ``if_damaged="set aside"`` (a run's own cache) renamed beside it, said
+    (`SetAsideWarning`), and a new cache begun.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, enabled: bool = True, max_entries: int | None = 1_000_000
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        enabled: bool = True,
+        max_entries: int | None = 1_000_000,
+        if_damaged: Literal["refuse", "set aside"] = "refuse",
     ) -> None:
         if path is not None and not enabled:
             raise ConfigError("a disabled cache cannot be persisted")
@@ -62,10 +71,29 @@ class QueryCache:
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self.write_error: str | None = None
-        if self.path is not None:
+        if self.path is not None and if_damaged == "set aside":
+            self._open_or_set_aside(self.path)
+        elif self.path is not None:
             self._open(self.path)
 
+    def _open_or_set_aside(self, path: Path) -> None:
+        """Open ``path``; a damaged one (not a database, malformed, a folder) is set aside, said, and a new
+        one begun: the cache holds only labels, which are asked again when needed."""
+        try:
+            self._open(path)
+        except _Damaged as exc:
+            self._labels.clear()
+            try:
+                moved = set_aside(path, "-wal", "-shm")
+            except OSError as error:
+                raise ConfigError(f"cannot use {path} as a query cache: {exc}; nor set it aside: {error}") from None
+            warnings.warn(f"query cache {path} was damaged ({exc}): set aside as {moved.name}, a new one begun; "
+                          "its labels are asked again when needed", SetAsideWarning, stacklevel=3)  # fmt: skip
+            self._open(path)
+
     def _open(self, path: Path) -> None:
+        if path.is_dir():
+            raise _Damaged(f"cannot use {path} as a query cache: it is a folder")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=2.0)
@@ -80,7 +108,17 @@ class QueryCache:
             for classifier, text, label in reversed(loaded):
                 self._labels[(classifier, text)] = _decode(label)
             self._dropped = len(loaded) == self.max_entries  # maybe more on disk
-        except (sqlite3.Error, OSError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # a label that is not ours
+            self.close()
+            raise _Damaged(f"cannot use {path} as a query cache: a label it holds is not one ({exc!r})") from exc
+        except sqlite3.OperationalError as exc:  # locked, busy, cannot be opened: nothing said of the file
+            self.close()
+            raise ConfigError(f"cannot use {path} as a query cache: {exc}") from exc
+        except sqlite3.DatabaseError as exc:  # not a database, malformed
+            self.close()
+            raise _Damaged(f"cannot use {path} as a query cache: {exc}") from exc
+        except OSError as exc:
+            self.close()
             raise ConfigError(f"cannot use {path} as a query cache: {exc}") from exc
 
     def __len__(self) -> int:
@@ -151,6 +189,10 @@ class QueryCache:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+class _Damaged(ConfigError):
+    """A persisted cache that is not one (garbage, malformed, a folder): it may be set aside."""
 
 
 def _encode(label: Label) -> str:

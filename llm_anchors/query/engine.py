@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .._checks import check_int
-from .._exceptions import BackendError, BackendTimeoutError, BadResponseError, BudgetExceeded, ClassifierError
+from .._exceptions import (
+    BackendError,
+    BackendTimeoutError,
+    BadResponseError,
+    BudgetExceeded,
+    ClassifierError,
+    UnreachableError,
+)
 from ..models.classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
 from ..models.retry import RetryPolicy
 from ..money.budget import Reservation, SpendCap
@@ -67,6 +74,8 @@ def _reason(exc: Exception) -> str:
     """Why a call failed, for `QueryStats.failures`."""
     if isinstance(exc, BackendTimeoutError):
         return "timeout"
+    if isinstance(exc, UnreachableError):
+        return "unreachable"
     if isinstance(exc, BackendError) and exc.status is not None:
         return f"HTTP {exc.status}"
     return type(exc).__name__
@@ -111,6 +120,9 @@ class QueryEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._inflight: dict[str, asyncio.Future[Label]] = {}
+        self.billed_calls = 0
+        """Calls of this engine (each attempt, for any explanation) that may have been billed: answered,
+        timed out, cut short; not those refused or that never left."""
 
     async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """The label of every text, in order.
@@ -254,10 +266,11 @@ class QueryEngine:
             if isinstance(exc, Exception):
                 reason = _reason(exc)
                 stats.failures[reason] = stats.failures.get(reason, 0) + 1
-            # A refusal (429, 5xx, 4xx) is not billed; a timeout, a dropped
-            # connection or a garbled answer may have been: count the worst case.
+            # A refusal (429, 5xx, 4xx) or a request that never left (no connection) is not billed; a
+            # timeout, a dropped connection or a garbled answer may have been: count the worst case.
             billed = not isinstance(exc, BackendError) or isinstance(exc, (BackendTimeoutError, BadResponseError))
             if billed:
+                self.billed_calls += 1
                 if worst is None and isinstance(exc, Exception):
                     with contextlib.suppress(Exception):
                         worst = await self._quote(chunk)
@@ -265,6 +278,7 @@ class QueryEngine:
             elif reservation is not None and budget is not None:
                 budget.release(reservation)
             raise
+        self.billed_calls += 1
         charge = replace(batch.charge, queries=len(chunk))
         stats.dearest_tier += batch.dearest_tier
         if why := batch.disputed or implausible(charge, worst):

@@ -3,6 +3,7 @@
 The run's API: ``from llm_anchors.run import ResultsFile, explain_resumable``.
 """
 
+from .._exceptions import SetAsideWarning
 from .estimate import Forecast, estimate
 from .inputs import read_inputs
 from .report import write_report
@@ -13,6 +14,7 @@ __all__ = [
     "Forecast",
     "ResultsFile",
     "RunReport",
+    "SetAsideWarning",
     "estimate",
     "explain_resumable",
     "input_hash",

@@ -66,9 +66,11 @@ class Forecast:
 
     def summary(self) -> str:
         spent = f"spent {self.pilot_queries:,} queries and ${self.pilot_usd}, and its labels are the run's"
-        if self.partial and not self.pilot:
-            planned = f"{self.planned:,} inputs"
+        planned = f"{self.planned:,} inputs"
+        if not self.pilot and self.partial:
             return f"the cap stopped the pilot before it explained any of its {planned}: no forecast; it {spent}"
+        if not self.pilot:
+            return f"none of the pilot's {planned} could be explained (`run` says why): no forecast; it {spent}"
         stopped = f" (partial: the cap stopped it after {self.pilot:,} of {self.planned:,})" if self.partial else ""
         return (
             f"explaining the {self.inputs - self.pilot:,} inputs left of {self.inputs:,} will take about "

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from ..money.budget import Budget
 from ..money.charge import Charge
 from ..money.journal import read_journal
 
-__all__ = ["ResultsFile", "input_hash", "read_results"]
+__all__ = ["ResultsFile", "input_hash", "lock_memory", "read_results"]
 
 
 def input_hash(text: Any) -> str:
@@ -215,8 +215,9 @@ class ResultsFile:
         ]
 
 
-def _lock(path: Path) -> Any:
-    """Hold ``path`` locked (flock) for the run; `ConfigError` naming the holder when another run does."""
+def _lock(path: Path, held: Callable[[str], str] | None = None) -> Any:
+    """Hold ``path`` locked (flock) for the run; `ConfigError` naming the holder when another run does
+    (``held(process)``: what the message says; by default, that it writes the results file)."""
     try:
         handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
     except OSError as exc:
@@ -227,6 +228,8 @@ def _lock(path: Path) -> Any:
         handle.seek(0)
         holder = handle.read().strip() or "?"
         handle.close()
+        if held is not None:
+            raise ConfigError(held(holder)) from None
         raise ConfigError(
             f"another run is writing {path.with_suffix('')} (process {holder}): wait for it, or write to another --out"
         ) from None
@@ -235,6 +238,15 @@ def _lock(path: Path) -> Any:
     handle.write(str(os.getpid()))
     handle.flush()
     return handle
+
+
+def lock_memory(directory: str | os.PathLike[str]) -> Any:
+    """Hold a memory directory for one run (``DIR/LOCK``, released when the handle is closed): a second
+    run on it is a `ConfigError` before it spends, so no run's entries are overwritten by another's."""
+    where = Path(directory)
+    return _lock(where / "LOCK", lambda holder: (
+        f"another run is using the memory {where} (process {holder}): wait for it, or give this run another "
+        "--memory"))  # fmt: skip
 
 
 def _differences(recorded: Mapping[str, Any], now: Mapping[str, Any], prefix: str = "") -> list[str]:

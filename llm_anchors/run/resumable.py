@@ -14,30 +14,34 @@ share `resume` and `record_stream`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError, SetAsideWarning
+from .._files import aside
 from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
-from ..memory.store import MemoryEntry, RuleMemory, entry_from_dict, saved_entries
+from ..memory.store import DamagedMemoryError, MemoryEntry, RuleMemory, entry_from_dict, saved_entries
 from ..models.classifier import require_stable_identity
 from ..money.budget import Budget, SpendCap
 from ..money.charge import Charge
 from ..samplers.base import Sampler
-from .results import ResultsFile, input_hash
+from .results import ResultsFile, input_hash, lock_memory
 
 __all__ = [
     "RunReport", "check_memory_dir", "explain_resumable", "invalid_reasons", "memory_saved", "missing_entries",
+    "say_set_aside",
     "record_stream", "resume", "run_config",
 ]  # fmt: skip
 
@@ -182,10 +186,14 @@ async def explain_resumable(
         explainer.budget = run_budget = own
     try:
         _check_run_budget(explainer, run_budget, results)
-        return await _explain_resumable(
-            explainer, texts, results, memory_dir, model, run_budget=run_budget, budget_per_input=budget_per_input,
-            concurrent_inputs=concurrent_inputs, save_every=save_every, on_result=on_result,
-        )  # fmt: skip
+        with contextlib.ExitStack() as held:
+            if memory_dir is not None and isinstance(explainer, MAnchorsExplainer):
+                check_memory_dir(memory_dir)
+                held.enter_context(lock_memory(memory_dir))  # one run a memory: none overwrites another's
+            return await _explain_resumable(
+                explainer, texts, results, memory_dir, model, run_budget=run_budget, budget_per_input=budget_per_input,
+                concurrent_inputs=concurrent_inputs, save_every=save_every, on_result=on_result,
+            )  # fmt: skip
     finally:
         if own is not None:
             explainer.budget = None
@@ -210,7 +218,6 @@ async def _explain_resumable(
     results.check_config(config)  # before the memory is touched
     if saving is not None and memory_dir is not None:  # checked before any work, not at the first save
         require_stable_identity(saving.classifier, f"a memory saved to {memory_dir}")
-        check_memory_dir(memory_dir)
         await asyncio.to_thread(_restore_memory, saving, Path(memory_dir), results)
     if manchors is not None and manchors.use_memory:  # what the file holds answers an exact repeat
         explained = [(i, r["explanation"]) for i, r in results.records.items() if "explanation" in r]
@@ -368,6 +375,26 @@ def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry],
     }
 
 
+def say_set_aside(directory: Path, why: Exception, results: ResultsFile | None = None) -> Path:
+    """Set a memory that cannot be read aside (its CURRENT and generations, into ``memory.damaged-…``
+    inside ``directory``: the run's lock stays) and say so (`SetAsideWarning`); the folder it went to."""
+    moved = aside(directory / "memory")
+    kept = [p for p in directory.iterdir() if p.name == "CURRENT" or p.name.startswith("gen-")]
+    moved.mkdir()
+    for path in kept:
+        os.replace(path, moved / path.name)
+    source = "the results file"
+    if results is not None:
+        recorded = sum(len(r.get("memory_entries", ())) for r in results.records.values())
+        source = f"the {recorded:,} entries {results.path.name} records"
+    warnings.warn(
+        f"the memory {directory} cannot be read ({why}): set aside in {moved}, and rebuilt from {source}",
+        SetAsideWarning,
+        stacklevel=2,
+    )
+    return moved
+
+
 def missing_entries(results: ResultsFile, known: Sequence[MemoryEntry]) -> list[MemoryEntry]:
     """The memory entries ``results`` records that are not in ``known`` (stored after
     the memory's last save), in the order stored."""
@@ -378,9 +405,13 @@ def missing_entries(results: ResultsFile, known: Sequence[MemoryEntry]) -> list[
 
 def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: ResultsFile) -> None:
     """Load the saved memory and put back the entries recorded after its last save, in the
-    order the results file holds them (the order they were stored)."""
+    order the results file holds them (the order they were stored). A saved memory that cannot be read
+    (`DamagedMemoryError`) is set aside, said, and rebuilt from the results file alone."""
     if (directory / "CURRENT").exists():
-        explainer.load(directory)
+        try:
+            explainer.load(directory)
+        except DamagedMemoryError as exc:
+            say_set_aside(directory, exc, results)
     memory: RuleMemory = explainer.local_memory
     if missing := missing_entries(results, memory.entries):
         vectors = explainer.entry_vectors(missing)

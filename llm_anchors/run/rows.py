@@ -111,8 +111,12 @@ def read_rows(path: str | Path) -> RunRows:
     path = Path(path)
     rows: dict[int, ReportRow] = {}
     failed: dict[int, str] = {}
+    explained_at: dict[int, int] = {}  # an explained input's line
     for number, record in _records(path):
         index = record["index"]
+        if index in explained_at:  # a run explains an input once and never writes it again
+            raise ConfigError(f"{path}:{number}: input {index} was explained already, on line {explained_at[index]}: "
+                              "a run writes an explained input once (was the file edited?)")  # fmt: skip
         rows.pop(index, None)
         failed.pop(index, None)
         if "failed" in record:
@@ -123,26 +127,40 @@ def read_rows(path: str | Path) -> RunRows:
         except (ConfigError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path}:{number}: the line of input {index} is {exc}") from None
         rows[index] = ReportRow.of(index, str(record.get("input_sha256", "")), explanation)
+        explained_at[index] = number
     return RunRows(list(rows.values()), failed)
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The results lines of ``path`` with their line numbers (the configuration line left out)."""
+    """The results lines of ``path`` with their line numbers (the configuration line, first, left out).
+    A run writes its inputs in order (its stream yields them so, and a later session goes on from the
+    first not written), so each line's index is one written before or the next one: an index past
+    that (``10**9`` in a file of ten lines), below 0 or not an integer is a `ConfigError`."""
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise ConfigError(f"cannot read the results file {path}: {exc.strerror}") from exc
+    following = 0  # the index the next input written would have
     with handle:
         for number, line in enumerate(handle, 1):
             try:
                 record = json.loads(line)
                 if number == 1 and isinstance(record, dict) and "run" in record:
                     continue
-                if not isinstance(record, dict) or isinstance(record.get("index"), bool):
+                if number == 1:
+                    raise ConfigError(f"{path}:1 is not a run's configuration: not a results file of llm-anchors "
+                                      "run (or its first line was edited)")  # fmt: skip
+                index = record.get("index") if isinstance(record, dict) else None
+                if not isinstance(index, int) or isinstance(index, bool):
                     raise TypeError("not an object with an index")
+                if not 0 <= index <= following:
+                    raise ConfigError(f"{path}:{number}: input {index} cannot come here: a run writes inputs in "
+                                      f"order, and the next new one is {following} (was the file edited?)")  # fmt: skip
                 if "explanation" not in record and "failed" not in record:
                     raise KeyError("neither an explanation nor a failure")
-                record["index"] = int(record["index"])
+                following = max(following, index + 1)
+            except ConfigError:
+                raise
             except (ValueError, KeyError, TypeError) as exc:
                 if not line.endswith(b"\n") and not handle.read(1):  # the last line, cut inside its JSON
                     warnings.warn(f"{path}: leaving out a last line cut short (a run still going, or killed)",

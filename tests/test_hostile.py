@@ -1,0 +1,476 @@
+"""What a hostile server or user tried (issue 56), each against a loopback fake server, over both OpenAI
+transports where it applies: an answer that cannot be read is read as its text says or as unparsed,
+never as another label; no secret reaches a message or a file; a bad answer is a typed error."""
+
+import json
+import math
+
+import openai
+import pytest
+
+from adapters.openai_client import OpenAIClientBackend
+from adapters.openai_compat import OpenAICompatibleBackend
+from llm_anchors import BadResponseError, ConfigError, LLMClassifier, RetryPolicy
+from llm_anchors.extend import AnswerWarning
+from tests.fault_server import FaultServer
+from tests.test_cli import cli, inputs, lines
+
+PROMPT = "Review: {text}\nSentiment:"
+LABELS = ["negative", "positive"]
+POSITIVE, NEGATIVE = "a good and great film", "a dull film"
+pytestmark = pytest.mark.filterwarnings("ignore:the prompt cannot be cached")
+
+
+def sentiment(prompt: str) -> str:
+    words = prompt.split("Review: ")[-1].split()
+    return "positive" if "good" in words and "great" in words else "negative"
+
+
+def other(word: str) -> str:
+    return " negative" if word == " positive" else " positive"
+
+
+# Each: the chosen token's log-probability as a server may say it, the other label's readable and lower.
+UNREADABLE_LOGPROBS = {
+    "NaN": lambda prompt, word: [(word, math.nan), (other(word), -3.0)],
+    "null": lambda prompt, word: [(word, None), (other(word), -3.0)],
+    "a string": lambda prompt, word: [(word, "high"), (other(word), -3.0)],
+    "above 0": lambda prompt, word: [(word, 5.0), (other(word), -3.0)],
+    "absent": lambda prompt, word: [(other(word), -3.0)],
+    "listed twice, once NaN": lambda prompt, word: [(word, -0.1), (word, math.nan), (other(word), -3.0)],
+}
+
+
+async def backends(url: str, endpoint: str):
+    """The same model behind both transports: aiohttp, and the user's own openai client (closed after)."""
+    yield OpenAICompatibleBackend(url, "gpt-4o-mini", endpoint=endpoint, api_key="sk-test")
+    if endpoint != "systemone":
+        async with openai.AsyncOpenAI(base_url=url, api_key="sk-test") as client:
+            yield OpenAIClientBackend(client, "gpt-4o-mini", endpoint=endpoint)
+
+
+async def read_labels(server: FaultServer, endpoint: str) -> list[list[str]]:
+    """What each transport reads of the server's answers to a positive and a negative text."""
+    read = []
+    async for backend in backends(server.base_url, endpoint):
+        clf = LLMClassifier(backend, PROMPT, LABELS)
+        try:
+            read.append((await clf.classify([POSITIVE, NEGATIVE])).labels)
+        finally:
+            await clf.aclose()
+    return read
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+@pytest.mark.parametrize("said", sorted(UNREADABLE_LOGPROBS))
+async def test_an_unreadable_log_probability_for_the_chosen_label_never_reads_as_the_other(endpoint, said):
+    async with FaultServer(answer=sentiment, alternatives=UNREADABLE_LOGPROBS[said]) as server:
+        read = await read_labels(server, endpoint)
+    assert read == [["positive", "negative"]] * len(read)  # the answer's text names it; never the other label
+
+
+# Each: a decision's probabilities as a server may say them for a choice of ``word``.
+UNREADABLE_PROBABILITIES = {
+    "one ulp past 1": lambda word, labels: {word: 1.0000000000000002, _other(word, labels): 1e-9},
+    "not probabilities": lambda word, labels: {word: 5.0, _other(word, labels): 0.2},
+    "the other's alone": lambda word, labels: {_other(word, labels): 0.1},
+    "NaN": lambda word, labels: {word: math.nan, _other(word, labels): 0.1},
+    "listed twice": lambda word, labels: [
+        {"value": word, "probability": 0.9},
+        {"value": _other(word, labels), "probability": 0.1},
+        {"value": word, "probability": 0.01},
+    ],  # fmt: skip
+}
+
+
+def _other(word: str, labels: list[str]) -> str:
+    return next(label for label in labels if label != word)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "said"),
+    [(e, said) for e in ("decisions", "systemone") for said in sorted(UNREADABLE_PROBABILITIES)
+     if not (e == "systemone" and said == "listed twice")],  # vLLM's are a JSON object: no class twice
+)  # fmt: skip
+async def test_an_unreadable_decision_probability_never_reads_as_the_other_label(endpoint, said):
+    async with FaultServer(answer=sentiment, probabilities=UNREADABLE_PROBABILITIES[said]) as server:
+        read = await read_labels(server, endpoint)
+    assert read == [["positive", "negative"]] * len(read)
+
+
+@pytest.mark.parametrize("endpoint", ["decisions", "systemone"])
+async def test_a_decision_naming_classes_not_asked_is_read_on_the_labels_and_said(endpoint):
+    def with_banana(word, labels):
+        return {"banana": 0.99, word: 0.009, _other(word, labels): 0.001}
+
+    async with FaultServer(answer=sentiment, probabilities=with_banana) as server:
+        with pytest.warns(AnswerWarning, match=r"not asked \(banana\)"):
+            read = await read_labels(server, endpoint)
+    assert read == [["positive", "negative"]] * len(read)
+
+
+async def test_the_cli_explains_the_label_the_answer_names_not_the_one_left_after_a_nan(tmp_path):
+    async with FaultServer(answer=sentiment, alternatives=UNREADABLE_LOGPROBS["NaN"]) as server:
+        args = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT, "--json", "--seed", "0"]
+        code, out = await cli("explain", "a good and great movie", *args, stdout=True)
+    assert code == 0, out
+    explained = json.loads(out)
+    assert explained["data"]["label"] == "positive" and explained["meta"]["unparsed"] == 0
+
+
+async def test_an_answer_to_the_input_naming_no_label_is_a_failed_line_and_explain_says_it_spent(tmp_path):
+    def refusing(prompt: str) -> str:
+        return "banana" if "refuse" in prompt else sentiment(prompt)
+
+    async with FaultServer(answer=refusing) as server:
+        common = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT]
+        code, err = await cli("explain", "I refuse to review it", *common)
+        assert code == 5 and "names none of the labels" in err and "stopped after spending" in err, err
+        out = tmp_path / "out.jsonl"
+        code, err = await cli("run", inputs(tmp_path, [POSITIVE, "I refuse to review it"]), "--out", str(out), *common)
+    assert code == 0, err
+    failed = [r for r in lines(out) if "failed" in r]
+    assert len(failed) == 1 and "names none of the labels" in failed[0]["failed"] and "fault" not in failed[0]
+
+
+class OddDecisions(FaultServer):
+    """Answers every decision with ``answers`` as given (a predicate, nothing), billed."""
+
+    def __init__(self, answers, **kwargs):
+        super().__init__(answer=sentiment, **kwargs)
+        self.given = answers
+
+    def _decide(self, path, body):
+        self.prompts_served += 1
+        return {"answers": self.given, "model": body["model"], "usage": {"input_tokens": 30, "output_tokens": 1}}
+
+
+@pytest.mark.parametrize("answers", [[{"type": "predicate", "name": "label", "value": True}], []])
+async def test_explain_stopped_by_a_paid_answer_it_cannot_read_exits_5_saying_it_spent(answers):
+    async with OddDecisions(answers) as server:
+        args = ["--base-url", server.base_url, "--model", "gpt-6-luna", "--endpoint", "decisions", "--prompt", PROMPT,
+                "--max-attempts", "1"]  # fmt: skip
+        code, err = await cli("explain", "a good film", *args)
+    assert server.prompts_served >= 1
+    assert code == 5 and "stopped after spending: 1 call(s)" in err, err
+
+
+async def test_vllm_tokenize_answering_tokens_that_are_not_ids_is_a_typed_error_before_any_prompt():
+    from aiohttp import web
+
+    from tests.fake_vllm import FakeVllm
+
+    class Garbled(FakeVllm):
+        async def _tokenize(self, request: web.Request) -> web.Response:
+            return web.json_response({"count": 2, "tokens": ["▁positive", 1.5], "max_model_len": 4096})
+
+    async with Garbled(answer=sentiment) as server:
+        clf = LLMClassifier(OpenAICompatibleBackend(server.base_url, "gemma-3-270m"), PROMPT, LABELS)
+        try:
+            with pytest.raises(BadResponseError, match="not token ids"):
+                await clf.classify([POSITIVE])
+        finally:
+            await clf.aclose()
+    assert server.prompts_served == 0
+
+
+SECRET_HEADER = "gw7Q-tenant-token-0a8f3c91d2"
+AZURE_KEY = "azure0key0f3c91d2e8b7a6"
+
+
+@pytest.mark.parametrize("kind", ["echo-401", "echo-500"])
+async def test_a_server_echoing_every_header_leaks_no_value_into_any_file_or_message(tmp_path, kind):
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.html"
+    async with FaultServer(answer=sentiment, fail_rate=1.0, kinds=(kind,)) as server:
+        common = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT, "--max-attempts", "2",
+                  "--header", f"X-Tenant-Token: {SECRET_HEADER}"]  # fmt: skip
+        _, explain_err = await cli("explain", POSITIVE, *common)
+        _, run_err = await cli("run", inputs(tmp_path, [POSITIVE]), "--out", str(out), *common)
+        _, report_err = await cli("report", str(out), "-o", str(report))
+    assert any(SECRET_HEADER in " ".join(r["headers"].values()) for r in server.requests)  # it was sent
+    assert "denied for credentials" in explain_err  # the server's words are kept, without the secret
+    written = [p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file()]
+    for text in [explain_err, run_err, report_err, *written]:
+        assert SECRET_HEADER not in text and SECRET_HEADER[:20] not in text
+
+
+async def test_an_azure_key_echoed_by_the_server_is_in_no_file_or_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", AZURE_KEY)
+    out = tmp_path / "out.jsonl"
+    async with FaultServer(answer=sentiment, fail_rate=1.0, kinds=("echo-401",)) as server:
+        azure = ["--azure-endpoint", server.base_url.removesuffix("/v1"), "--api-version", "2024-10-21", "--model",
+                 "prod-4o", "--price-as", "gpt-4o-mini", "--prompt", PROMPT, "--max-attempts", "1"]  # fmt: skip
+        _, explain_err = await cli("explain", POSITIVE, *azure)
+        _, run_err = await cli("run", inputs(tmp_path, [POSITIVE]), "--out", str(out), *azure)
+    assert any(r["headers"].get("api-key") == AZURE_KEY for r in server.requests)
+    assert "denied for credentials" in explain_err
+    written = [p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file()]
+    assert not any(AZURE_KEY in text for text in [explain_err, run_err, *written])
+
+
+def test_a_key_glued_into_a_malformed_base_url_is_not_echoed(capsys):
+    from llm_anchors.cli import main
+
+    code = main(["explain", "a film", "--base-url", "notaurlsk-probe-SECRET0123456789abcdef"])
+    err = capsys.readouterr().err
+    assert code == 2 and "SECRET0123456789" not in err and err.startswith("error: base_url")
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+async def test_a_request_that_never_reached_a_server_is_released_not_billed(client):
+    from decimal import Decimal
+
+    from llm_anchors import AnchorsExplainer, Budget, ClassifierError
+
+    url = "http://127.0.0.1:9/v1"  # nothing listens: every connection is refused
+    budget = Budget(max_usd=Decimal("0.01"))
+    retry = RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.02, jitter=0.0)
+    async with openai.AsyncOpenAI(base_url=url, api_key="sk-test") as sdk:
+        backend = (OpenAICompatibleBackend(url, "gpt-4o-mini", endpoint="chat", api_key="sk-test")
+                   if client == "aiohttp" else OpenAIClientBackend(sdk, "gpt-4o-mini"))  # fmt: skip
+        async with AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), budget=budget, retry=retry) as explainer:
+            with pytest.raises(ClassifierError, match="no connection"):
+                await explainer.explain(POSITIVE)
+    report = budget.report()
+    assert report.settled.usd == 0 and report.reserved.usd == 0 and explainer.engine.billed_calls == 0
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+async def test_a_server_answering_as_a_dearer_model_is_billed_as_it_and_said(endpoint):
+    from llm_anchors.money import price_for
+
+    async with FaultServer(answer=sentiment, model_said="gpt-5") as server:
+        async for backend in backends(server.base_url, endpoint):
+            clf = LLMClassifier(backend, PROMPT, LABELS)
+            try:
+                with pytest.warns(AnswerWarning, match="answered as model 'gpt-5', not 'gpt-4o-mini'.*dearer"):
+                    batch = await clf.classify([POSITIVE])
+                quote = await clf.quote([POSITIVE])
+            finally:
+                await clf.aclose()
+            usage = batch.charge
+            assert batch.charge.usd == price_for("gpt-5").cost(usage) > price_for("gpt-4o-mini").cost(usage)
+            worst = price_for("gpt-5").worst_case(quote.prompt_tokens, quote.completion_tokens)
+            assert quote.usd == worst  # reserved at the dearer model from then on
+
+
+async def test_a_dated_snapshot_of_the_model_asked_says_nothing():
+    import warnings
+
+    async with FaultServer(answer=sentiment, model_said="gpt-4o-mini-2024-07-18") as server:
+        async for backend in backends(server.base_url, "chat"):
+            clf = LLMClassifier(backend, PROMPT, LABELS)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", AnswerWarning)
+                    assert (await clf.classify([POSITIVE])).labels == ["positive"]
+            finally:
+                await clf.aclose()
+
+
+# -- a memory or a cache shared or damaged (items 3 and 4) ------------------------------------------------
+
+STREAM = [
+    "this is a good and great movie with a fine plot overall",
+    "this is a good and great film with a fine cast overall",
+    "the movie was good and the acting was great , truly",
+    "the film was good and the music was dull , honestly",
+    "this is a good and great show with a fine script overall",
+    "the story was good and the ending was great , truly",
+    "this is a good and great drama with a fine score overall",
+    "the plot was dull and the cast was great , really",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from llm_anchors.samplers import SentenceEmbedder
+
+    return SentenceEmbedder()
+
+
+async def run_into(out, memory, texts, embedder, answer=None):
+    """A MAnchors run of ``texts`` into ``out`` with its memory in ``memory``."""
+    from llm_anchors import FunctionClassifier, MAnchorsExplainer
+    from llm_anchors.run import ResultsFile, explain_resumable
+    from tests.conftest import needs_all
+
+    clf = FunctionClassifier(answer or needs_all("good", "great"), name="good-and-great")
+    with ResultsFile(out) as results:
+        async with MAnchorsExplainer(clf, seed=0, embedder=embedder) as explainer:
+            return await explain_resumable(explainer, texts, results, memory_dir=memory)
+
+
+def recorded_entries(out) -> int:
+    from llm_anchors.run import read_results
+
+    return sum(len(r.get("memory_entries", ())) for r in read_results(out).values())
+
+
+async def test_a_second_run_on_a_memory_in_use_is_refused_before_it_spends_and_no_entry_is_lost(tmp_path, embedder):
+    import asyncio
+
+    from llm_anchors import ConfigError
+    from llm_anchors.memory.store import saved_entries
+    from llm_anchors.money import read_journal
+    from tests.conftest import needs_all
+
+    memory, first, second = tmp_path / "memory", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    started = asyncio.Event()
+
+    async def slow(texts):  # the first run's model: slow enough for the second to start meanwhile
+        started.set()
+        await asyncio.sleep(0.01)
+        return needs_all("good", "great")(texts)
+
+    running = asyncio.ensure_future(run_into(first, memory, STREAM[:4], embedder, slow))
+    await started.wait()
+    with pytest.raises(ConfigError, match="another run is using the memory"):
+        await run_into(second, memory, STREAM[4:], embedder)
+    await running
+    assert read_journal(f"{second}.budget.jsonl").reservations == 0  # refused before it spent
+    await run_into(second, memory, STREAM[4:], embedder)  # once the first is done
+    assert saved_entries(memory) == recorded_entries(first) + recorded_entries(second) > 0
+
+
+def _rewrite_entries(change):
+    def damage(root):
+        gen = root / (root / "CURRENT").read_text().strip()
+        meta = json.loads((gen / "entries.json").read_text())
+        change(gen, meta)
+        (gen / "entries.json").write_text(json.dumps(meta))
+
+    return damage
+
+
+def _nan_vectors(gen, meta):
+    import hashlib
+
+    import numpy as np
+
+    vectors = np.load(gen / "vectors.npy")
+    vectors[0, 0] = np.nan
+    np.save(gen / "vectors.npy", vectors)
+    meta["checksums"]["vectors.npy"] = hashlib.sha256((gen / "vectors.npy").read_bytes()).hexdigest()
+
+
+def _flip_a_byte(root):
+    index = next(root.glob("gen-*/index-0.bin"))
+    raw = bytearray(index.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    index.write_bytes(bytes(raw))
+
+
+MEMORY_DAMAGES = {
+    "entries cut": lambda root: (lambda p: p.write_bytes(p.read_bytes()[:80]))(next(root.glob("gen-*/entries.json"))),
+    "an index byte flipped": _flip_a_byte,
+    "CURRENT escaping": lambda root: (root / "CURRENT").write_text("../../etc"),
+    "CURRENT empty": lambda root: (root / "CURRENT").write_text(""),
+    "another format": _rewrite_entries(lambda gen, meta: meta.update(format_version=99)),
+    "a generation gone": lambda root: __import__("shutil").rmtree(next(root.glob("gen-*"))),
+    "NaN vectors": _rewrite_entries(_nan_vectors),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY_DAMAGES))
+async def test_a_damaged_memory_is_set_aside_said_and_rebuilt_from_the_results_file(tmp_path, embedder, name):
+    from llm_anchors.memory.store import saved_entries
+    from llm_anchors.run import SetAsideWarning
+
+    memory, out = tmp_path / "memory", tmp_path / "out.jsonl"
+    await run_into(out, memory, STREAM[:5], embedder)
+    MEMORY_DAMAGES[name](memory)
+    with pytest.warns(SetAsideWarning, match="cannot be read.*set aside.*rebuilt"):
+        report = await run_into(out, memory, STREAM, embedder)  # the same run goes on: 3 inputs more
+    assert report.done_now == 3
+    assert saved_entries(memory) == recorded_entries(out) > 0
+    assert len(list(memory.glob("memory.damaged-*"))) == 1  # kept for the user to look at, not deleted
+
+
+CACHE_DAMAGES = {
+    "cut": lambda path: path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2]),
+    "garbage": lambda path: path.write_bytes(b"not a database " * 300),
+    "a directory": lambda path: (path.unlink(), path.mkdir()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CACHE_DAMAGES))
+def test_a_run_s_damaged_query_cache_is_set_aside_said_and_begun_again(tmp_path, name):
+    from llm_anchors import QueryCache
+    from llm_anchors.run import SetAsideWarning
+
+    path = tmp_path / "out.jsonl.cache.sqlite"
+    cache = QueryCache(path)
+    cache.put_many("clf", [(f"text {i} " * 20, "positive") for i in range(2000)])
+    cache.close()
+    CACHE_DAMAGES[name](path)
+    with pytest.raises(ConfigError, match="cannot use .* as a query cache"):
+        QueryCache(path)  # a cache the user named: refused, as before
+    with pytest.warns(SetAsideWarning, match="set aside as out.jsonl.cache.sqlite.damaged-"):
+        again = QueryCache(path, if_damaged="set aside")
+    again.put("clf", "a text", "negative")
+    assert again.get("clf", "a text") == (True, "negative") and len(list(tmp_path.glob("*.damaged-*"))) >= 1
+    again.close()
+
+
+# -- a hand-edited results file (item 12) -----------------------------------------------------------------
+
+
+def _edit(lines, change):
+    edited = [json.loads(line) for line in lines]
+    change(edited)
+    return [json.dumps(line) for line in edited if line is not None]
+
+
+def _set(line, *path_and_value):
+    *path, value = path_and_value
+
+    def change(lines):
+        where = lines[line]
+        for key in path[:-1]:
+            where = where[key]
+        where[path[-1]] = value
+
+    return change
+
+
+HAND_EDITS = {
+    "a dict label": (_set(2, "explanation", "data", "label", {"x": 1}), "label is {'x': 1}"),
+    "negative queries": (_set(2, "explanation", "meta", "queries", -5), "queries is -5, below zero"),
+    "an index explained twice": (lambda lines: lines.append(lines[2]), "was explained already, on line 3"),
+    "a negative index": (_set(2, "index", -1), "input -1 cannot come here"),
+    "an index of 10**9": (_set(2, "index", 10**9), "input 1000000000 cannot come here"),
+    "no header line": (lambda lines: lines.__setitem__(0, None), ":1 is not a run's configuration"),
+}
+
+
+@pytest.fixture(scope="module")
+def results_lines(tmp_path_factory):
+    from llm_anchors import AnchorsExplainer, FunctionClassifier
+    from llm_anchors.run import ResultsFile, explain_resumable
+    from tests.conftest import needs_all
+
+    out = tmp_path_factory.mktemp("run") / "out.jsonl"
+
+    async def run():
+        with ResultsFile(out) as results:
+            async with AnchorsExplainer(FunctionClassifier(needs_all("good"), name="good"), seed=0) as explainer:
+                await explain_resumable(explainer, ["a good film", "a dull film", "a good plot"], results)
+
+    import asyncio
+
+    asyncio.run(run())
+    return out.read_text().splitlines()
+
+
+@pytest.mark.parametrize("name", sorted(HAND_EDITS))
+def test_a_hand_edited_results_line_is_refused_by_the_report_naming_it(tmp_path, capsys, results_lines, name):
+    from llm_anchors.cli import main
+
+    change, said = HAND_EDITS[name]
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join(_edit(results_lines, change)) + "\n")
+    assert main(["report", str(edited), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and said in err and "Traceback" not in err, err
+    assert not (tmp_path / "r.html").exists()
