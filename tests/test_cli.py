@@ -715,3 +715,44 @@ async def test_a_finished_out_refuses_another_configuration_before_anything_star
         code, err = await cli(*run_args(server.base_url, source, out, "--threshold", "0.9"))
         assert code == 2 and "search.threshold: 0.95 → 0.9" in err, err
         assert len(server.prompts) == asked  # nothing was asked of the model
+
+
+async def test_explain_runs_manchors_guided_search_and_anchors_only_when_told(tmp_path):
+    import json
+
+    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors import LLMClassifier, MAnchorsExplainer
+    from tests.fault_server import FaultServer
+
+    sentence = "a good and great film with a fine plot"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        common = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT, "--json", "--free"]
+        code, out = await cli("explain", sentence, *common, stdout=True)
+        assert code == 0, out
+        guided = json.loads(out)
+        code, out = await cli("explain", sentence, *common, "--anchors", stdout=True)
+        baseline = json.loads(out)
+        backend = OpenAICompatibleBackend(server.base_url, "m", max_request_size=8)
+        clf = LLMClassifier(backend, PROMPT, ["negative", "positive"], price=__import__("llm_anchors").extend.FREE)
+        async with MAnchorsExplainer(clf, seed=0, use_memory=False) as product:
+            expected = await product.explain(sentence)
+    assert guided["meta"]["explainer"] == "MAnchorsExplainer" and baseline["meta"]["explainer"] == "AnchorsExplainer"
+    assert guided["meta"]["queries"] == expected.meta.queries < baseline["meta"]["queries"]
+    assert tuple(guided["data"]["anchor"]) == expected.data.anchor
+
+
+async def test_explain_with_a_memory_answers_the_same_text_again_at_no_query(tmp_path):
+    import json
+
+    from tests.fault_server import FaultServer
+
+    memory = tmp_path / "memory"
+    async with FaultServer(answer=keyword_sentiment) as server:
+        common = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT, "--json", "--free",
+                  "--memory", str(memory)]  # fmt: skip
+        first = json.loads((await cli("explain", "a good and great film", *common, stdout=True))[1])
+        again = json.loads((await cli("explain", "a good and great film", *common, stdout=True))[1])
+        other = json.loads((await cli("explain", "a good and great plot", *common, stdout=True))[1])
+    assert first["meta"]["queries"] > 0 and again["meta"]["queries"] == 0 and again["meta"]["memory"]["repeat"]
+    assert again["data"]["anchor"] == first["data"]["anchor"] and other["meta"]["memory_hit"]
+    assert (memory / "CURRENT").exists() and len((memory / "explained.jsonl").read_text().splitlines()) == 2

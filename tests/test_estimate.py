@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from llm_anchors import AnchorsExplainer, Budget, FunctionClassifier
+from llm_anchors import AnchorsExplainer, Budget, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.run import estimate
 from llm_anchors.run.estimate import forecast_rest, pilot_indices
 from tests.test_cli import SENTENCES, cli, inputs, keyword_sentiment, lines, run_args
@@ -60,6 +60,9 @@ async def test_estimate_explains_its_pilot_and_forecasts_the_rest():
     assert forecast.inputs == 20 and forecast.pilot == 4 and forecast.pilot_queries > 0
     assert forecast.queries_low <= forecast.queries_expected <= forecast.queries_high
     assert "pilot of 4 inputs" in forecast.summary() and set(forecast.to_dict()) >= {"queries_low", "usd_high"}
+    assert "with plain Anchors (the beam search)" in forecast.summary()
+    async with MAnchorsExplainer(labels, seed=0, use_memory=False) as guided:
+        assert (await estimate(guided, texts, seed=1)).explainer == "MAnchors' guided search, no memory"
 
 
 @pytest.mark.parametrize("on_budget", ["raise", "return"])
@@ -115,6 +118,7 @@ async def test_the_command_prints_json_and_the_run_does_not_pay_twice_for_the_pi
         code, out = await printed("estimate", *args[1:], "--json")
         assert code == 0
         forecast = json.loads(out)
+        assert forecast["explainer"] == "plain Anchors (the beam search)"  # run_args ask for --anchors
         assert forecast["pilot_queries"] == server.prompts_served > 0 and 1 <= forecast["pilot"] <= len(SENTENCES) // 5
         assert forecast["queries_low"] <= forecast["queries_expected"] <= forecast["queries_high"]
         assert {"usd_low", "usd_high", "usd_expected", "pilot_usd"} <= set(forecast)

@@ -632,3 +632,44 @@ async def test_a_document_whose_word_level_fails_counts_every_rule_that_shared_d
     assert both.data.anchor == sentences.data.anchor and both.data.coarse is None and both.data.success
     assert "round-1" in both.meta.stages and both.data.tested > sentences.data.tested  # the words' rules counted
     assert f"δ shared among the {both.data.tested:,} rules tested" in both.claim
+
+
+async def test_two_inputs_of_one_length_never_draw_the_same_masks():
+    seen: dict[str, list[tuple[bool, ...]]] = {}
+    texts = ["a good and great film here", "a dull and boring plot there"]  # six words each
+
+    def masks(batch):
+        for t in batch:
+            for source in texts:
+                words = source.split()
+                said = t.split()
+                if len(said) == len(words) and all(s in (w, "UNK") for s, w in zip(said, words, strict=True)):
+                    seen.setdefault(source, []).append(tuple(s == "UNK" for s in said))
+        return [int("good" in t.split()) for t in batch]
+
+    async with AnchorsExplainer(FunctionClassifier(masks, name="masks"), seed=0) as explainer:
+        first, second = [await explainer.explain(t) for t in texts]
+    assert first.meta.seed == second.meta.seed == 0 and first.meta.input_seed != second.meta.input_seed
+    assert "SeedSequence" in first.meta.seeding
+    a, b = seen[texts[0]][1:41], seen[texts[1]][1:41]  # the first forty perturbations of each
+    assert len(a) == len(b) == 40 and a != b
+
+
+async def test_the_same_inputs_give_the_same_explanations_in_any_order_they_finish():
+    import random
+
+    texts = [f"a good and great film number {i} with a plot" for i in range(6)] + ["a dull film", "a good one"]
+
+    async def slow(batch):  # answers arrive in another order every time
+        await asyncio.sleep(random.random() / 50)
+        return needs_all("good", "great")(batch)
+
+    def shape(e):  # which input pays for a text both ask depends on timing (the cache): not its queries
+        return (e.data.anchor, e.data.precision, e.data.coverage, e.meta.samples, e.meta.input_seed)
+
+    async with AnchorsExplainer(FunctionClassifier(needs_all("good", "great"), name="g"), seed=3) as one:
+        alone = [await one.explain(t) for t in reversed(texts)][::-1]
+    async with AnchorsExplainer(FunctionClassifier(slow, name="g"), seed=3, max_concurrency=4) as many:
+        together = await many.explain_many(texts, concurrent_inputs=4)
+    assert [shape(e) for e in together] == [shape(e) for e in alone]
+    assert sum(e.meta.queries for e in together) == sum(e.meta.queries for e in alone)  # each text paid once

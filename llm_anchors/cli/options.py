@@ -206,7 +206,13 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"llm-anchors {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     common = _model_options()
-    explain = sub.add_parser("explain", parents=[common], help="explain the label of one text")
+    explain = sub.add_parser(
+        "explain",
+        parents=[common],
+        help="explain the label of one text (MAnchors' guided search)",
+        description="Explain TEXT's label with an anchor, found by MAnchors' guided search (--anchors: plain "
+        "Anchors, the baseline), certified, with what it cost.",
+    )
     explain.add_argument("text", help="the text to explain")
     explain.add_argument(
         "--on-budget",
@@ -215,6 +221,13 @@ def parser() -> argparse.ArgumentParser:
         help="when a cap is reached: fail, or print the best rule so far (default)",
     )
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    kind = explain.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--memory", default=None, metavar="DIR",
+        help="keep MAnchors' memory in DIR across commands: the same text explained again is answered from it "
+        "at no query, and its earlier anchors are proposed for similar texts (default: no memory)",
+    )  # fmt: skip
+    kind.add_argument("--anchors", action="store_true", help="plain Anchors (the beam search): the baseline")
     check = sub.add_parser(
         "check",
         parents=[common],

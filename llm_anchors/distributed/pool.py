@@ -38,8 +38,9 @@ from ..explain.explanation import Explanation
 from ..explain.manchors import as_repeat
 from ..memory.store import DamagedMemoryError, MemoryEntry, RuleMemory
 from ..money.budget import Budget, BudgetReport
-from ..run.results import ResultsFile, lock_memory
-from ..run.resumable import RunReport, Stream, check_memory_dir, missing_entries, resume, say_set_aside
+from ..run.memory_dir import check_memory_dir, lock_memory, set_memory_aside
+from ..run.results import ResultsFile
+from ..run.resumable import RunReport, Stream, missing_entries, resume
 from .ledger import Ledger, LedgerView
 from .memory import Entries, MemoryHolder, memory_at
 from .watchdog import watch_ray
@@ -511,7 +512,7 @@ def _set_aside_if_damaged(directory: Path, identity: tuple[int, str, str]) -> No
     try:
         RuleMemory.load(directory, embedder_id=embedder_id, dim=dim, scope=scope)
     except DamagedMemoryError as exc:
-        say_set_aside(directory, exc)
+        set_memory_aside(directory, exc)
 
 
 def _said(text: Any) -> str:

@@ -27,7 +27,7 @@ from ..search.beam import BeamSearch
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule, covers, make_rule
-from .explaining import STRICT_RECHECK, Explaining, asked_again, draw, drive, scope
+from .explaining import SEEDING, STRICT_RECHECK, Explaining, asked_again, draw, drive, input_seed, scope
 from .explanation import Explanation, Level, Opinion
 from .meta import Cost, Meta, SecondOpinion, Settings
 from .perturbing import Fillers, infills, opinion_sampler
@@ -344,9 +344,11 @@ class AnchorsExplainer:
             seed = self.seed
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-        rng, stats = np.random.default_rng(seed), QueryStats(budget=budget)
+        own = input_seed(seed, instance)
+        rng, stats = np.random.default_rng(own), QueryStats(budget=budget)
         infill = QueryStats(budget=budget)
-        return Explaining(instance, seed, rng, stats, time.perf_counter(), Certifier(self.params), infill)
+        started = time.perf_counter()
+        return Explaining(instance, own, rng, stats, started, Certifier(self.params), infill, run_seed=seed)
 
     async def _label_target(self, run: Explaining) -> None:
         """Label the input, and make its instance ready to be perturbed (its fills, under ``infill``)."""
@@ -507,7 +509,9 @@ class AnchorsExplainer:
             version=__version__,
             classifier=self.classifier.identity,
             settings=self.settings(),
-            seed=run.seed,
+            seed=run.run_seed if run.run_seed is not None else run.seed,
+            input_seed=run.seed,
+            seeding=SEEDING,
             samples=run.samples,
             queries=run.stats.queries,
             wall_time_s=time.perf_counter() - run.started,

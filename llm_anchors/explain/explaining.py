@@ -3,6 +3,8 @@ drawn, a search generator driven to its end, the features a rule may not hold.""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -23,12 +25,27 @@ from .explanation import AnchorData, Level, Opinion
 from .meta import Recheck, Stage
 from .progress import Progress
 
-__all__ = ["STRICT_RECHECK", "Explaining", "asked_again", "draw", "drive", "movers", "scope"]
+__all__ = ["SEEDING", "STRICT_RECHECK", "Explaining", "asked_again", "draw", "drive", "input_seed", "movers", "scope"]
 
 R = TypeVar("R")
 STRICT_RECHECK = 5
 """Texts a strict explanation asks the model about again (of those its anchor was judged on): a model
 that answers one text two ways is reported, and its certificate is said not to hold."""
+
+
+SEEDING = "numpy SeedSequence([seed, the 8 32-bit words of sha256 of the input's query and pinned parts])"
+"""How an input's own seed is derived from the explainer's (recorded in every explanation's meta)."""
+
+
+def input_seed(seed: int, instance: Instance) -> int:
+    """The seed of one input's draws (`SEEDING`: its first 64 bits): the same for the same input and
+    seed, whatever the order inputs are explained in or finish, and another for any other input, so no
+    two inputs of a stream draw the same masks (a remembered anchor is never judged on the very masks
+    that chose it for another input)."""
+    said = json.dumps([instance.query, list(getattr(instance, "pinned", ()))], default=str)
+    words = np.frombuffer(hashlib.sha256(said.encode("utf-8", "surrogatepass")).digest(), dtype="<u4")
+    high, low = np.random.SeedSequence([seed, *(int(w) for w in words)]).generate_state(2, np.uint32)
+    return int(high) << 32 | int(low)
 
 
 @dataclass
@@ -38,6 +55,7 @@ class Explaining:
 
     instance: Instance
     seed: int
+    """The input's own seed (`input_seed`): every draw of this explanation comes from it."""
     rng: np.random.Generator
     stats: QueryStats
     started: float
@@ -53,6 +71,8 @@ class Explaining:
     texts: list[str] = field(default_factory=list)
     hits: list[bool] = field(default_factory=list)
     stages: dict[str, Stage] = field(default_factory=dict)
+    run_seed: int | None = None
+    """The explainer's seed (or the one given to ``explain``) that the input's is derived from."""
 
     def data(self, result: SearchResult, n_examples: int, perturbation: str) -> AnchorData:
         """What this explanation found (``result``, its search's), with ``n_examples`` of the samples the

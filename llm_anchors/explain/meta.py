@@ -190,7 +190,9 @@ class MemorySettings:
 class Meta:
     """How the explanation was made.
 
-    ``samples``: labelled perturbations the search consumed, cache hits
+    ``seed``: the explainer's (or the one given to ``explain``); ``input_seed``: this input's own,
+    derived from it and the input (``seeding`` says how), which every draw comes from; ``samples``:
+    labelled perturbations the search consumed, cache hits
     included; ``queries``: texts actually sent to the model (the
     unperturbed input included, each once however often resent); ``cost``:
     what the calls cost (`Cost`); ``unparsed``: answers that named no label
@@ -218,6 +220,10 @@ class Meta:
     memory: MemoryUse | None = None
     proxy: ProxyUse | None = None
     determinism: Recheck | None = None
+    input_seed: int | None = None
+    """The seed of this input's draws, derived from ``seed`` and the input as ``seeding`` says: another
+    for every input (None: an explanation made before inputs had their own)."""
+    seeding: str = ""
     infill: Cost | None = None
     """Under the ``infill`` perturbation: what the filler model's calls cost (apart from ``queries`` and
     ``cost``, the explained model's)."""

@@ -31,6 +31,7 @@ import numpy as np
 from .._exceptions import BudgetExceeded
 from ..explain.anchors import AnchorsExplainer
 from ..explain.explanation import Explanation
+from ..explain.manchors import MAnchorsExplainer
 from ..money.budget import BudgetReport
 from ..money.charge import Charge
 
@@ -63,6 +64,8 @@ class Forecast:
     pilot_usd: Decimal
     planned: int = 0
     partial: bool = False
+    explainer: str = ""
+    """The explainer the pilot ran, which the forecast prices ("MAnchors' guided search, its memory on")."""
 
     def summary(self) -> str:
         spent = f"spent {self.pilot_queries:,} queries and ${self.pilot_usd}, and its labels are the run's"
@@ -72,8 +75,9 @@ class Forecast:
         if not self.pilot:
             return f"none of the pilot's {planned} could be explained (`run` says why): no forecast; it {spent}"
         stopped = f" (partial: the cap stopped it after {self.pilot:,} of {self.planned:,})" if self.partial else ""
+        by = f" with {self.explainer}" if self.explainer else ""
         return (
-            f"explaining the {self.inputs - self.pilot:,} inputs left of {self.inputs:,} will take about "
+            f"explaining the {self.inputs - self.pilot:,} inputs left of {self.inputs:,}{by} will take about "
             f"{self.queries_expected:,} queries ({self.queries_low:,}–{self.queries_high:,}) and "
             f"${self.usd_expected} (${self.usd_low}–${self.usd_high}; 95% ranges of a log-normal model of the "
             f"pilot's cost per word); the pilot of {self.pilot:,} inputs{stopped} {spent}"
@@ -149,7 +153,15 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
         pilot_usd=spent.usd,
         planned=len(chosen),
         partial=stopped,
+        explainer=described(explainer),
     )
+
+
+def described(explainer: AnchorsExplainer) -> str:
+    """What an explainer runs, as a forecast names what it prices."""
+    if not isinstance(explainer, MAnchorsExplainer):
+        return "plain Anchors (the beam search)"
+    return "MAnchors' guided search, " + ("its memory on" if explainer.use_memory else "no memory")
 
 
 async def _indexed(indices: Sequence[int], stream: AsyncIterator[R]) -> AsyncIterator[tuple[int, R]]:

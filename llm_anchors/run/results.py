@@ -33,7 +33,7 @@ from ..money.budget import Budget
 from ..money.charge import Charge
 from ..money.journal import read_journal
 
-__all__ = ["ResultsFile", "input_hash", "lock_memory", "read_results"]
+__all__ = ["ResultsFile", "input_hash", "read_results"]
 
 
 def input_hash(text: Any) -> str:
@@ -238,15 +238,6 @@ def _lock(path: Path, held: Callable[[str], str] | None = None) -> Any:
     handle.write(str(os.getpid()))
     handle.flush()
     return handle
-
-
-def lock_memory(directory: str | os.PathLike[str]) -> Any:
-    """Hold a memory directory for one run (``DIR/LOCK``, released when the handle is closed): a second
-    run on it is a `ConfigError` before it spends, so no run's entries are overwritten by another's."""
-    where = Path(directory)
-    return _lock(where / "LOCK", lambda holder: (
-        f"another run is using the memory {where} (process {holder}): wait for it, or give this run another "
-        "--memory"))  # fmt: skip
 
 
 def _differences(recorded: Mapping[str, Any], now: Mapping[str, Any], prefix: str = "") -> list[str]:

@@ -16,32 +16,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import tempfile
 import time
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError, SetAsideWarning
-from .._files import aside
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError
 from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
-from ..memory.store import DamagedMemoryError, MemoryEntry, RuleMemory, entry_from_dict, saved_entries
+from ..memory.store import MemoryEntry, RuleMemory, entry_from_dict
 from ..models.classifier import require_stable_identity
 from ..money.budget import Budget, SpendCap
 from ..money.charge import Charge
 from ..samplers.base import Sampler
-from .results import ResultsFile, input_hash, lock_memory
+from .memory_dir import check_memory_dir, load_memory, lock_memory, save_memory
+from .results import ResultsFile, input_hash
 
 __all__ = [
-    "RunReport", "check_memory_dir", "explain_resumable", "invalid_reasons", "memory_saved", "missing_entries",
-    "say_set_aside",
+    "RunReport", "explain_resumable", "invalid_reasons", "missing_entries", "recorded_entries",
     "record_stream", "resume", "run_config",
 ]  # fmt: skip
 
@@ -235,7 +231,7 @@ async def _explain_resumable(
 
     async def save() -> None:
         if saving is not None and memory_dir is not None:
-            await asyncio.to_thread(_save_memory, saving, str(memory_dir))
+            await asyncio.to_thread(save_memory, saving, str(memory_dir))
 
     async def reasons(xs: Sequence[Any]) -> list[str]:
         return invalid_reasons(explainer.sampler, xs)
@@ -250,7 +246,7 @@ async def _explain_resumable(
         return await resume(results, texts, config, reasons, stream, new_entries=new_entries, save=save, **record)
     finally:
         if saving is not None and memory_dir is not None:
-            _save_memory(saving, str(memory_dir))
+            save_memory(saving, str(memory_dir))
 
 
 def _check_run_budget(explainer: AnchorsExplainer, run_budget: SpendCap | None, results: ResultsFile) -> None:
@@ -263,35 +259,6 @@ def _check_run_budget(explainer: AnchorsExplainer, run_budget: SpendCap | None, 
         raise ConfigError(
             f"a run's budget is journaled beside its results ({results.journal}): use results.open_budget(...)"
         )
-
-
-def check_memory_dir(directory: str | os.PathLike[str]) -> None:
-    """`ConfigError` unless ``directory`` can hold a memory: it is made if need be, and a file is
-    written there and removed (permissions alone do not say: root may write anywhere but /proc)."""
-    path = Path(directory)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"the memory {path} is a file, not a directory: give --memory a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"the memory {path} cannot be written ({exc.strerror or exc})") from None
-
-
-def memory_saved(results: ResultsFile, directory: str | os.PathLike[str] | None) -> bool:
-    """Whether the memory saved in ``directory`` holds every entry ``results`` records (None: no memory)."""
-    if directory is None:
-        return True
-    recorded = sum(len(record.get("memory_entries", ())) for record in results.records.values())
-    return recorded == 0 or saved_entries(directory) >= recorded
-
-
-def _save_memory(explainer: MAnchorsExplainer, directory: str) -> None:
-    try:
-        explainer.save(directory)
-    except OSError as exc:
-        raise ConfigError(f"cannot save the memory to {directory}: {exc.strerror or exc}") from exc
 
 
 async def record_stream(
@@ -375,26 +342,6 @@ def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry],
     }
 
 
-def say_set_aside(directory: Path, why: Exception, results: ResultsFile | None = None) -> Path:
-    """Set a memory that cannot be read aside (its CURRENT and generations, into ``memory.damaged-…``
-    inside ``directory``: the run's lock stays) and say so (`SetAsideWarning`); the folder it went to."""
-    moved = aside(directory / "memory")
-    kept = [p for p in directory.iterdir() if p.name == "CURRENT" or p.name.startswith("gen-")]
-    moved.mkdir()
-    for path in kept:
-        os.replace(path, moved / path.name)
-    source = "the results file"
-    if results is not None:
-        recorded = sum(len(r.get("memory_entries", ())) for r in results.records.values())
-        source = f"the {recorded:,} entries {results.path.name} records"
-    warnings.warn(
-        f"the memory {directory} cannot be read ({why}): set aside in {moved}, and rebuilt from {source}",
-        SetAsideWarning,
-        stacklevel=2,
-    )
-    return moved
-
-
 def missing_entries(results: ResultsFile, known: Sequence[MemoryEntry]) -> list[MemoryEntry]:
     """The memory entries ``results`` records that are not in ``known`` (stored after
     the memory's last save), in the order stored."""
@@ -406,14 +353,15 @@ def missing_entries(results: ResultsFile, known: Sequence[MemoryEntry]) -> list[
 def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: ResultsFile) -> None:
     """Load the saved memory and put back the entries recorded after its last save, in the
     order the results file holds them (the order they were stored). A saved memory that cannot be read
-    (`DamagedMemoryError`) is set aside, said, and rebuilt from the results file alone."""
-    if (directory / "CURRENT").exists():
-        try:
-            explainer.load(directory)
-        except DamagedMemoryError as exc:
-            say_set_aside(directory, exc, results)
+    is set aside, said, and rebuilt from the results file alone (`load_memory`)."""
+    load_memory(explainer, directory, f"the {recorded_entries(results):,} entries {results.path.name} records")
     memory: RuleMemory = explainer.local_memory
     if missing := missing_entries(results, memory.entries):
         vectors = explainer.entry_vectors(missing)
         for entry, vector in zip(missing, vectors, strict=True):
             memory.add(entry, vector)
+
+
+def recorded_entries(results: ResultsFile) -> int:
+    """The memory entries ``results`` records."""
+    return sum(len(record.get("memory_entries", ())) for record in results.records.values())
