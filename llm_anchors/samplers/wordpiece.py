@@ -4,7 +4,8 @@ MAnchors' memory key, its horizontal transformation and the ``similar``
 perturbation need a word's WordPiece pieces and their rows of the model's
 input embedding: a vocabulary lookup and a table lookup. `WordPieceTable`
 reads both from the model's own files (``vocab.txt``, the embedding matrix of
-``model.safetensors`` mapped from disk), and tokenizes as BERT's uncased
+``model.safetensors`` mapped from disk) or from the table this package ships
+(`PACKAGED`: ``embeddings.npy``, the same rows as float16), and tokenizes as BERT's uncased
 tokenizer does (clean, split CJK characters, lower-case, strip accents, split
 punctuation, then greedy longest-match WordPiece). It loads in milliseconds
 where the sentence-transformers model took seconds and hundreds of MB.
@@ -21,7 +22,12 @@ import numpy as np
 
 from .._exceptions import ConfigError
 
-__all__ = ["WordPieceTable"]
+__all__ = ["PACKAGED", "WordPieceTable"]
+
+PACKAGED = Path(__file__).resolve().parent.parent / "data" / "minilm"
+"""all-MiniLM-L6-v2's vocabulary and input-embedding rows (float16), shipped in this package
+(``data/minilm/README.md``: its source and licence): the memory's word space with neither torch nor
+the model's package."""
 
 _EMBEDDING = "embeddings.word_embeddings.weight"
 _MAX_CHARS = 100  # a longer token is [UNK], as BERT's WordPiece has it
@@ -29,14 +35,17 @@ _DTYPES = {"F32": np.float32, "F16": np.float16}
 
 
 class WordPieceTable:
-    """The vocabulary and the input-embedding rows of the BERT model in ``directory``."""
+    """The vocabulary and the input-embedding rows of the BERT model in ``directory`` (its
+    ``model.safetensors``, or an ``embeddings.npy`` of those rows: `PACKAGED`)."""
 
     def __init__(self, directory: str | Path) -> None:
         directory = Path(directory)
         try:
             vocabulary = (directory / "vocab.txt").read_text(encoding="utf-8").splitlines()
             config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
-            self.rows = _embedding(directory / "model.safetensors")
+            packed = directory / "embeddings.npy"
+            self.rows = (np.load(packed, mmap_mode="r", allow_pickle=False) if packed.exists()
+                         else _embedding(directory / "model.safetensors"))  # fmt: skip
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"{directory} is not a BERT model's directory that can be read: {exc}") from exc
         self.ids = {piece: i for i, piece in enumerate(vocabulary)}
