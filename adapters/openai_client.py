@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -21,6 +22,7 @@ from adapters.decisions import DecisionCounter
 from adapters.openai_compat import (
     NO_TIER_FOR_DECISIONS,
     REASONING_EFFORTS,
+    Pace,
     combined,
     is_loopback,
     parse_decision,
@@ -84,6 +86,8 @@ class OpenAIClientBackend:
             efforts = ", ".join(REASONING_EFFORTS)
             raise ConfigError(f"reasoning_effort must be one of {efforts}, got {reasoning_effort!r}")
         self._client = client.with_options(max_retries=0, timeout=timeout)
+        self._timeout = timeout
+        self._pace = Pace()  # a request that carries more than the server answers in ``timeout`` waits longer
         self._secrets = client_secrets(client)
         self.deployment = model
         self.priced_as = price_as or model
@@ -160,7 +164,9 @@ class OpenAIClientBackend:
                     "completions": self._client.completions}[self.endpoint]  # fmt: skip
         async with self._semaphore:
             try:
-                answer = (await resource.with_raw_response.create(**body)).parse()
+                started, patience = time.monotonic(), self._pace.deadline(len(prompts), self._timeout)
+                answer = (await resource.with_raw_response.create(**body, timeout=patience)).parse()
+                self._pace.add((time.monotonic() - started) / len(prompts))
             except Exception as exc:
                 mapped = map_sdk_error(exc, self.identity, self._secrets)
                 if mapped is None:

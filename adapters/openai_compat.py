@@ -17,7 +17,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast
 from urllib.parse import urlparse
@@ -56,7 +56,7 @@ from llm_anchors.extend import (
 )
 
 __all__ = [
-    "REASONING_EFFORTS", "OpenAICompatibleBackend", "billed_usage", "combined", "is_loopback", "parse_decision",
+    "REASONING_EFFORTS", "OpenAICompatibleBackend", "Pace", "billed_usage", "combined", "is_loopback", "parse_decision",
     "parse_response", "parse_retry_after", "reasoning_effort_for", "request_body",
 ]  # fmt: skip
 
@@ -205,6 +205,7 @@ class OpenAICompatibleBackend:
         self._probed = False
         self._vllm: VllmInfo | None = None
         self._labels = LabelTokens()
+        self._pace = Pace()
 
     @property
     def identity(self) -> str:
@@ -372,12 +373,36 @@ class OpenAICompatibleBackend:
         body = self._body(prompts, params)
         if names:
             body |= label_request(names)
-        raw = await transport.post(next(self._next_url), self.endpoint, body, self.identity)
+        base = next(self._next_url)
+        started = time.monotonic()
+        raw = await self._patiently(transport.post(base, self.endpoint, body, self.identity), len(prompts), base)
+        self._pace.add((time.monotonic() - started) / len(prompts))
         if names:
             return parse_response(raw, len(prompts), self.identity, lambda c: read_label_logprobs(c, names))
         if self.decides:
             return parse_decision(cast(Shape, self.endpoint), raw, self.identity, params.answers)
         return parse_response(raw, len(prompts), self.identity)
+
+    async def _patiently(self, call: Awaitable[dict[str, Any]], n: int, base: str) -> dict[str, Any]:
+        """``call``'s answer, waited for as long as its ``n`` prompts take (`Pace`: ``timeout``, or more
+        for a request that carries more than the server answers in that time). A server on this machine
+        whose health endpoint answers is alive but slow (a busy machine): it is waited for again, never
+        counted as a failure, and the request is never sent again while it may still work on it."""
+        task = asyncio.ensure_future(call)
+        waited, patience = 0.0, self._pace.deadline(n, self.timeout)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=patience)
+                if done:
+                    return task.result()
+                waited += patience
+                if not self.is_local or waited >= MAX_LOCAL_WAIT or not await self._get_transport().alive(base):
+                    where = shown_url(endpoint_url(base, _PATHS[self.endpoint]))
+                    raise BackendTimeoutError(f"no answer from {where} in {waited:.0f} s", classifier=self.identity)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
         return request_body(self.endpoint, self.served_model, prompts, params, self._effort) | self.extra_body
@@ -392,6 +417,25 @@ class OpenAICompatibleBackend:
         if self._transport is None or self._transport.loop is not loop:
             self._transport = _Session(self._headers(), self.timeout, self.max_connections, self._secrets())
         return self._transport
+
+
+MAX_LOCAL_WAIT = 3600.0
+"""Seconds a request to a server on this machine is waited for while its health endpoint answers."""
+
+
+class Pace:
+    """Seconds a server takes a prompt, lately (an exponential average of its answered requests), and the
+    patience a request of ``n`` prompts is owed: ``timeout``, or eight times what its prompts take at that
+    pace when that is longer (a request that carries more is waited for longer)."""
+
+    def __init__(self) -> None:
+        self.per_prompt = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.per_prompt = seconds if not self.per_prompt else 0.8 * self.per_prompt + 0.2 * seconds
+
+    def deadline(self, n: int, timeout: float) -> float:
+        return max(timeout, 8 * self.per_prompt * n)
 
 
 class _Secret:
@@ -449,10 +493,11 @@ class _Session:
 
         self.loop = asyncio.get_running_loop()
         self._secrets = tuple(secrets)  # taken out of a server's body before it is cut to a message's length
+        self._small = aiohttp.ClientTimeout(total=timeout)  # a probe's, a tokenize's: small answers
         self._aiohttp = aiohttp
-        self._session = aiohttp.ClientSession(
+        self._session = aiohttp.ClientSession(  # each request's patience is the backend's (`Pace`)
             headers={"Content-Type": "application/json", **headers},
-            timeout=aiohttp.ClientTimeout(total=timeout),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 30.0)),
             connector=aiohttp.TCPConnector(limit=max_connections),
             trust_env=True,  # HTTPS_PROXY, HTTP_PROXY, NO_PROXY and ~/.netrc, as the user's other tools read them
         )
@@ -481,11 +526,21 @@ class _Session:
             raise BadResponseError(f"answer is {type(raw).__name__}, not an object", classifier=who)
         return raw
 
+    async def alive(self, base: str) -> bool:
+        """Whether the server at ``base`` says it is alive: its ``/health`` (llama-server's, vLLM's) answers
+        200, or 503 while it loads, within 10 s. No such page, or no answer: it cannot be told alive."""
+        url = endpoint_url(base, "/health", root=True)
+        try:
+            async with self._session.get(url, timeout=self._aiohttp.ClientTimeout(total=10.0)) as response:
+                return response.status in (200, 503)
+        except (self._aiohttp.ClientError, asyncio.TimeoutError):
+            return False
+
     async def get_json(self, url: str) -> Any:
         """``GET url``'s JSON; None when the server answers anything else (it has no such page);
         `BackendTimeoutError` (retried) when it does not answer."""
         try:
-            async with self._session.get(url) as response:
+            async with self._session.get(url, timeout=self._small) as response:
                 return await response.json(content_type=None) if response.status == 200 else None
         except ValueError:
             return None
@@ -496,7 +551,7 @@ class _Session:
     async def post_json(self, url: str, body: dict[str, Any], who: str) -> dict[str, Any]:
         """``POST url`` with ``body``: its JSON object, or the error `_status_error` maps."""
         try:
-            async with self._session.post(url, json=body) as response:
+            async with self._session.post(url, json=body, timeout=self._small) as response:
                 if response.status >= 400:
                     text = await response.text()
                     raise _status_error(response.status, text, None, who, shown_url(url), self._secrets)

@@ -66,7 +66,9 @@ def test_a_run_with_the_memory_on_needs_neither_torch_nor_the_models_package(tmp
     import subprocess
     import sys
 
-    code = BLOCKED + f"""
+    code = (
+        BLOCKED
+        + f"""
 import asyncio
 from llm_anchors import FunctionClassifier, MAnchorsExplainer
 from llm_anchors.run import ResultsFile, explain_resumable
@@ -83,6 +85,7 @@ async def main():
     print(report.memory_hits, queries[3:] == [0] * 6, sorted(set(sys.modules) & {{"torch", "transformers"}}))
 asyncio.run(main())
 """
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     hits, repeats_free, imported = done.stdout.split(maxsplit=2)

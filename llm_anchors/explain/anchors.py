@@ -512,6 +512,7 @@ class AnchorsExplainer:
             seed=run.run_seed if run.run_seed is not None else run.seed,
             input_seed=run.seed,
             seeding=SEEDING,
+            in_flight=self.engine.in_flight(),
             samples=run.samples,
             queries=run.stats.queries,
             wall_time_s=time.perf_counter() - run.started,

@@ -278,6 +278,7 @@ def _meta(raw: dict[str, Any]) -> Meta:
             "memory": memory,
             "determinism": Recheck(**raw["determinism"]) if raw.get("determinism") is not None else None,
             "infill": _cost(raw["infill"]) if raw.get("infill") is not None else None,
+            "in_flight": tuple(raw["in_flight"]) if raw.get("in_flight") is not None else None,
         }
     )
 

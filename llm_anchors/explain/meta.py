@@ -220,6 +220,9 @@ class Meta:
     memory: MemoryUse | None = None
     proxy: ProxyUse | None = None
     determinism: Recheck | None = None
+    in_flight: tuple[int, int] | None = None
+    """The texts in flight to the model its engine had settled on when it ended (the `Limiter`'s limit,
+    which follows the server), and the most a request then carried; None for one made before."""
     input_seed: int | None = None
     """The seed of this input's draws, derived from ``seed`` and the input as ``seeding`` says: another
     for every input (None: an explanation made before inputs had their own)."""

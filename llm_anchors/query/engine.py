@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from .._checks import check_int
 from .._exceptions import (
@@ -14,6 +16,7 @@ from .._exceptions import (
     BadResponseError,
     BudgetExceeded,
     ClassifierError,
+    RateLimitError,
     UnreachableError,
 )
 from ..models.classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
@@ -21,6 +24,9 @@ from ..models.retry import RetryPolicy
 from ..money.budget import Reservation, SpendCap
 from ..money.charge import Charge, disputed, implausible
 from .cache import QueryCache
+from .limiter import Limiter
+
+R = TypeVar("R")
 
 __all__ = ["QueryEngine", "QueryStats"]
 
@@ -81,6 +87,16 @@ def _reason(exc: Exception) -> str:
     return type(exc).__name__
 
 
+def _load(exc: BaseException) -> str:
+    """What a failed call says of the server's load, for the limiter: "overload" (it did not answer in
+    time, refused for load, dropped the connection), else "other" (a refusal of the request itself)."""
+    if isinstance(exc, BackendTimeoutError | RateLimitError | UnreachableError):
+        return "overload"
+    if isinstance(exc, BackendError) and exc.status is not None and exc.status >= 500:
+        return "overload"
+    return "other"
+
+
 def _outcome(future: asyncio.Future[Label]) -> BaseException | None:
     return future.exception() if future.done() and not future.cancelled() else None
 
@@ -88,13 +104,17 @@ def _outcome(future: asyncio.Future[Label]) -> BaseException | None:
 class QueryEngine:
     """Labels texts through a classifier, never asking for one text twice.
 
-    Texts not yet cached are sent ``request_size`` at a time (fewer when
-    the classifier's ``max_request_size`` says so), one request per call;
-    at most ``max_concurrency`` requests are in flight at once, across every
-    explanation that shares this engine. A text already in flight for
-    another explanation is awaited, not sent again. When a chunk fails the
-    others still finish and are cached before the error is raised, so a
-    retry pays only for what was lost.
+    Texts not yet cached are sent at most ``request_size`` at a time (fewer
+    when the classifier's ``max_request_size`` says so), one request per call.
+    How many texts are in flight at once, across every explanation that
+    shares this engine, follows the server (`Limiter`: it grows while answers
+    come back at a steady latency, shrinks at once on timeouts, 429s, 5xx and
+    rising latency), never past ``max_concurrency`` requests of the most
+    texts a request takes; a call carries at most half of it, so a slow
+    server gets smaller requests. A text already in flight for another
+    explanation is awaited, not sent again. When a chunk fails the others
+    still finish and are cached before the error is raised, so a retry pays
+    only for what was lost.
     """
 
     def __init__(
@@ -117,8 +137,8 @@ class QueryEngine:
         self.request_size = request_size
         self.retry = retry or RetryPolicy()
         self.budget = budget
+        self.limiter = Limiter(max_concurrency * self._call_size, initial=2 * self._call_size)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._semaphore = asyncio.Semaphore(max_concurrency)
         self._inflight: dict[str, asyncio.Future[Label]] = {}
         self.billed_calls = 0
         """Calls of this engine (each attempt, for any explanation) that may have been billed: answered,
@@ -155,10 +175,10 @@ class QueryEngine:
                 future: asyncio.Future[Label] = asyncio.get_running_loop().create_future()
                 self._inflight[text] = pending[text] = future
                 to_send.append(text)
-        sends = [self._send(chunk, stats) for chunk in self._chunks(to_send)]
         # Shielded: cancelling this explanation must not cancel an answer another one awaits.
-        outcomes = await asyncio.gather(*sends, *map(asyncio.shield, pending.values()), return_exceptions=True)
-        for outcome in outcomes:
+        waiting = [asyncio.shield(f) for text, f in pending.items() if text in waited]
+        outcomes = await asyncio.gather(self._send_all(to_send, stats), *waiting, return_exceptions=True)
+        for outcome in [*(outcomes[0] if isinstance(outcomes[0], list) else [outcomes[0]]), *outcomes[1:]]:
             if isinstance(outcome, BaseException) and not isinstance(outcome, _Abandoned):
                 raise outcome
         again = [t for t in waited if isinstance(_outcome(pending[t]), _Abandoned)]
@@ -167,6 +187,10 @@ class QueryEngine:
             known.update(zip(again, await self.classify(again, stats), strict=True))
         return [known[text] if text in known else pending[text].result() for text in texts]
 
+    def in_flight(self) -> tuple[int, int]:
+        """The texts in flight the limiter allows now, and the most a request carries at that limit."""
+        return int(self.limiter.limit), self.limiter.size(self._call_size)
+
     async def recheck(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """Ask the model about ``texts`` again, whatever the cache holds (paid, counted as queries)."""
         self._bind_loop()
@@ -174,13 +198,16 @@ class QueryEngine:
 
     async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """Every text sent, duplicates included: what a run without a cache pays."""
+        chunks: list[list[str]] = []
 
         async def send(chunk: list[str]) -> list[Label]:
-            async with self._semaphore:
+            try:
                 return (await self._call(chunk, stats)).labels
+            finally:
+                await self.limiter.release(len(chunk))
 
         # Every call ends before this returns or raises: none goes on spending after its explanation ended.
-        outcomes = await asyncio.gather(*map(send, self._chunks(texts)), return_exceptions=True)
+        outcomes = await self._spread(list(texts), send, chunks)
         labels: list[Label] = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
@@ -188,9 +215,41 @@ class QueryEngine:
             labels.extend(outcome)
         return labels
 
-    def _chunks(self, texts: Sequence[str]) -> list[list[str]]:
-        step = self._call_size
-        return [list(texts[i : i + step]) for i in range(0, len(texts), step)]
+    async def _send_all(self, texts: list[str], stats: QueryStats) -> list[BaseException | None]:
+        """Send ``texts`` in calls sized and spaced by the limiter; each call's error (None: it went
+        well). The texts never sent (this was cancelled first) end their in-flight futures."""
+        chunks: list[list[str]] = []
+
+        async def send(chunk: list[str]) -> None:
+            await self._send(chunk, stats)
+
+        try:
+            return [o if isinstance(o, BaseException) else None for o in await self._spread(texts, send, chunks)]
+        except BaseException as exc:
+            sent = sum(len(c) for c in chunks)
+            self._fail(texts[sent:], exc)
+            raise
+
+    async def _spread(
+        self, texts: list[str], send: Callable[[list[str]], Awaitable[R]], chunks: list[list[str]]
+    ) -> list[R | BaseException]:
+        """Each next call of ``texts`` as large as the limiter allows, sent once its texts fit the limit
+        (``send`` releases them); every call's result or error, in order. ``chunks``: the calls begun."""
+        tasks: list[asyncio.Future[R]] = []
+        start = 0
+        try:
+            while start < len(texts):
+                chunk = texts[start : start + self.limiter.size(self._call_size)]
+                await self.limiter.acquire(len(chunk))
+                chunks.append(chunk)
+                start += len(chunk)
+                tasks.append(asyncio.ensure_future(send(chunk)))
+            return list(await asyncio.gather(*tasks, return_exceptions=True))
+        except BaseException:  # cancelled: the calls begun are cancelled too, and end before this does
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     @property
     def _call_size(self) -> int:
@@ -200,10 +259,13 @@ class QueryEngine:
         return min(self.request_size, limit) if isinstance(limit, int) and limit > 0 else self.request_size
 
     async def _send(self, chunk: list[str], stats: QueryStats) -> None:
-        """Send one chunk and resolve its in-flight futures, whatever happens (even cancellation)."""
+        """Send one chunk (its texts hold the limiter's room until it ends) and resolve its in-flight
+        futures, whatever happens (even cancellation)."""
         try:
-            async with self._semaphore:
+            try:
                 batch = await self._call(chunk, stats)
+            finally:
+                await self.limiter.release(len(chunk))
             labels = batch.labels
             if len(labels) != len(chunk):
                 raise ClassifierError(
@@ -260,9 +322,11 @@ class QueryEngine:
             stats.retries += 1
         else:
             stats.queries += len(chunk)
+        sent = time.monotonic()
         try:
             batch = await self.classifier.classify(chunk)
         except BaseException as exc:
+            self.limiter.observe(len(chunk), time.monotonic() - sent, _load(exc))
             if isinstance(exc, Exception):
                 reason = _reason(exc)
                 stats.failures[reason] = stats.failures.get(reason, 0) + 1
@@ -278,6 +342,7 @@ class QueryEngine:
             elif reservation is not None and budget is not None:
                 budget.release(reservation)
             raise
+        self.limiter.observe(len(chunk), time.monotonic() - sent, "ok")
         self.billed_calls += 1
         charge = replace(batch.charge, queries=len(chunk))
         stats.dearest_tier += batch.dearest_tier
@@ -316,5 +381,4 @@ class QueryEngine:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._loop = loop
-            self._semaphore = asyncio.Semaphore(self.max_concurrency)
             self._inflight = {}

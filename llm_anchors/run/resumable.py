@@ -96,6 +96,9 @@ class RunReport:
     stopped: str = ""
     """"" (every input done), "budget" (the run's cap), or "interrupted"."""
     elapsed_s: float = 0.0
+    in_flight: tuple[int, int] | None = None
+    """The texts in flight to the model the run settled on (`Limiter`), and the most a request carried
+    then, as its last explanation recorded them; None before any."""
 
     @property
     def done(self) -> int:
@@ -119,9 +122,13 @@ class RunReport:
             )
         now = self.done_now - self.faulted - self.failed_now
         explained = self.done - self.failed - self.faulted
+        pace = ""
+        if self.in_flight is not None:
+            limit, size = self.in_flight
+            pace = f"; requests settled at {limit:,} texts in flight, {size:,} a request"
         return (
             f"{explained:,}/{self.total:,} inputs explained ({now:,} now, {explained - now:,} before){failed}; "
-            f"spent {spent} in all{why}"
+            f"spent {spent} in all{why}{pace}"
         )
 
 
@@ -307,6 +314,8 @@ async def record_stream(
             results.append(_record(index, texts[index], item, new_entries(), reservations))
             report.done_now += 1
             report.memory_hits += bool(item.meta.memory_hit)
+            if item.meta.in_flight is not None:
+                report.in_flight = item.meta.in_flight
             report.saved_by_caching += item.saved_by_caching
             report.elapsed_s = time.perf_counter() - started
             if on_result is not None:
