@@ -10,7 +10,8 @@ an HTML page ("html"). The rest are answered either by a Python function
 forwarding to a real upstream server (``upstream="http://127.0.0.1:P/v1"``); ``alternatives``
 (``(prompt, answer) -> [(token, logprob)]``) says the first token's alternatives, NaN or not, and
 ``probabilities`` (``(answer, labels) -> field``) a decision's probabilities as said; ``model_said``
-the model every answer names (default: the one asked); ``fail_if``
+the model every answer names (default: the one asked); ``rate`` (prompts a second, one request at a
+time: a server of fixed capacity, whose latency grows with its queue; settable while it runs); ``fail_if``
 (``prompts -> kind or None``) fails the requests it picks, every time.
 
 As a hosted provider (``usage``): each answer carries the usage that
@@ -67,7 +68,10 @@ class FaultServer:
         cached_input: int = 0,
         probabilities: Callable[[str, list[str]], Any] | None = None,
         model_said: str | None = None,
+        rate: float | None = None,
     ) -> None:
+        self.rate = rate  # prompts a second it answers, one request at a time (a server of fixed capacity)
+        self._busy = asyncio.Lock()
         self.probabilities = probabilities  # (the answer, the labels) -> a decision's probabilities, as said
         self.model_said = model_said  # the model every answer names (None: the one asked)
         self.tokenize = tokenize
@@ -158,6 +162,9 @@ class FaultServer:
         lo, hi = self.latency
         if hi > 0:
             await asyncio.sleep(self.rng.uniform(lo, hi))
+        if self.rate is not None:  # requests queue, then take their prompts' time: load makes it slow
+            async with self._busy:
+                await asyncio.sleep(len(_prompts(request.path, body)) / self.rate)
         chosen = self.fail_if(_prompts(request.path, body)) if self.fail_if is not None else None
         if chosen is not None or self.rng.random() < self.fail_rate:
             kind = chosen or self.rng.choice(self.kinds)
