@@ -7,8 +7,11 @@ in flight, shared by every explanation of an engine, and moves it as TCP's conge
 
 - it grows by one text for every limit's worth of texts answered at a steady latency (additive increase);
 - it halves at once when a call times out, is refused for load (429, 5xx) or loses its connection, and
-  loses a tenth when a call's latency rises past ``tolerance`` times the lowest seen lately
-  (multiplicative decrease, at most once per round trip: the calls already in flight saw the old limit);
+  loses a tenth when a call's latency per text rises past ``tolerance`` times the lowest seen lately
+  (multiplicative decrease, at most once per round trip: the calls already in flight saw the old limit).
+  Latency is read per text, and only of calls that carry a fair share of the limit (a quarter): a server
+  that answers a batch at once answers one text alone no faster, and a queue that grows with the limit
+  lengthens every call alike, so neither is a slowdown; a server that got slower per text is;
 - a call carries at most half the limit (`size`), so a slow server gets smaller requests, and at least
   one text, so a run always goes on.
 
@@ -92,11 +95,14 @@ class Limiter:
             self._cut(now, 0.5)
         elif outcome == "ok":
             self._round_trip = latency if not self._round_trip else 0.8 * self._round_trip + 0.2 * latency
-            floor = self._latency.add(latency)
-            if latency > self.tolerance * floor:
+            per_text = latency / max(n, 1)
+            fair = n >= self.limit / 4
+            if fair and per_text > self.tolerance * self._latency.floor:
                 self._cut(now, 0.9)
             else:
                 self.limit = min(float(self.maximum), self.limit + n / max(self.limit, 1.0))
+            if fair:
+                self._latency.add(per_text)
         self.highest = max(self.highest, self.limit)
         self._record()  # a higher limit lets a waiting call go at the next release, which every call makes
 
