@@ -165,13 +165,13 @@ def test_cli_budget_flags(llama_url, capsys, tmp_path):
     prices.write_text('{"priced-model": {"input": "1.0", "output": "2.0", "as_of": "test"}}')
     code = cli_main(
         ["explain", NEGATIVE, "--base-url", llama_url, "--model", "priced-model",
-         "--price-file", str(prices), "--max-queries", "40", "--json"]
-    )  # fmt: skip
+         "--price-file", str(prices), "--max-queries", "12", "--json"]
+    )  # fmt: skip  (12: fewer than MAnchors' guided search needs on this sentence, 30-odd)
     assert code == 0
     from llm_anchors import Explanation
 
     exp = Explanation.from_json(capsys.readouterr().out)
-    assert exp.meta.budget_exhausted and exp.meta.queries <= 40
+    assert exp.meta.budget_exhausted and exp.meta.queries <= 12
     assert exp.meta.cost.settled.usd > 0
 
 

@@ -190,15 +190,22 @@ def _input_options() -> argparse.ArgumentParser:
     inputs.add_argument("--text-field", default="text", help="JSONL: the field holding the text (default text)")
     inputs.add_argument("--text-column", default="text", help="CSV: the column holding the text (default text)")
     inputs.add_argument("--out", default="results.jsonl", help="results file (default results.jsonl)")
-    memory = inputs.add_mutually_exclusive_group()
-    memory.add_argument(
-        "--memory", default=None, metavar="DIR",
-        help="where MAnchors' memory is kept (default OUT.memory): an exact repeat is answered from it at no "
+    memory = _explainer_options(
+        inputs,
+        "where MAnchors' memory is kept (default OUT.memory): an exact repeat is answered from it at no "
         "query, earlier anchors are proposed for similar inputs, and its record asks it only while it pays",
-    )  # fmt: skip
+    )
     memory.add_argument("--no-memory", action="store_true", help="MAnchors without its memory: growth alone")
-    memory.add_argument("--anchors", action="store_true", help="plain Anchors (the beam search): the baseline")
     return inputs
+
+
+def _explainer_options(parser: argparse.ArgumentParser, memory: str) -> Any:
+    """Which explainer a command runs: MAnchors with its memory kept in ``--memory DIR`` (``memory``: what
+    the option's help says), or ``--anchors``; the group, for options of its own."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--memory", default=None, metavar="DIR", help=memory)
+    group.add_argument("--anchors", action="store_true", help="plain Anchors (the beam search): the baseline")
+    return group
 
 
 def parser() -> argparse.ArgumentParser:
@@ -221,13 +228,11 @@ def parser() -> argparse.ArgumentParser:
         help="when a cap is reached: fail, or print the best rule so far (default)",
     )
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
-    kind = explain.add_mutually_exclusive_group()
-    kind.add_argument(
-        "--memory", default=None, metavar="DIR",
-        help="keep MAnchors' memory in DIR across commands: the same text explained again is answered from it "
+    _explainer_options(
+        explain,
+        "keep MAnchors' memory in DIR across commands: the same text explained again is answered from it "
         "at no query, and its earlier anchors are proposed for similar texts (default: no memory)",
-    )  # fmt: skip
-    kind.add_argument("--anchors", action="store_true", help="plain Anchors (the beam search): the baseline")
+    )
     check = sub.add_parser(
         "check",
         parents=[common],
