@@ -14,6 +14,7 @@ from llm_anchors import BadResponseError, ConfigError, LLMClassifier, RetryPolic
 from llm_anchors.extend import AnswerWarning
 from tests.fault_server import FaultServer
 from tests.test_cli import cli, inputs, lines
+from tests.test_manchors import STREAM
 
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = ["negative", "positive"]
@@ -269,17 +270,6 @@ async def test_a_dated_snapshot_of_the_model_asked_says_nothing():
 
 
 # -- a memory or a cache shared or damaged (items 3 and 4) ------------------------------------------------
-
-STREAM = [
-    "this is a good and great movie with a fine plot overall",
-    "this is a good and great film with a fine cast overall",
-    "the movie was good and the acting was great , truly",
-    "the film was good and the music was dull , honestly",
-    "this is a good and great show with a fine script overall",
-    "the story was good and the ending was great , truly",
-    "this is a good and great drama with a fine score overall",
-    "the plot was dull and the cast was great , really",
-]
 
 
 @pytest.fixture(scope="module")
