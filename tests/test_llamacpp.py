@@ -164,8 +164,19 @@ def test_cli_budget_flags(llama_url, capsys, tmp_path):
     prices = tmp_path / "prices.json"
     prices.write_text('{"priced-model": {"input": "1.0", "output": "2.0", "as_of": "test"}}')
     code = cli_main(
-        ["explain", NEGATIVE, "--base-url", llama_url, "--model", "priced-model",
-         "--price-file", str(prices), "--max-queries", "12", "--json"]
+        [
+            "explain",
+            NEGATIVE,
+            "--base-url",
+            llama_url,
+            "--model",
+            "priced-model",
+            "--price-file",
+            str(prices),
+            "--max-queries",
+            "12",
+            "--json",
+        ]
     )  # fmt: skip  (12: fewer than MAnchors' guided search needs on this sentence, 30-odd)
     assert code == 0
     from llm_anchors import Explanation
