@@ -163,21 +163,11 @@ async def test_counted_prompt_tokens_match_the_servers_usage(llama_url):
 def test_cli_budget_flags(llama_url, capsys, tmp_path):
     prices = tmp_path / "prices.json"
     prices.write_text('{"priced-model": {"input": "1.0", "output": "2.0", "as_of": "test"}}')
+    # 12 queries: fewer than MAnchors' guided search needs on this sentence (30-odd)
     code = cli_main(
-        [
-            "explain",
-            NEGATIVE,
-            "--base-url",
-            llama_url,
-            "--model",
-            "priced-model",
-            "--price-file",
-            str(prices),
-            "--max-queries",
-            "12",
-            "--json",
-        ]
-    )  # fmt: skip  (12: fewer than MAnchors' guided search needs on this sentence, 30-odd)
+        ["explain", NEGATIVE, "--base-url", llama_url, "--model", "priced-model",
+         "--price-file", str(prices), "--max-queries", "12", "--json"]
+    )  # fmt: skip
     assert code == 0
     from llm_anchors import Explanation
 
