@@ -21,11 +21,12 @@ reserved with them (`DecisionCounter`).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal, TypeGuard
 
 from llm_anchors import BadResponseError, ConfigError
-from llm_anchors.extend import Completion, TokenCount, TokenCounter
+from llm_anchors.extend import AnswerWarning, Completion, TokenCount, TokenCounter
 
 __all__ = ["INSTRUCTIONS", "DecisionCounter", "Shape", "decision_body", "probabilities", "read_decision", "unasked"]
 
@@ -53,7 +54,8 @@ def read_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[
     """The answer as a completion: the choice as its text (and its chosen token), each label's
     probability as its alternatives (log); a refusal as an empty answer (read as `UNPARSED`).
 
-    Only the classes asked (``labels``, when given) are read. Probabilities that cannot all be read (one
+    Only the classes asked (``labels``, when given) are read (the others are said, `AnswerWarning`, once
+    per set of classes). Probabilities that cannot all be read (one
     not a number, below 0, above 1 by more than rounding, a class given twice) say nothing: the choice
     alone is the answer, never another class (`probabilities`)."""
     answers = raw.get("answers")
@@ -65,8 +67,11 @@ def read_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[
         return Completion("")
     if answer.get("type") != "choice" or not isinstance(answer.get("choice"), str):
         raise BadResponseError(f"a decision answered {answer.get('type')!r}, not a choice", classifier=who)
-    choice = answer["choice"]
-    return Completion(choice, probabilities(answer.get("probabilities"), labels), chosen=choice)
+    choice, said = answer["choice"], answer.get("probabilities")
+    if extra := unasked(said, labels) if labels else []:
+        warnings.warn(f"the decision endpoint gave probabilities for classes that were not asked ({', '.join(extra)}): "
+                      f"only the labels' ({', '.join(labels)}) are read", AnswerWarning, stacklevel=4)  # fmt: skip
+    return Completion(choice, probabilities(said, labels), chosen=choice)
 
 
 _ROUNDING = 1e-6  # a softmax may sum a probability one ulp past 1

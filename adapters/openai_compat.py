@@ -16,13 +16,12 @@ import math
 import os
 import re
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
-from adapters.decisions import DecisionCounter, Shape, decision_body, read_decision, unasked
+from adapters.decisions import DecisionCounter, Shape, decision_body, read_decision
 from adapters.token_counters import (
     FallbackCounter,
     ServerTokenCounter,
@@ -30,7 +29,7 @@ from adapters.token_counters import (
     endpoint_url,
     fallback_counter,
 )
-from adapters.vllm_api import LabelTokens, VllmInfo, label_request, probe, read_label_logprobs
+from adapters.vllm_api import LabelTokens, VllmInfo, label_request, logsumexp, probe, read_label_logprobs
 from llm_anchors import (
     BackendError,
     BackendTimeoutError,
@@ -40,7 +39,6 @@ from llm_anchors import (
     RateLimitError,
 )
 from llm_anchors.extend import (
-    AnswerWarning,
     Charge,
     Completion,
     CompletionParams,
@@ -675,9 +673,8 @@ def _tier_said(raw: dict[str, Any]) -> str | None:
 
 def parse_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[str] = ()) -> Completions:
     """Read a decision endpoint's answer (`adapters.decisions`): one completion (only the classes asked,
-    ``labels``, read: a warning names the others once), its usage, its tier."""
+    ``labels``, read), its usage, its tier."""
     item = read_decision(shape, raw, who, labels)
-    _say_unasked(raw, labels)
     tier = _tier_said(raw)
     usage_raw = raw.get("usage")
     if not isinstance(usage_raw, dict) or "input_tokens" not in usage_raw:  # unknown, never 0
@@ -687,23 +684,6 @@ def parse_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence
     except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         return Completions([item], Charge(), None, tier, f"unreadable usage ({exc})", _model_said(raw))
     return Completions([item], usage, 1, tier, served_model=_model_said(raw))
-
-
-def _say_unasked(raw: dict[str, Any], labels: Sequence[str]) -> None:
-    """Warn (once per set of classes) that a decision's probabilities name classes that were not asked."""
-    answers = raw.get("answers")
-    answer = (answers[0] if answers else None) if isinstance(answers, list) else None
-    if isinstance(answers, dict):
-        answer = next(iter(answers.values()), None)
-    said = answer.get("probabilities") if isinstance(answer, dict) else None
-    extra = unasked(said, labels) if labels else []
-    if extra:
-        warnings.warn(
-            f"the decision endpoint gave probabilities for classes that were not asked ({', '.join(extra)}): "
-            f"only the labels' ({', '.join(labels)}) are read",
-            AnswerWarning,
-            stacklevel=2,
-        )
 
 
 def billed_usage(raw: dict[str, Any]) -> Charge:
@@ -834,9 +814,10 @@ def _first_token(logprobs: Any) -> tuple[dict[str, float] | None, str | None]:
     if content:
         first = content[0]
         chosen = str(first["token"]) if first.get("token") is not None else None
-        top: dict[str, float] = {}
+        listed: dict[str, list[float]] = {}
         for t in first.get("top_logprobs") or []:
-            _add(top, str(t["token"]), _number(t.get("logprob")))
+            listed.setdefault(str(t["token"]), []).append(_number(t.get("logprob")))
+        top = {token: logsumexp(values) for token, values in listed.items()}
         if chosen is not None and (chosen not in top or math.isnan(top[chosen])):
             top[chosen] = _number(first.get("logprob"))
         return top or None, chosen
@@ -848,15 +829,6 @@ def _first_token(logprobs: Any) -> tuple[dict[str, float] | None, str | None]:
     if chosen is not None and values:
         return {chosen: _number(values[0])}, chosen
     return None, chosen
-
-
-def _add(alternatives: dict[str, float], token: str, logprob: float) -> None:
-    """Add one alternative: a second under the same text adds its probability (NaN stays NaN)."""
-    if token in alternatives:
-        a, b = alternatives[token], logprob
-        top = max(a, b)
-        logprob = top + math.log(math.exp(a - top) + math.exp(b - top)) if math.isfinite(top) else a + b
-    alternatives[token] = logprob
 
 
 def _number(value: Any) -> float:

@@ -31,7 +31,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LabelTokens", "VllmInfo", "answer_spellings", "label_request", "probe", "read_label_logprobs"]
+__all__ = [
+    "LabelTokens", "VllmInfo", "answer_spellings", "label_request", "logsumexp", "probe", "read_label_logprobs",
+]  # fmt: skip
 
 _ID_PREFIX = "token_id:"
 
@@ -130,7 +132,7 @@ def read_label_logprobs(choice: Mapping[str, Any], names: Mapping[int, str]) -> 
             name = text
         if name is not None and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             merged.setdefault(name, []).append(float(value))  # NaN or ±inf says nothing: never added in
-    return {name: _logsumexp(values) for name, values in merged.items()} or None
+    return {name: logsumexp(values) for name, values in merged.items()} or None
 
 
 def _token_id(key: Any) -> int | None:
@@ -142,6 +144,12 @@ def _token_id(key: Any) -> int | None:
         return None
 
 
-def _logsumexp(values: list[float]) -> float:
+def logsumexp(values: list[float]) -> float:
+    """The log of the summed probabilities of ``values`` (log-probabilities: two tokens spelling one text);
+    NaN if any is NaN, the largest when it is not finite (every one −inf: −inf)."""
+    if any(math.isnan(v) for v in values):
+        return math.nan
     top = max(values)
+    if not math.isfinite(top):
+        return top
     return top + math.log(sum(math.exp(v - top) for v in values))

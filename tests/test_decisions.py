@@ -127,7 +127,10 @@ def test_a_decisions_probabilities_that_cannot_all_be_read_say_nothing_and_the_c
     for pair in broken:
         item = read_decision("decisions", said(("positive", 0.9), pair), "who", LABELS)
         assert item.text == item.chosen == "positive" and item.top_logprobs is None, pair
-    read = read_decision("decisions", said(("positive", 0.9), ("negative", 0.1), ("neutral", 0.5)), "who", LABELS)
+    from llm_anchors.extend import AnswerWarning
+
+    with pytest.warns(AnswerWarning, match=r"not asked \(neutral\)"):
+        read = read_decision("decisions", said(("positive", 0.9), ("negative", 0.1), ("neutral", 0.5)), "who", LABELS)
     assert read.top_logprobs == pytest.approx({"positive": math.log(0.9), "negative": math.log(0.1)})  # asked only
 
 
