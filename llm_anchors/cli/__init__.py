@@ -336,7 +336,7 @@ def _run(args: argparse.Namespace) -> int:
         failed = sorted(results.failed)
         sampler = _sampler(args)
         still = invalid_reasons(sampler, [texts[i] for i in failed])
-        saved = memory_saved(recorded_entries(results), memory)
+        saved = memory_saved(len(recorded_entries(results)), memory)
         if not results.todo(texts) and all(still) and saved:  # nothing to do: no server, no model
             done = len(texts) - len(failed)
             print(f"{out}: all {len(texts):,} inputs are done already ({done:,} explained, {len(failed):,} failed)",

@@ -21,6 +21,7 @@ With one worker a run gives exactly the explanations of one process.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -28,7 +29,6 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, overload
 
@@ -36,9 +36,9 @@ from .._exceptions import ConfigError
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import as_repeat
-from ..memory.store import DamagedMemoryError, MemoryEntry, RuleMemory
+from ..memory.store import MemoryEntry, RuleMemory
 from ..money.budget import Budget, BudgetReport
-from ..run.memory_dir import check_memory_dir, lock_memory, set_memory_aside
+from ..run.memory_dir import check_memory_dir, load_memory, lock_memory
 from ..run.results import ResultsFile
 from ..run.resumable import RunReport, Stream, missing_entries, resume
 from .ledger import Ledger, LedgerView
@@ -168,8 +168,10 @@ class RayPool:
         self._new_ledger()
         self._pool = [self._new_worker() for _ in range(self.workers)]
         identity: tuple[int, str, str] | None = ray.get(self._pool[0].memory_identity.remote())  # others load meanwhile
-        if identity is not None and self.memory_dir is not None:
-            _set_aside_if_damaged(Path(self.memory_dir), identity)
+        if identity is not None and self.memory_dir is not None:  # set aside here, before a replica or actor reads it
+            dim, embedder, scope = identity
+            load = functools.partial(RuleMemory.load, embedder_id=embedder, dim=dim, scope=scope)
+            load_memory(load, self.memory_dir, "the results file")
         if identity is not None and self.memory == "actor":
             holder = ray.remote(MemoryHolder).options(num_cpus=0, scheduling_strategy=here)
             self._holder = holder.remote(*identity, self.memory_dir)
@@ -501,18 +503,6 @@ async def explain_distributed(
     async with RayPool(make_explainer, workers=workers, **options) as pool:
         async for exp in pool.explain_stream(texts):
             yield exp
-
-
-def _set_aside_if_damaged(directory: Path, identity: tuple[int, str, str]) -> None:
-    """A saved memory that cannot be read is set aside here, said, before a replica or actor loads it:
-    the run rebuilds it from its results file (`RayPool.remember`)."""
-    if not (directory / "CURRENT").exists():
-        return
-    dim, embedder_id, scope = identity
-    try:
-        RuleMemory.load(directory, embedder_id=embedder_id, dim=dim, scope=scope)
-    except DamagedMemoryError as exc:
-        set_memory_aside(directory, exc)
 
 
 def _said(text: Any) -> str:

@@ -102,6 +102,7 @@ class LLMClassifier(BaseClassifier):
         self._prices = prices
         self._price = price or self._default_price(prices)
         self._served: dict[str, Price | None] = {}  # another model an answer named: its price, if known
+        self._free = self._price.cost(_MILLION_EACH) == 0  # declared free, or assumed free on this machine
         check_service_tier(self._price, complete.service_tier, str(complete.model or complete.identity))
         self.token_counter = token_counter or self._default_counter()
         self._usage_partial = False
@@ -265,7 +266,7 @@ class LLMClassifier(BaseClassifier):
         is known (None otherwise: the model asked, a dated snapshot of it, one with no price, or any when
         the model asked costs nothing: a model of this machine's). Said once per model (`AnswerWarning`);
         a call is billed at the dearer of the two prices, and reserved at it from then on."""
-        if said is None or self.backend.model is None or self._free():
+        if said is None or self.backend.model is None or self._free:
             return None
         if said in self._served:
             return self._served[said]
@@ -282,10 +283,6 @@ class LLMClassifier(BaseClassifier):
             self._say_served(said, asked, price)
         self._served[said] = price
         return price
-
-    def _free(self) -> bool:
-        """Whether the model asked costs nothing (declared free, or assumed free on this machine)."""
-        return self.price.cost(_MILLION_EACH) == 0
 
     def _say_served(self, said: str, asked: str, price: Price | None) -> None:
         if price is not None and price.cost(_MILLION_EACH) > self.price.cost(_MILLION_EACH):

@@ -177,8 +177,8 @@ class QueryEngine:
                 to_send.append(text)
         # Shielded: cancelling this explanation must not cancel an answer another one awaits.
         waiting = [asyncio.shield(f) for text, f in pending.items() if text in waited]
-        outcomes = await asyncio.gather(self._send_all(to_send, stats), *waiting, return_exceptions=True)
-        for outcome in [*(outcomes[0] if isinstance(outcomes[0], list) else [outcomes[0]]), *outcomes[1:]]:
+        sent, *awaited = await asyncio.gather(self._send_all(to_send, stats), *waiting, return_exceptions=True)
+        for outcome in [*(sent if isinstance(sent, list) else [sent]), *awaited]:  # each call's error, then theirs
             if isinstance(outcome, BaseException) and not isinstance(outcome, _Abandoned):
                 raise outcome
         again = [t for t in waited if isinstance(_outcome(pending[t]), _Abandoned)]
@@ -198,7 +198,6 @@ class QueryEngine:
 
     async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """Every text sent, duplicates included: what a run without a cache pays."""
-        chunks: list[list[str]] = []
 
         async def send(chunk: list[str]) -> list[Label]:
             try:
@@ -207,7 +206,7 @@ class QueryEngine:
                 await self.limiter.release(len(chunk))
 
         # Every call ends before this returns or raises: none goes on spending after its explanation ended.
-        outcomes = await self._spread(list(texts), send, chunks)
+        outcomes = await self._spread(list(texts), send)
         labels: list[Label] = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
@@ -231,10 +230,11 @@ class QueryEngine:
             raise
 
     async def _spread(
-        self, texts: list[str], send: Callable[[list[str]], Awaitable[R]], chunks: list[list[str]]
+        self, texts: list[str], send: Callable[[list[str]], Awaitable[R]], chunks: list[list[str]] | None = None
     ) -> list[R | BaseException]:
         """Each next call of ``texts`` as large as the limiter allows, sent once its texts fit the limit
         (``send`` releases them); every call's result or error, in order. ``chunks``: the calls begun."""
+        chunks = chunks if chunks is not None else []
         tasks: list[asyncio.Future[R]] = []
         start = 0
         try:

@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,11 @@ from .._files import aside
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
 from ..memory.store import DamagedMemoryError, MemoryEntry, entry_from_dict, saved_entries
-from .results import _lock
+from .results import hold_lock
 
 __all__ = [
-    "EXPLAINED", "check_memory_dir", "kept_in", "load_memory", "lock_memory", "memory_saved", "save_memory",
-    "set_memory_aside",
+    "EXPLAINED", "check_memory_dir", "kept_in", "load_memory", "lock_memory", "memory_saved", "missing", "put_back",
+    "save_memory", "set_memory_aside",
 ]  # fmt: skip
 
 EXPLAINED = "explained.jsonl"
@@ -53,7 +53,7 @@ def lock_memory(directory: str | os.PathLike[str]) -> Any:
     """Hold a memory directory for one run (``DIR/LOCK``, released when the handle is closed): a second
     run on it is a `ConfigError` before it spends, so no run's entries are overwritten by another's."""
     where = Path(directory)
-    return _lock(where / "LOCK", lambda holder: (
+    return hold_lock(where / "LOCK", lambda holder: (
         f"another run is using the memory {where} (process {holder}): wait for it, or give this run another "
         "--memory"))  # fmt: skip
 
@@ -72,16 +72,30 @@ def set_memory_aside(directory: Path, why: Exception, source: str = "the results
     return moved
 
 
-def load_memory(explainer: MAnchorsExplainer, directory: str | os.PathLike[str], source: str) -> None:
-    """The memory saved in ``directory`` into ``explainer`` (nothing when none is saved); one that cannot
-    be read is set aside (`set_memory_aside`; ``source``: what rebuilds it) and the explainer's left empty."""
+def load_memory(load: Callable[[Path], object], directory: str | os.PathLike[str], source: str) -> None:
+    """``load(directory)`` (an explainer's `load`, or a look at what is saved) when a memory is saved
+    there; one that cannot be read is set aside (`set_memory_aside`; ``source``: what rebuilds it)."""
     path = Path(directory)
     if not (path / "CURRENT").exists():
         return
     try:
-        explainer.load(path)
+        load(path)
     except DamagedMemoryError as exc:
         set_memory_aside(path, exc, source)
+
+
+def missing(recorded: Sequence[MemoryEntry], known: Sequence[MemoryEntry]) -> list[MemoryEntry]:
+    """The entries of ``recorded`` that ``known`` lacks (stored after the memory's last save), in order."""
+    have = {(e.query, e.rule_positions) for e in known}
+    return [e for e in recorded if (e.query, e.rule_positions) not in have]
+
+
+def put_back(explainer: MAnchorsExplainer, recorded: Sequence[MemoryEntry]) -> None:
+    """Add to ``explainer``'s memory the entries of ``recorded`` it lacks, in order, with their vectors."""
+    memory = explainer.local_memory
+    if lacking := missing(recorded, memory.entries):
+        for entry, vector in zip(lacking, explainer.entry_vectors(lacking), strict=True):
+            memory.add(entry, vector)
 
 
 def save_memory(explainer: MAnchorsExplainer, directory: str | os.PathLike[str]) -> None:
@@ -110,12 +124,9 @@ def kept_in(
     with contextlib.closing(lock_memory(path)):
         explained = path / EXPLAINED
         lines = _explained(explained)
-        load_memory(explainer, path, f"the entries {explained.name} records")
+        load_memory(explainer.load, path, f"the entries {explained.name} records")
+        put_back(explainer, [e for _, _, entries in lines for e in entries])
         memory = explainer.local_memory
-        have = {(e.query, e.rule_positions) for e in memory.entries}
-        missing = [e for _, _, entries in lines for e in entries if (e.query, e.rule_positions) not in have]
-        for entry, vector in zip(missing, explainer.entry_vectors(missing) if missing else [], strict=True):
-            memory.add(entry, vector)
         for text, raw, _ in lines[-explainer.max_repeats :]:
             with contextlib.suppress(ConfigError):  # an explanation of another version: explained again
                 explainer.recall(text, Explanation.from_mapping(raw))

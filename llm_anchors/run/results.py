@@ -33,7 +33,7 @@ from ..money.budget import Budget
 from ..money.charge import Charge
 from ..money.journal import read_journal
 
-__all__ = ["ResultsFile", "input_hash", "read_results"]
+__all__ = ["ResultsFile", "hold_lock", "input_hash", "read_results"]
 
 
 def input_hash(text: Any) -> str:
@@ -65,7 +65,7 @@ class ResultsFile:
         self._broken = ""
         if self.path.is_dir():
             raise ConfigError(f"{self.path} is a directory: --out names the results file")
-        self._lock = _lock(Path(f"{self.path}.lock"))
+        self._lock = hold_lock(Path(f"{self.path}.lock"))
         try:
             self._read()
             self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open for the run)
@@ -215,7 +215,7 @@ class ResultsFile:
         ]
 
 
-def _lock(path: Path, held: Callable[[str], str] | None = None) -> Any:
+def hold_lock(path: Path, held: Callable[[str], str] | None = None) -> Any:
     """Hold ``path`` locked (flock) for the run; `ConfigError` naming the holder when another run does
     (``held(process)``: what the message says; by default, that it writes the results file)."""
     try:

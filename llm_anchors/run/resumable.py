@@ -28,12 +28,12 @@ from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
-from ..memory.store import MemoryEntry, RuleMemory, entry_from_dict
+from ..memory.store import MemoryEntry, entry_from_dict
 from ..models.classifier import require_stable_identity
 from ..money.budget import Budget, SpendCap
 from ..money.charge import Charge
 from ..samplers.base import Sampler
-from .memory_dir import check_memory_dir, load_memory, lock_memory, save_memory
+from .memory_dir import check_memory_dir, load_memory, lock_memory, missing, put_back, save_memory
 from .results import ResultsFile, input_hash
 
 __all__ = [
@@ -354,23 +354,18 @@ def _record(index: int, text: Any, exp: Explanation, entries: list[MemoryEntry],
 def missing_entries(results: ResultsFile, known: Sequence[MemoryEntry]) -> list[MemoryEntry]:
     """The memory entries ``results`` records that are not in ``known`` (stored after
     the memory's last save), in the order stored."""
-    have = {(e.query, e.rule_positions) for e in known}
-    recorded = [entry_from_dict(raw) for record in results.records.values() for raw in record.get("memory_entries", ())]
-    return [e for e in recorded if (e.query, e.rule_positions) not in have]
+    return missing(recorded_entries(results), known)
 
 
 def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: ResultsFile) -> None:
     """Load the saved memory and put back the entries recorded after its last save, in the
     order the results file holds them (the order they were stored). A saved memory that cannot be read
     is set aside, said, and rebuilt from the results file alone (`load_memory`)."""
-    load_memory(explainer, directory, f"the {recorded_entries(results):,} entries {results.path.name} records")
-    memory: RuleMemory = explainer.local_memory
-    if missing := missing_entries(results, memory.entries):
-        vectors = explainer.entry_vectors(missing)
-        for entry, vector in zip(missing, vectors, strict=True):
-            memory.add(entry, vector)
+    recorded = recorded_entries(results)
+    load_memory(explainer.load, directory, f"the {len(recorded):,} entries {results.path.name} records")
+    put_back(explainer, recorded)
 
 
-def recorded_entries(results: ResultsFile) -> int:
-    """The memory entries ``results`` records."""
-    return sum(len(record.get("memory_entries", ())) for record in results.records.values())
+def recorded_entries(results: ResultsFile) -> list[MemoryEntry]:
+    """The memory entries ``results`` records, in the order they were stored."""
+    return [entry_from_dict(raw) for record in results.records.values() for raw in record.get("memory_entries", ())]
