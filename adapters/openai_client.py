@@ -6,38 +6,35 @@ their own ``http_client``). The backend sends through a copy with the SDK's own 
 (``with_options(max_retries=0)``): the budgeted retry owns every attempt, so nothing is sent twice
 unseen. Answers are read as dicts by the same reader as the aiohttp backend (`parse_response`), so
 usage (cached, cache-write and reasoning tokens, ``service_tier``) means the same whichever transport
-carried it; the SDK's errors are mapped to the project's tree here, once, with the ``x-request-id``
-they carry; a 429's wait is its ``retry-after``, else OpenAI's ``x-ratelimit-reset-*``.
+carried it; the SDK's connection errors are mapped here, its error statuses by the same `error_of` as aiohttp's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import json
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from adapters.decisions import DecisionCounter
-from adapters.openai_compat import (
+from adapters.openai_wire import (
     NO_TIER_FOR_DECISIONS,
     REASONING_EFFORTS,
     Pace,
     combined,
+    error_of,
     is_loopback,
     parse_decision,
     parse_response,
-    parse_retry_after,
     reasoning_effort_for,
     request_body,
 )
 from adapters.token_counters import TiktokenCounter
-from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError, RateLimitError
+from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError
 from llm_anchors.extend import (
     CompletionParams,
     Completions,
-    PromptTooLongError,
-    RequestRejectedError,
     TokenCounter,
     UnreachableError,
     header_secrets,
@@ -172,6 +169,8 @@ class OpenAIClientBackend:
                 if mapped is None:
                     raise
                 raise mapped from None  # the SDK's error holds the server's body whole, secrets and all
+        if not callable(getattr(answer, "model_dump", None)):  # the SDK hands back a body it could not read
+            raise BadResponseError("answer is not JSON", classifier=self.identity, transient=True)
         said = answer.model_dump(mode="json", exclude_unset=True, warnings=False)  # read as said, NaN and all
         if self.endpoint == "decisions":
             return parse_decision("decisions", said, self.identity, params.answers)
@@ -193,36 +192,37 @@ def map_sdk_error(exc: BaseException, who: str, secrets: Sequence[str | None] = 
     """The openai SDK's error as the project's (None: not the SDK's), with ``secrets`` and anything shaped
     like a credential taken out of what the server said. A status error keeps the ``x-request-id`` the
     provider gave it, for its support."""
-    mapped = _mapped(exc, who)
+    mapped = _mapped(exc, who, secrets)
     return scrub(mapped, secrets) if mapped is not None else None
 
 
-def _mapped(exc: BaseException, who: str) -> BackendError | None:
+def _mapped(exc: BaseException, who: str, secrets: Sequence[str | None]) -> BackendError | None:
+    """What `adapters.http.mapped_errors` and `error_of` make of the same failure over aiohttp."""
     import openai
 
+    if not isinstance(exc, openai.APIError):
+        return None
+    where = shown_url(str(exc.request.url))
     if isinstance(exc, openai.APIConnectionError) and _never_left(exc):
-        return UnreachableError(f"{type(exc).__name__}: no connection could be made: {exc}", classifier=who)
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
-        return BackendTimeoutError(f"{type(exc).__name__}: {exc}", classifier=who)
+        return UnreachableError(f"no connection to {where}: {_cause(exc)}", classifier=who)
+    if isinstance(exc, openai.APITimeoutError):
+        return BackendTimeoutError(f"no answer from {where} in time", classifier=who)
+    if isinstance(exc, openai.APIConnectionError):
+        return BackendTimeoutError(f"connection to {where} dropped: {_cause(exc)}", classifier=who)
     if isinstance(exc, openai.APIResponseValidationError):
         return BadResponseError(f"unreadable answer: {exc}", classifier=who)
     if not isinstance(exc, openai.APIStatusError):
         return None
-    headers = exc.response.headers
-    request = f" (x-request-id {headers['x-request-id']})" if "x-request-id" in headers else ""
-    message = f"HTTP {exc.status_code}: {exc.message}{request}"
-    body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
-    said = body.get("error")
-    error: dict[str, Any] = said if isinstance(said, dict) else body
-    param, code = error.get("param"), error.get("code")
-    if exc.status_code == 429:
-        return RateLimitError(message, classifier=who, retry_after=_retry_after(headers))
-    if exc.status_code == 400:
-        param = param if isinstance(param, str) else None
-        if code == "context_length_exceeded" or param == "input_tokens":
-            return PromptTooLongError(message, classifier=who, param=param)
-        return RequestRejectedError(message, classifier=who, param=param)
-    return BackendError(message, classifier=who, status=exc.status_code)
+    try:
+        body = exc.response.text
+    except Exception:  # httpx's ResponseNotRead: what the SDK read of it
+        body = json.dumps(exc.body) if exc.body is not None else exc.message
+    return error_of(exc.status_code, body, exc.response.headers, who, where, secrets)
+
+
+def _cause(exc: BaseException) -> str:
+    """The name of the error under the SDK's (httpx's ConnectError, ReadError, ...)."""
+    return type(exc.__cause__ or exc.__context__ or exc).__name__
 
 
 _NOT_SENT = {"ConnectError", "ConnectTimeout", "ProxyError", "PoolTimeout", "UnsupportedProtocol"}
@@ -234,25 +234,3 @@ def _never_left(exc: BaseException) -> bool:
     errors, is `_NOT_SENT`): the request cannot have been billed."""
     cause = exc.__cause__ or exc.__context__
     return cause is not None and any(kind.__name__ in _NOT_SENT for kind in type(cause).__mro__)
-
-
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
-
-
-def _retry_after(headers: Any) -> float | None:
-    """When to try again after a 429: ``retry-after``, else the later of OpenAI's
-    ``x-ratelimit-reset-requests`` and ``-tokens`` (durations like "1s", "6m0s", "120ms")."""
-    said = parse_retry_after(headers.get("retry-after"))
-    if said is not None:
-        return said
-    resets = [_seconds(headers.get(f"x-ratelimit-reset-{kind}")) for kind in ("requests", "tokens")]
-    known = [r for r in resets if r is not None]
-    return max(known) if known else None
-
-
-def _seconds(value: str | None) -> float | None:
-    match = _DURATION.fullmatch(value.strip()) if value else None
-    if match is None or not any(match.groups()):
-        return None
-    h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
-    return h * 3600 + m * 60 + s + ms / 1000

@@ -17,28 +17,21 @@ import gzip
 import hashlib
 import importlib.util
 import os
+import tempfile
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from adapters.http import endpoint_url, mapped_errors
+from adapters.vllm_api import probe
 from llm_anchors import BackendError, BadResponseError, ConfigError
 from llm_anchors.extend import TokenCount, TokenCounter, shown_url
 
 __all__ = [
-    "FallbackCounter", "NoTokenizeError", "ServerTokenCounter", "TiktokenCounter", "endpoint_url", "fallback_counter",
+    "FallbackCounter", "NoTokenizeError", "ServerTokenCounter", "TiktokenCounter", "fallback_counter",
     "install_offline_encodings",
 ]  # fmt: skip
-
-
-def endpoint_url(base_url: str, path: str, *, root: bool = False) -> str:
-    """``path`` under ``base_url``, before its query (``…/v1?api-version=x`` + ``/completions`` is
-    ``…/v1/completions?api-version=x``); with ``root``, under the server's root (``/v1`` dropped)."""
-    parts = urlsplit(base_url)
-    base = parts.path.rstrip("/")
-    base = base.removesuffix("/v1") if root else base
-    return urlunsplit(parts._replace(path=base + path, fragment=""))
 
 
 _ENCODING_URLS = {
@@ -47,24 +40,35 @@ _ENCODING_URLS = {
 }
 
 
-def install_offline_encodings(cache: Path | None = None) -> Path:
-    """Unpack bpe-openai's encodings where tiktoken looks, and point tiktoken there."""
+def install_offline_encodings() -> Path:
+    """Unpack bpe-openai's encodings into the cache tiktoken reads (``$TIKTOKEN_CACHE_DIR``, else
+    ``$DATA_GYM_CACHE_DIR``, else its folder under the temporary directory), under the names it
+    looks for: tiktoken then never downloads them. Nothing of the process's environment is changed."""
     # Found without importing bpe_openai: its import warns (a deprecated importlib API).
     spec = importlib.util.find_spec("bpe_openai")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError("counting OpenAI tokens offline needs bpe-openai: pip install 'llm-anchors[openai]'")
     data = Path(list(spec.submodule_search_locations)[0]) / "data"
-    cache = cache or Path(os.environ.get("TIKTOKEN_CACHE_DIR") or Path.home() / ".cache" / "llm-anchors" / "tiktoken")
+    cache = _tiktoken_cache()
     cache.mkdir(parents=True, exist_ok=True)
     for name, url in _ENCODING_URLS.items():
         target = cache / hashlib.sha1(url.encode()).hexdigest()
         if not target.exists():
             blob = gzip.decompress((data / f"{name}.tiktoken.gz").read_bytes())
-            partial = target.with_suffix(".partial")
+            partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
             partial.write_bytes(blob)
             partial.replace(target)
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
     return cache
+
+
+def _tiktoken_cache() -> Path:
+    """The folder tiktoken reads its encodings from, found as tiktoken finds it (``tiktoken.load``)."""
+    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if name in os.environ:
+            if not os.environ[name]:
+                raise ConfigError(f"${name} is empty (tiktoken's cache off): counting offline needs its cache")
+            return Path(os.environ[name])
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
 
 
 class TiktokenCounter:
@@ -140,7 +144,9 @@ class ServerTokenCounter:
     llama-server and on vLLM. ``add_special`` counts the BOS token the
     server adds to a completion prompt. The counts of at most
     ``max_entries`` prompts are kept (least recently used dropped): a long
-    stream counts millions of distinct perturbations.
+    stream counts millions of distinct perturbations. Whether the server is
+    vLLM (its request shape) is ``vllm()``'s answer, the backend's own
+    (`OpenAICompatibleBackend.vllm`); by default the same probe, asked once.
     """
 
     def __init__(
@@ -151,12 +157,15 @@ class ServerTokenCounter:
         max_concurrency: int = 16,
         max_entries: int = 100_000,
         headers: dict[str, str] | None = None,
+        vllm: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         self.url = endpoint_url(base_url, "/tokenize", root=True)
+        self._base = base_url
         self._headers = dict(headers or {})  # the backend's (its key, a gateway's): never shown
         self.shown = shown_url(endpoint_url(base_url, "", root=True))  # for messages: no credential
         self.model = model
-        self._vllm = False  # llama-server's request shape first; vLLM's when it is refused
+        self._vllm = vllm or self._probe
+        self._probed: list[Any] = []  # the probe's answer, once asked
         self.max_concurrency = max_concurrency
         self.max_entries = max_entries
         self._cache: OrderedDict[str, int] = OrderedDict()
@@ -169,10 +178,11 @@ class ServerTokenCounter:
         if missing:
             semaphore = asyncio.Semaphore(self.max_concurrency)
             session = self._get_session()
+            vllm = await self._vllm() is not None
 
             async def one(prompt: str) -> None:
                 async with semaphore:
-                    counts[prompt] = await self._tokenize(session, prompt)
+                    counts[prompt] = await self._tokenize(session, prompt, vllm)
 
             await asyncio.gather(*(one(p) for p in missing))
         for prompt, n in counts.items():
@@ -182,17 +192,28 @@ class ServerTokenCounter:
             self._cache.popitem(last=False)
         return TokenCount([counts[p] for p in prompts])
 
-    async def _tokenize(self, session: Any, prompt: str) -> int:
-        import aiohttp
+    async def _probe(self) -> Any:
+        """The vLLM server at ``base_url`` (`adapters.vllm_api.probe`), None for any other; asked once."""
+        if not self._probed:
+            session = self._get_session()
 
-        try:
-            vllm = self._vllm  # as sent: calls in flight learn it together
-            status, raw = await self._post(session, prompt, vllm)
-            if status in (400, 422) and not vllm:
-                self._vllm = True
-                status, raw = await self._post(session, prompt, True)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise BackendError(f"/tokenize failed: {type(exc).__name__}", classifier=self.shown, status=503) from exc
+            async def get(url: str) -> Any:
+                with mapped_errors(url, self.shown):
+                    async with session.get(url) as response:
+                        return await response.json(content_type=None) if response.status == 200 else None
+
+            root = endpoint_url(self._base, "", root=True)
+            self._probed = [await probe(get, root, endpoint_url(self._base, ""), self.model or "")]
+        return self._probed[0]
+
+    async def _tokenize(self, session: Any, prompt: str, vllm: bool) -> int:
+        body: dict[str, Any] = {"content": prompt, "add_special": True}
+        if vllm:
+            body = {"model": self.model, "prompt": prompt, "add_special_tokens": True}
+        with mapped_errors(self.url, self.shown):
+            async with session.post(self.url, json=body) as response:
+                status = response.status
+                raw = None if status >= 400 else await response.json(content_type=None)
         if status in (404, 405, 501):  # no /tokenize here (a gateway, a proxy): counted another way
             raise NoTokenizeError(f"/tokenize answered {status}", classifier=self.shown, status=status)
         if status >= 400:
@@ -202,15 +223,6 @@ class ServerTokenCounter:
         if isinstance(raw, dict) and isinstance(raw.get("tokens"), list):
             return len(raw["tokens"])
         raise BadResponseError("/tokenize answer has no tokens", classifier=self.shown)
-
-    async def _post(self, session: Any, prompt: str, vllm: bool) -> tuple[int, Any]:
-        body: dict[str, Any] = {"content": prompt, "add_special": True}
-        if vllm:
-            body = {"model": self.model, "prompt": prompt, "add_special_tokens": True}
-        async with session.post(self.url, json=body) as response:
-            if response.status >= 400:
-                return response.status, None
-            return response.status, await response.json(content_type=None)
 
     def _get_session(self) -> Any:
         import aiohttp

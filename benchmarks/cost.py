@@ -37,7 +37,7 @@ from typing import Any
 
 from adapters.decisions import INSTRUCTIONS
 from adapters.llamacpp import DEFAULT_LABELS
-from adapters.openai_compat import reasoning_effort_for
+from adapters.openai_wire import reasoning_effort_for
 from adapters.token_counters import TiktokenCounter
 from llm_anchors import AnchorsExplainer, Budget, LLMClassifier, MAnchorsExplainer
 from llm_anchors.datasets import shuffled

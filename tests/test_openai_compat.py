@@ -2,7 +2,8 @@ import time
 
 import pytest
 
-from adapters.openai_compat import OpenAICompatibleBackend, parse_response, parse_retry_after
+from adapters.openai_compat import OpenAICompatibleBackend
+from adapters.openai_wire import parse_response, parse_retry_after
 from llm_anchors import (
     AnchorsExplainer,
     BackendError,
@@ -365,7 +366,7 @@ USAGE_SHAPES = {
 
 @pytest.mark.parametrize("shape", list(USAGE_SHAPES))
 def test_each_provider_s_usage_is_read_as_it_bills_it(shape):
-    from adapters.openai_compat import billed_usage
+    from adapters.openai_wire import billed_usage
 
     raw, expected = USAGE_SHAPES[shape]
     assert billed_usage(raw) == Charge(**expected)
@@ -466,7 +467,7 @@ async def test_a_server_that_serves_another_tier_than_asked_is_billed_at_it_with
 
 
 def test_a_call_split_over_tiers_is_billed_at_the_dearest_tier_said():
-    from adapters.openai_compat import _served_tier
+    from adapters.openai_wire import _served_tier
 
     assert _served_tier([None, None]) is None and _served_tier(["flex", None, "flex"]) == "flex"
     assert (

@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -16,6 +18,22 @@ async def test_tiktoken_works_offline_with_packaged_encodings(tmp_path, monkeypa
     assert counter.encoding.name == "o200k_base"
     assert TiktokenCounter("gpt-4").encoding.name == "cl100k_base"
     assert os.environ["TIKTOKEN_CACHE_DIR"] == str(tmp_path)
+
+
+def test_tiktoken_is_found_offline_where_tiktoken_looks_and_the_environment_is_left_alone(tmp_path):
+    """A fresh process (tiktoken keeps what it loaded) with no network: the encodings are unpacked where
+    tiktoken looks ($DATA_GYM_CACHE_DIR here), and no variable of the process's environment is written."""
+    code = (
+        "import asyncio, os; before = dict(os.environ)\n"
+        "from adapters.token_counters import TiktokenCounter\n"
+        "count = asyncio.run(TiktokenCounter('gpt-4o-mini', per_message=0).count(['hello world']))\n"
+        "print(count.tokens, dict(os.environ) == before)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"} | {"DATA_GYM_CACHE_DIR": str(tmp_path)}
+    env |= {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}  # a download would fail
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["[2]", "True"], done.stderr
+    assert any(tmp_path.iterdir())
 
 
 async def test_chat_overhead_is_added_per_prompt():
