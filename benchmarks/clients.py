@@ -65,7 +65,7 @@ async def one(kind: str, texts: list[str], cap: Decimal, fail_rate: float) -> di
                 explainer = MAnchorsExplainer(clf, seed=0, budget=budget, on_budget="return", retry=retry)
                 async with explainer:
                     forecast = await estimate(explainer, texts)
-                    report = await explain_resumable(explainer, texts, results, run_budget=budget)
+                    report = await explain_resumable(explainer, texts, results)
                 spent = budget.report().settled
             records = list(read_results(out).values())
         await client.close()

@@ -28,9 +28,7 @@ async def main(out: str, cap: int, kind: str) -> int:
     cache = QueryCache(out + ".cache.sqlite")
     with ResultsFile(out) as results, results.open_budget(max_queries=cap) as budget:
         async with explainer_type(clf, seed=0, budget=budget, on_budget="return", cache=cache) as explainer:
-            report = await explain_resumable(
-                explainer, TEXTS, results, memory_dir=out + ".memory", run_budget=budget, save_every=3
-            )
+            report = await explain_resumable(explainer, TEXTS, results, memory_dir=out + ".memory", save_every=3)
     return 3 if report.stopped == "budget" else 0
 
 

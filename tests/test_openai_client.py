@@ -180,7 +180,7 @@ async def test_estimate_run_and_report_through_the_users_client(tmp_path, azure)
             with results.open_budget(max_usd=Decimal("0.05")) as budget:
                 async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as explainer:
                     forecast = await estimate(explainer, texts)
-                    report = await explain_resumable(explainer, texts, results, run_budget=budget)
+                    report = await explain_resumable(explainer, texts, results)
                 spent = budget.report().settled
         await client.close()
     assert forecast.summary() and report.done_now == len(texts) and not report.faulted

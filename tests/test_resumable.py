@@ -89,7 +89,7 @@ async def test_a_cap_reached_at_an_input_s_first_query_stops_the_run_too(tmp_pat
         first = (await alone.explain(texts[0])).meta.queries  # what the first costs: the cap
     with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=first) as budget:
         async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as e:
-            report = await explain_resumable(e, texts, results, run_budget=budget)
+            report = await explain_resumable(e, texts, results)
     assert (report.stopped, report.done, budget.settled.queries) == ("budget", 1, first)
 
 
@@ -98,14 +98,14 @@ async def test_a_run_skips_what_is_done_and_stops_at_its_cap(tmp_path):
     clf = FunctionClassifier(keywords, name="kw")
     with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=70) as budget:
         async with AnchorsExplainer(clf, seed=0, budget=budget, on_budget="return") as explainer:
-            report = await explain_resumable(explainer, texts, results, run_budget=budget)
+            report = await explain_resumable(explainer, texts, results)
         assert report.stopped == "budget" and 0 < report.done < len(texts)
         assert budget.settled.queries <= 70 and all(not e.meta.budget_exhausted for _, e in results.explanations())
     done = report.done
     with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=100_000) as more:
         assert more.settled == budget.settled  # what the first session spent, read back from the journal
         async with AnchorsExplainer(clf, seed=0, budget=more, on_budget="return") as explainer:
-            rest = await explain_resumable(explainer, texts, results, run_budget=more)
+            rest = await explain_resumable(explainer, texts, results)
         assert (rest.done_before, rest.done_now, rest.stopped) == (done, len(texts) - done, "")
         assert [i for i, _ in results.explanations()] == list(range(len(texts)))
 
@@ -116,7 +116,7 @@ async def test_a_cap_per_input_ends_each_explanation_and_the_run_goes_on(tmp_pat
     with ResultsFile(tmp_path / "r.jsonl") as results, results.open_budget(max_queries=1000) as run:
         async with AnchorsExplainer(clf, seed=0, budget=run, on_budget="return") as e:
             report = await explain_resumable(
-                e, texts, results, run_budget=run, budget_per_input=lambda: Budget(max_queries=10, parent=run)
+                e, texts, results, budget_per_input=lambda: Budget(max_queries=10, parent=run)
             )
             found = [exp for _, exp in results.explanations()]
     assert (report.stopped, report.done) == ("", 3)  # each input's cap ends its explanation, not the run
@@ -129,13 +129,14 @@ async def test_a_run_s_spend_is_journaled_beside_its_results_or_it_does_not_star
     with ResultsFile(tmp_path / "r.jsonl") as results:
         async with AnchorsExplainer(clf, seed=0) as explainer:  # no cap: journaled all the same
             await explain_resumable(explainer, ["a good film"], results)
-            assert explainer.budget is None
+            assert explainer.budget is None  # the explainer is left as it was given
+            with pytest.raises(ConfigError, match="budget_per_input needs the run's budget"):
+                await explain_resumable(explainer, ["a good film", "a bad film"], results,
+                                        budget_per_input=lambda: Budget(max_queries=10))  # fmt: skip
         assert read_journal(results.journal).spent.queries == results.explanations()[0][1].meta.queries > 0
         elsewhere = Budget(max_queries=100)
         async with AnchorsExplainer(clf, seed=0, budget=elsewhere) as explainer:
             with pytest.raises(ConfigError, match="journaled beside its results"):
-                await explain_resumable(explainer, ["a good film", "a bad film"], results, run_budget=elsewhere)
-            with pytest.raises(ConfigError, match="through the run's budget"):
                 await explain_resumable(explainer, ["a good film", "a bad film"], results)
     assert elsewhere.settled == Charge()
 
@@ -205,7 +206,7 @@ async def test_a_journal_missing_or_cut_beside_results_is_refused(tmp_path):
     with ResultsFile(tmp_path / "r.jsonl") as results:
         budget = results.open_budget(max_queries=100_000)
         async with AnchorsExplainer(clf, seed=0, budget=budget) as explainer:
-            await explain_resumable(explainer, texts, results, run_budget=budget)
+            await explain_resumable(explainer, texts, results)
         budget.close()
     journal = tmp_path / "r.jsonl.budget.jsonl"
     whole = journal.read_bytes()

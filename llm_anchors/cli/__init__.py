@@ -127,11 +127,10 @@ class _Model:
         self.headers = _headers(args.header)
         if args.azure_endpoint:
             _check_azure(args)
-            args.base_url = [args.azure_endpoint]  # a server of the user's: nothing is started
         if args.base_url and args.serve:
             raise ConfigError("--serve starts the embedded LLM and --base-url names a server of yours: give one")
-        if args.base_url:  # a dollar cap that cannot price its model is refused now, before anything starts
-            self.classifier(args.base_url, args.model or "default")
+        if urls := _servers(args):  # a dollar cap that cannot price its model is refused now, before anything starts
+            self.classifier(urls, args.model or "default")
 
     def classifier(self, base_urls: list[str], model: str, *, embedded: bool = False) -> LLMClassifier:
         from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
@@ -394,7 +393,6 @@ async def _run_async(
                     texts,
                     results,
                     memory_dir=memory,
-                    run_budget=run_budget,
                     budget_per_input=per_text,
                     concurrent_inputs=args.inputs_at_once,
                     on_result=bar.update,
@@ -521,7 +519,7 @@ def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) ->
 @contextlib.contextmanager
 def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str, bool]]:
     """The servers' base URLs, the model's name, and whether it is the embedded local LLM (started here)."""
-    if args.base_url:
+    if _servers(args):
         yield _served_as(args)
         return
     if args.serve == "vllm":
@@ -541,13 +539,18 @@ def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str, bool]]:
 def _served_as(args: argparse.Namespace) -> tuple[list[str], str, bool]:
     """The servers, the model's name and whether it is the embedded LLM, as the options say (the embedded
     LLM's address is known once it starts: a placeholder until then)."""
-    if args.base_url:
-        return args.base_url, args.model or "default", False
+    if urls := _servers(args):
+        return urls, args.model or "default", False
     if args.serve == "vllm":
         from adapters.vllm import SERVED_NAME
 
         return ["http://127.0.0.1:1/v1"], args.model or SERVED_NAME, True
     return ["http://127.0.0.1:1/v1"], args.model or "gemma-3-270m-q4_k_m", True
+
+
+def _servers(args: argparse.Namespace) -> list[str]:
+    """The user's servers (``--base-url``, or ``--azure-endpoint``): none when the embedded LLM is started."""
+    return [args.azure_endpoint] if args.azure_endpoint else list(args.base_url or [])
 
 
 def _read_prompt(value: str) -> str:

@@ -12,7 +12,7 @@ from .._exceptions import LLMAnchorsError
 from ..explain.anchors import AnchorsExplainer
 from ..explain.manchors import MAnchorsExplainer
 from ..memory.store import MemoryEntry
-from ..money.budget import Budget
+from ..money.budget import Budget, SpendCap
 from ..run.resumable import invalid_reasons, run_config
 from .ledger import LedgerView
 from .memory import ActorMemory, Entries, ReplicaMemory
@@ -46,8 +46,7 @@ class Worker:
     def attach(self, ledger: Any, max_usd_per_input: Decimal | None, holder: Any) -> None:
         """Take the run's ledger as the cap (each input capped at ``max_usd_per_input`` too) and
         the run's memory: the memory actor ``holder``, or, given None, a replica."""
-        self.cap = LedgerView(ledger, self.owner)
-        self.explainer.budget = self.cap
+        self.cap = LedgerView(ledger, self.owner)  # each input's cap (`explain`): the explainer's own is not touched
         self.max_usd_per_input = max_usd_per_input
         if isinstance(self.explainer, MAnchorsExplainer):
             identity = self.explainer.memory_identity
@@ -78,7 +77,7 @@ class Worker:
         without Ray's remote traceback."""
         if self.view is not None:
             self.view.apply(accepted)
-        per_input = None
+        per_input: SpendCap | None = self.cap
         if self.max_usd_per_input is not None:
             per_input = Budget(max_usd=self.max_usd_per_input, parent=self.cap)
         try:

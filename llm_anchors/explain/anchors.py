@@ -169,11 +169,6 @@ class AnchorsExplainer:
         """The cap every call of this explainer reserves against (a `Budget`, or a Ray run's ledger)."""
         return self.engine.budget
 
-    @budget.setter
-    def budget(self, cap: SpendCap | None) -> None:
-        self.engine.budget = cap
-        self._fillers.set_budget(cap)
-
     def settings(self) -> Settings:
         """Every parameter that shapes an explanation, for its meta."""
         budget = self.engine.budget

@@ -8,7 +8,6 @@ from typing import TypeGuard
 from .._exceptions import ConfigError
 from ..models.classifier import Classifier
 from ..models.llm import LLMClassifier
-from ..money.budget import SpendCap
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Sampler
 from ..samplers.infill import Filler
@@ -71,10 +70,6 @@ class Fillers:
         assert isinstance(instance, TextInstance)
         engine = self.engine_for(sampler)
         return await sampler.prepare(instance, lambda prompts: engine.classify(prompts, stats))
-
-    def set_budget(self, cap: SpendCap | None) -> None:
-        for engine in self.engines.values():
-            engine.budget = cap
 
     async def aclose(self) -> None:
         for engine in self.engines.values():

@@ -11,6 +11,7 @@ so concurrent explanations sharing a `Budget` cannot race past the cap
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -24,8 +25,6 @@ from .._checks import check_dollars
 from .._exceptions import BudgetExceeded, ConfigError
 from .charge import Charge, disputed, implausible, minus
 from .journal import Journal, JournalState, plain, read_journal
-
-_HELD_WAIT_S = 0.02  # how often a reservation waiting for calls in flight to settle asks again
 
 __all__ = ["Budget", "BudgetReport", "Reservation", "SpendCap"]
 
@@ -143,6 +142,7 @@ class Budget:
         self._lock = threading.Lock()
         self._open: dict[int, Reservation] = {}
         self._held = Charge()  # the open reservations' sum, kept as they open and close: a check is O(1)
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []  # waiting for room
         self._written_off: dict[int, Reservation] = {}
         self._in_parent: dict[int, Reservation] = {}
         self._settled = Charge()
@@ -187,8 +187,9 @@ class Budget:
                 room = self._room(charge, wait)
                 if room and self.parent is None:
                     return self._hold(charge, None)
-            if not room:
-                await asyncio.sleep(_HELD_WAIT_S)
+                woken = None if room else self._waiter()
+            if woken is not None:
+                await self._until(woken)
                 continue
             assert self.parent is not None
             held = await self.parent.reserve(charge, wait=wait)
@@ -200,6 +201,27 @@ class Budget:
                     self.parent.release(held)
                     raise
             self.parent.release(held)
+
+    def _waiter(self) -> asyncio.Future[None]:
+        """A future woken when a held reservation ends (made under the lock: no ending is missed)."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        self._waiters.append((loop, woken))
+        return woken
+
+    async def _until(self, woken: asyncio.Future[None]) -> None:
+        try:
+            await woken
+        finally:
+            with self._lock:
+                self._waiters = [(loop, w) for loop, w in self._waiters if w is not woken]
+
+    def _wake(self) -> None:
+        """Wake every reservation waiting for room (under the lock; from any thread or event loop)."""
+        for loop, woken in self._waiters:
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits there any more
+                loop.call_soon_threadsafe(_set, woken)
+        self._waiters = []
 
     def _room(self, charge: Charge, wait: bool) -> bool:
         """Whether ``charge`` fits beside what is settled and held now (False: it fits once calls in
@@ -242,6 +264,7 @@ class Budget:
                 raise ConfigError(f"reservation {reservation.id} was already settled or released")
             else:
                 self._settled = self._settled + actual
+            self._wake()
             if actual.usd > reservation.charge.usd or actual.tokens > reservation.charge.tokens:
                 self._over += 1
             self._calls += 1
@@ -260,6 +283,7 @@ class Budget:
                 self._settled = minus(self._settled, held.charge)
             else:
                 return
+            self._wake()
             if (in_parent := self._in_parent.pop(reservation.id, None)) is not None and self.parent is not None:
                 self.parent.release(in_parent)
             if self._journal is not None:
@@ -272,6 +296,7 @@ class Budget:
         with self._lock:
             if (held := self._open.pop(reservation.id, None)) is not None:
                 self._held = minus(self._held, held.charge)
+                self._wake()
                 self._written_off[reservation.id] = held
                 self._settled = self._settled + held.charge
                 self._say_passed()
@@ -330,3 +355,8 @@ class Budget:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _set(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)

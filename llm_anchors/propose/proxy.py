@@ -102,12 +102,11 @@ class Proxy:
         budget: SpendCap | None, cap: SpendCap | None,
     ) -> ProxyRun:  # fmt: skip
         """The proxy classifier's search, before the model samples anything: its run, whose ``proposals``
-        the guided search tests. Its calls reserve against the explainer's ``budget`` and this
-        explanation's ``cap``; a call refused ends its search without proposals (``refused``)."""
+        the guided search tests. Its calls reserve against this explanation's ``cap``, else the
+        explainer's ``budget``; a call refused ends its search without proposals (``refused``)."""
         engine = self.engine
         assert engine is not None
-        engine.budget = budget
-        run = ProxyRun(stats=QueryStats(budget=cap))
+        run = ProxyRun(stats=QueryStats(budget=cap if cap is not None else budget))
 
         async def answer(requests: list[SampleRequest]) -> list[Samples]:
             drawn = await draw(sampler, instance, requests, rng)

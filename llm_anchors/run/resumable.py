@@ -162,7 +162,6 @@ async def explain_resumable(
     results: ResultsFile,
     *,
     memory_dir: str | Path | None = None,
-    run_budget: SpendCap | None = None,
     budget_per_input: Callable[[], SpendCap | None] | None = None,
     concurrent_inputs: int = 1,
     save_every: int = 10,
@@ -171,11 +170,12 @@ async def explain_resumable(
 ) -> RunReport:
     """Explain ``texts`` into ``results``, skipping the inputs it already holds.
 
-    ``run_budget`` (the explainer's budget, from `ResultsFile.open_budget`:
-    journaled beside the results) caps the whole run: when it refuses a call
-    the explanation it cut short is not recorded, the run stops with
-    ``stopped="budget"``, and the same call with a higher cap carries on.
-    Without one the run's spend is journaled all the same, uncapped. A MAnchors explainer's memory is
+    The explainer's budget (from `ResultsFile.open_budget`: journaled beside
+    the results) caps the whole run: when it refuses a call the explanation
+    it cut short is not recorded, the run stops with ``stopped="budget"``,
+    and the same call with a higher cap carries on. An explainer without one
+    spends through an uncapped budget journaled there all the same (each
+    input's, the explainer is left as it was given). A MAnchors explainer's memory is
     loaded from ``memory_dir`` if saved there, completed from the results
     file and saved (atomically) every ``save_every`` inputs and at the end,
     however the run ends. ``model``: what identifies the explained model
@@ -184,23 +184,22 @@ async def explain_resumable(
     recorded as failed and the run goes on.
     """
     results.check_inputs(texts)
-    own = results.open_budget() if run_budget is None and explainer.budget is None else None
-    if own is not None:  # the spend is journaled, capped or not
-        explainer.budget = run_budget = own
-    try:
-        _check_run_budget(explainer, run_budget, results)
-        with contextlib.ExitStack() as held:
-            if memory_dir is not None and isinstance(explainer, MAnchorsExplainer):
-                check_memory_dir(memory_dir)
-                held.enter_context(lock_memory(memory_dir))  # one run a memory: none overwrites another's
-            return await _explain_resumable(
-                explainer, texts, results, memory_dir, model, run_budget=run_budget, budget_per_input=budget_per_input,
-                concurrent_inputs=concurrent_inputs, save_every=save_every, on_result=on_result,
-            )  # fmt: skip
-    finally:
-        if own is not None:
-            explainer.budget = None
-            own.close()
+    _check_journaled(explainer.budget, results)
+    if explainer.budget is None and budget_per_input is not None:
+        raise ConfigError("budget_per_input needs the run's budget as their parent: give the explainer one "
+                          "from results.open_budget(...)")  # fmt: skip
+    with contextlib.ExitStack() as held:
+        run_budget = explainer.budget
+        if run_budget is None:  # the spend is journaled, capped or not: through each input's budget
+            own = held.enter_context(results.open_budget())
+            run_budget, budget_per_input = own, lambda: own
+        if memory_dir is not None and isinstance(explainer, MAnchorsExplainer):
+            check_memory_dir(memory_dir)
+            held.enter_context(lock_memory(memory_dir))  # one run a memory: none overwrites another's
+        return await _explain_resumable(
+            explainer, texts, results, memory_dir, model, run_budget=run_budget, budget_per_input=budget_per_input,
+            concurrent_inputs=concurrent_inputs, save_every=save_every, on_result=on_result,
+        )  # fmt: skip
 
 
 async def _explain_resumable(
@@ -256,15 +255,12 @@ async def _explain_resumable(
             save_memory(saving, str(memory_dir))
 
 
-def _check_run_budget(explainer: AnchorsExplainer, run_budget: SpendCap | None, results: ResultsFile) -> None:
-    """`ConfigError` unless the explainer's calls reserve on ``run_budget``, journaled beside ``results``."""
-    if run_budget is None or explainer.budget is not run_budget:
-        raise ConfigError("a run's explainer must spend through the run's budget: give it as run_budget= too")
-    if isinstance(run_budget, Budget) and (
-        run_budget.journal is None or run_budget.journal.resolve() != results.journal.resolve()
-    ):
+def _check_journaled(budget: SpendCap | None, results: ResultsFile) -> None:
+    """`ConfigError` unless ``budget`` (the explainer's) is None or journaled beside ``results``."""
+    if isinstance(budget, Budget) and (budget.journal is None or budget.journal.resolve() != results.journal.resolve()):
         raise ConfigError(
-            f"a run's budget is journaled beside its results ({results.journal}): use results.open_budget(...)"
+            f"a run's budget is journaled beside its results ({results.journal}): give the explainer "
+            "results.open_budget(...)"
         )
 
 
