@@ -9,7 +9,7 @@ import platform
 import resource
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from llm_anchors import AnchorsExplainer, MAnchorsExplainer, SearchParams
 from llm_anchors.datasets import shuffled
 from llm_anchors.explain import ProgressBar
 from llm_anchors.money import Charge, price_for
+from llm_anchors.propose import MemoryParams
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY = ("fresh_precision", "coverage", "length")
@@ -103,6 +104,16 @@ def add_comparison_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", action="store_true", help="the reference Anchors settings (root 1, all arms)")
     parser.add_argument("--certify", choices=["default", "strict"], default="default", help="the explainers' certify")
     parser.add_argument("--arms", choices=["top", "plausible"], default="top", help="the explainers' arms")
+
+
+def with_memory(options: dict[str, Any]) -> dict[str, Any]:
+    """MAnchors' keywords from a benchmark's flat options: the memory's (``tau_sim``, ``tau_mid``,
+    ``record``, ...) gathered into ``memory=MemoryParams(...)``, ``use_memory=False`` as ``memory=None``."""
+    names = {f.name for f in fields(MemoryParams)}
+    out = {k: v for k, v in options.items() if k not in names and k != "use_memory"}
+    on = options.get("use_memory", True)
+    out["memory"] = MemoryParams(**{k: v for k, v in options.items() if k in names}) if on else None
+    return out
 
 
 def tau_sim(args: argparse.Namespace, strategy: str) -> float:
@@ -202,7 +213,7 @@ async def explain_rows(
             "memory_certified": bool(exp.meta.memory and exp.meta.memory.certified),
             "memory_saved": exp.meta.memory.saved if exp.meta.memory else 0.0,
             "memory_lookup_s": exp.meta.memory.lookup_s if exp.meta.memory else None,
-            "memory_size": len(explainer.local_memory) if isinstance(explainer, MAnchorsExplainer) else None,
+            "memory_size": len(explainer.memory_proposer.local) if isinstance(explainer, MAnchorsExplainer) else None,
             "completion_tokens": exp.meta.cost.settled.completion_tokens,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_mb": rss_mb(),

@@ -67,7 +67,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         start = time.monotonic()
         watch = asyncio.ensure_future(_served(server, 1.0, served, start))
         schedule = asyncio.ensure_future(_schedule(server, args, phases))
-        async with MAnchorsExplainer(clf, seed=0, use_memory=False, budget=budget, retry=retry,
+        async with MAnchorsExplainer(clf, seed=0, memory=None, budget=budget, retry=retry,
                                      max_concurrency=16, on_budget="return") as explainer:  # fmt: skip
             done = [e async for e in explainer.explain_stream(texts, errors="yield", concurrent_inputs=4)]
             limiter = explainer.engine.limiter

@@ -1,7 +1,7 @@
 """What any memory could save on a stream: an oracle that proposes each input's anchor.
 
-`OracleExplainer` is MAnchors whose first proposal for an input, tested before the empty rule and final
-when certified, is the anchor an earlier run of the same stream found for it (``--oracle FILE`` of
+`oracle` is a proposer for MAnchors (``proposers=``) whose proposal for an input, tested before the
+empty rule and final when certified, is the anchor an earlier run of the same stream found for it (``--oracle FILE`` of
 `benchmarks.stream`, run with the memory off). Its cost is what a memory that always knew the answer
 would pay: the answer's certificate, nothing to find it. With ``--oracle-seen`` it proposes an anchor
 only when an earlier input of the stream, of the same label, had the same one: the most any memory of
@@ -11,18 +11,15 @@ earlier explanations could propose, proposed perfectly. Both are measuring devic
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from llm_anchors import MAnchorsExplainer
-from llm_anchors.extend import Proposer
+from llm_anchors.extend import Instance, Proposer
 from llm_anchors.propose import Proposals
 from llm_anchors.search.rules import Rule
 
-__all__ = ["OracleExplainer", "oracle_answers"]
+__all__ = ["oracle", "oracle_answers"]
 
 
 def oracle_answers(path: str | Path, *, seen_only: bool = False) -> dict[str, list[str]]:
@@ -51,23 +48,13 @@ def as_rule(words: Sequence[str], features: Sequence[str]) -> Rule | None:
     return frozenset(taken)
 
 
-class OracleExplainer(MAnchorsExplainer):
-    """MAnchors proposing, first and final, the anchor ``answers`` holds for each input (see the module)."""
+def oracle(answers: dict[str, list[str]]) -> Callable[[Instance, Hashable], Proposer | None]:
+    """The oracle as a proposer (``MAnchorsExplainer(proposers=[oracle(answers)])``): for each input (each
+    level of it), the anchor ``answers`` holds for its text, proposed before the empty rule and final when
+    certified; none for an input it holds none for."""
 
-    def __init__(self, *args: Any, answers: dict[str, list[str]], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.answers = answers
-        self._features: Sequence[str] = ()
-        self._query = ""
+    def propose(instance: Instance, label: Hashable) -> Proposer | None:
+        rule = as_rule(answers.get(instance.query, []), instance.features)
+        return Proposals("oracle", [rule], first=True, final=frozenset([rule])) if rule else None
 
-    async def _guided(self, run: Any, similar: Any, looked_up: Any) -> Any:
-        self._query, self._features = run.instance.query, run.instance.features
-        return await super()._guided(run, similar, looked_up)
-
-    def guided_search(
-        self, n_features: int, pool: np.ndarray, proposers: Sequence[Proposer] = (), *args: Any, **kwargs: Any
-    ) -> Any:
-        rule = as_rule(self.answers.get(self._query, []), self._features)
-        known = [rule] if rule else []
-        oracle = [Proposals("oracle", known, first=True, final=frozenset(known))] if known else []
-        return super().guided_search(n_features, pool, [*oracle, *proposers], *args, **kwargs)
+    return propose

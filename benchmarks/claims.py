@@ -80,7 +80,8 @@ def one(
             rng_proxy = np.random.default_rng([seed, 1])
             proposers.append(e.proxy.surrogate_proposer(sampler, instance, keys, "pos", rng_proxy, n_features))
         if remembered:
-            rules = tuple(dict.fromkeys(remembered[::-1]))[: e.max_proposals]  # the latest first, as many as it asks
+            most = e.memory_proposer.params.max_proposals  # the latest first, as many as it asks
+            rules = tuple(dict.fromkeys(remembered[::-1]))[:most]
             proposers += MemoryRules(exact=rules).proposers(first=True)  # as the memory proposes them
         search = e.guided_search(n_features, pool, proposers, rate_per_sample=document)
     else:

@@ -35,6 +35,7 @@ from ._common import (
     run_suffix,
     search_settings,
     tau_sim,
+    with_memory,
     write_json,
 )
 from ._models import train_digits
@@ -59,7 +60,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         sheet = [(stream[i], await plain.explain(stream[i])) for i in range(min(8, len(stream)))]
     memory_sampler = sampler()
     classifier = ImageClassifier(model.predict, memory_sampler, name="digits-mlp-manchors")
-    options = dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
+    options = with_memory(
+        dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
+    )
     async with MAnchorsExplainer(classifier, sampler=memory_sampler, seed=args.seed, **options) as memory:
         m = await explain_rows(memory, stream, order, args.fresh_samples, label="MAnchors")
     anchors_png = anchor_sheet(plain_sampler, sheet, result_path(f"image_digits_n{args.n}_anchors.png"))

@@ -41,7 +41,7 @@ async def _explained(folder: Path, distinct: int, data: str | None) -> list[str]
     """The results lines of ``distinct`` real explanations (the configuration line first)."""
     texts, _ = load_rt_polarity(data)
     chosen = texts[: distinct // 2] + texts[-(distinct - distinct // 2) :]
-    async with MAnchorsExplainer(FunctionClassifier(_keywords, name="keywords"), seed=0, use_memory=True) as e:
+    async with MAnchorsExplainer(FunctionClassifier(_keywords, name="keywords"), seed=0) as e:
         with ResultsFile(folder / "base.jsonl") as results:
             await explain_resumable(e, chosen, results)
     return (folder / "base.jsonl").read_text().splitlines()

@@ -41,7 +41,7 @@ import numpy as np
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import BaseClassifier, Batch, Classifier
-from llm_anchors.propose import GrowthParams, GuidedParams, ProxyParams, RecordSettings
+from llm_anchors.propose import GrowthParams, GuidedParams, ProxyParams, RecordParams
 from llm_anchors.samplers import SentenceEmbedder
 from llm_anchors.samplers.words import WORD
 
@@ -58,10 +58,11 @@ from ._common import (
     short_order,
     stage_markdown,
     tau_sim,
+    with_memory,
     write_json,
 )
 from ._models import train_text_rf, train_youtube_rf
-from .ceiling import OracleExplainer, oracle_answers
+from .ceiling import oracle, oracle_answers
 
 PAPER: dict[str, dict[str, Any]] = {
     "rf": {"speedup": 1.69, "sampling_reduction": 0.32},
@@ -183,11 +184,10 @@ async def run_manchors(
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
     options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **search_settings(args))
     options.update(manchors_options(args))
-    explainer: Callable[..., MAnchorsExplainer] = MAnchorsExplainer
     if args.oracle:
-        explainer = OracleExplainer
-        options["answers"] = oracle_answers(args.oracle, seen_only=args.oracle_seen)
-    async with explainer(make(f"manchors-{strategy}-{tau_sim}-{tau_mid}"), seed=args.seed, **options) as m:
+        options["proposers"] = [oracle(oracle_answers(args.oracle, seen_only=args.oracle_seen))]
+    name = f"manchors-{strategy}-{tau_sim}-{tau_mid}"
+    async with MAnchorsExplainer(make(name), seed=args.seed, **with_memory(options)) as m:
         label = f"MAnchors {strategy} τ_sim {tau_sim} τ_mid {tau_mid}"
         return await explain_rows(
             m, stream, order, args.fresh_samples, label=label, verbose=args.verbose, server_rss=rss
@@ -377,7 +377,7 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
     is None, "true" and "false" booleans: ``use_memory=true``; ``guided.NAME`` a field of `GuidedParams`,
-    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`, ``record.NAME`` of `RecordSettings`,
+    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`, ``record.NAME`` of `RecordParams`,
     ``search.NAME`` of the run's `SearchParams`)."""
     out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
     nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}, "record": {}, "search": {}}
@@ -394,7 +394,7 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     if nested["growth"]:
         out["growth"] = GrowthParams(**nested["growth"])
     if nested["record"]:
-        out["record"] = RecordSettings(**nested["record"])
+        out["record"] = RecordParams(**nested["record"])
     if nested["proxy"]:
         out["proxy_params"] = ProxyParams(**nested["proxy"])
     if nested["search"]:

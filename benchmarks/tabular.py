@@ -30,6 +30,7 @@ from ._common import (
     run_suffix,
     search_settings,
     tau_sim,
+    with_memory,
     write_json,
 )
 from ._models import train_adult
@@ -53,7 +54,9 @@ async def run_model(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     async with TabularExplainer(model.predict, sampler, seed=args.seed, name=f"{kind}-anchors", **settings) as plain:
         a = await explain_rows(plain, rows, order, args.fresh_samples, label=f"{kind} Anchors")
     classifier = TabularClassifier(model.predict, sampler, name=f"{kind}-manchors")
-    options = dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
+    options = with_memory(
+        dict(strategy=args.strategy, tau_sim=tau_sim(args, args.strategy), tau_mid=args.tau_mid, **settings)
+    )
     async with MAnchorsExplainer(classifier, sampler=sampler, seed=args.seed, **options) as memory:
         m = await explain_rows(memory, rows, order, args.fresh_samples, label=f"{kind} MAnchors")
     return {"accuracy": accuracy, "anchors": a, "manchors": m}

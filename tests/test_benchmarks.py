@@ -227,21 +227,22 @@ def test_the_power_benchmark_refuses_what_it_cannot_measure(argv, capsys):
 def test_the_memorys_ceiling_proposes_the_known_anchor_first_and_pays_only_its_certificate(tmp_path):
     import asyncio
 
-    from benchmarks.ceiling import OracleExplainer, as_rule, oracle_answers
+    from benchmarks.ceiling import as_rule, oracle, oracle_answers
     from llm_anchors import FunctionClassifier, MAnchorsExplainer
     from tests.conftest import needs_all
 
     text = "this is a good and great movie with a fine plot overall"
 
-    async def explain(cls, **kw):
+    async def explain(**kw):
         clf = FunctionClassifier(needs_all("good", "great"), name="good-and-great")
-        async with cls(clf, seed=0, use_memory=False, **kw) as explainer:
+        async with MAnchorsExplainer(clf, seed=0, memory=None, **kw) as explainer:
             return await explainer.explain(text)
 
-    alone = asyncio.run(explain(MAnchorsExplainer))
+    alone = asyncio.run(explain())
     assert sorted(alone.data.anchor) == ["good", "great"]
-    told = asyncio.run(explain(OracleExplainer, answers={text: ["great", "good"]}))
+    told = asyncio.run(explain(proposers=[oracle({text: ["great", "good"]})]))
     assert sorted(told.data.anchor) == ["good", "great"] and told.meta.queries < alone.meta.queries
+    assert "oracle" in told.meta.stages  # its tests are counted under its name
     assert as_rule(["good", "nowhere"], text.split()) is None
     rows = [{"text": t, "label": 1, "anchor": a} for t, a in [("a b", ["a"]), ("a c", ["a"]), ("d", [])]]
     path = tmp_path / "run.json"

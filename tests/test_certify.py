@@ -46,7 +46,7 @@ def true_precision(anchor: tuple[str, ...]) -> float:
 @pytest.mark.parametrize("kind", [AnchorsExplainer, MAnchorsExplainer])
 async def test_strict_anchors_hold_tau_for_a_model_of_known_precision_where_default_ones_fall_below(kind):
     anchors = {}
-    memory = {"use_memory": False} if kind is MAnchorsExplainer else {}  # one input, many seeds: no repeat
+    memory = {"memory": None} if kind is MAnchorsExplainer else {}  # one input, many seeds: no repeat
     for certify in ("default", "strict"):
         async with kind(
             FunctionClassifier(known_precision, name="known"), search=SearchParams(certify=certify), **memory

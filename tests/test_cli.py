@@ -114,7 +114,7 @@ def test_run_with_nothing_left_to_do_starts_no_server(tmp_path, capsys):
     ]
     options = commands.parser().parse_args(args)  # the configuration this command records
     kind, settings = commands._explainer(options)
-    with kind(commands._Model(options).classifier(options.base_url, "default"), **settings) as explainer:
+    with kind(commands.Model(options).classifier(options.base_url, "default"), **settings) as explainer:
         config = run_config(explainer, model={"base_url": options.base_url, "served": None})
     with ResultsFile(tmp_path / "out.jsonl") as results:
         results.check_journal().touch()
@@ -734,7 +734,7 @@ async def test_explain_runs_manchors_guided_search_and_anchors_only_when_told(tm
         baseline = json.loads(out)
         backend = OpenAICompatibleBackend(server.base_url, "m", max_request_size=8)
         clf = LLMClassifier(backend, PROMPT, ["negative", "positive"], price=__import__("llm_anchors").extend.FREE)
-        async with MAnchorsExplainer(clf, seed=0, use_memory=False) as product:
+        async with MAnchorsExplainer(clf, seed=0, memory=None) as product:
             expected = await product.explain(sentence)
     assert guided["meta"]["explainer"] == "MAnchorsExplainer" and baseline["meta"]["explainer"] == "AnchorsExplainer"
     assert guided["meta"]["queries"] == expected.meta.queries < baseline["meta"]["queries"]

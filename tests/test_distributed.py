@@ -64,7 +64,7 @@ def hosted(url):
 
 
 def manchors():
-    return MAnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0, use_memory=True)
+    return MAnchorsExplainer(FunctionClassifier(keywords, name="kw"), seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -134,7 +134,7 @@ def test_a_library_prints_nothing_unless_asked():
 
     code = (
         "from llm_anchors import FunctionClassifier, MAnchorsExplainer\n"
-        "m = MAnchorsExplainer(FunctionClassifier(lambda t: [0] * len(t), name='z'), seed=0, use_memory=True)\n"
+        "m = MAnchorsExplainer(FunctionClassifier(lambda t: [0] * len(t), name='z'), seed=0)\n"
         "m.explain_sync('a good film')\n"
         "m.close()\n"
     )

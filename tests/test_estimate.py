@@ -61,7 +61,7 @@ async def test_estimate_explains_its_pilot_and_forecasts_the_rest():
     assert forecast.queries_low <= forecast.queries_expected <= forecast.queries_high
     assert "pilot of 4 inputs" in forecast.summary() and set(forecast.to_dict()) >= {"queries_low", "usd_high"}
     assert "with plain Anchors (the beam search)" in forecast.summary()
-    async with MAnchorsExplainer(labels, seed=0, use_memory=False) as guided:
+    async with MAnchorsExplainer(labels, seed=0, memory=None) as guided:
         assert (await estimate(guided, texts, seed=1)).explainer == "MAnchors' guided search, no memory"
 
 

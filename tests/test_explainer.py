@@ -309,7 +309,7 @@ class _Watching(TextSampler):
 @pytest.mark.parametrize("kind", [AnchorsExplainer, MAnchorsExplainer])
 async def test_the_search_and_the_draws_run_off_the_event_loop(kind):
     """A long input's search steps and renderings take CPU; the loop must stay free to serve signals."""
-    from llm_anchors.explain.explaining import drive
+    from llm_anchors.search.drive import drive
 
     loop_thread = threading.current_thread()
     sampler = _Watching(loop_thread)
@@ -477,9 +477,7 @@ async def test_an_explainer_asked_for_a_second_opinion_records_it_paid_and_apart
     assert "2nd opinion" not in render(plain)
     for strategy in ("guided", "paper"):  # MAnchors' searches, memory hit or not, ask it as well
         clf = FunctionClassifier(good_and_long)
-        m = MAnchorsExplainer(
-            clf, seed=0, strategy=strategy, use_memory=True, second_opinion=SecondOpinion("delete", samples=300)
-        )
+        m = MAnchorsExplainer(clf, seed=0, strategy=strategy, second_opinion=SecondOpinion("delete", samples=300))
         first, second = [await m.explain(t) for t in (text, "a good and lovely film")]
         assert second.meta.memory_hit and all(e.data.second_opinion is not None for e in (first, second))
     with pytest.raises(ConfigError, match="this explainer's own"):
@@ -511,9 +509,10 @@ async def test_a_second_opinion_the_cap_refuses_leaves_the_anchor_and_marks_the_
 
 def test_the_memory_is_kept_per_perturbation():
     clf = FunctionClassifier(needs_all("good"), name="kw")
-    unk, delete = (MAnchorsExplainer(clf, perturbation=p, use_memory=True) for p in ("unk", "delete"))
-    assert unk.memory_scope != delete.memory_scope and unk.memory_scope.endswith("perturbation:unk")
-    assert unk.memory.scope == unk.memory_scope and unk.memory_identity[2] == unk.memory_scope
+    unk, delete = (MAnchorsExplainer(clf, perturbation=p) for p in ("unk", "delete"))
+    scope = unk.memory_proposer.scope
+    assert scope != delete.memory_proposer.scope and scope.endswith("perturbation:unk")
+    assert unk.memory.scope == scope and unk.memory_proposer.identity[2] == scope
 
 
 def fill_or_sentiment(prompt: str) -> str:

@@ -92,7 +92,7 @@ async def test_the_red_square_is_the_anchor(sampler, tmp_path):
 
 
 async def test_manchors_maps_superpixels_onto_the_shifted_square(sampler):
-    m = MAnchorsExplainer(ImageClassifier(predict, sampler), sampler=sampler, seed=0, use_memory=True)
+    m = MAnchorsExplainer(ImageClassifier(predict, sampler), sampler=sampler, seed=0)
     first = await m.explain(picture())
     assert first.meta.memory_hit is False and len(m.memory) == 1
     assert len(m.memory.entries[0].rule_vectors[0]) == 9  # colour mean and spread, centre, size

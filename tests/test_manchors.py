@@ -1,5 +1,5 @@
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
@@ -12,7 +12,7 @@ from llm_anchors import (
     SearchParams,
 )
 from llm_anchors.explain import Stage
-from llm_anchors.propose import GrowthParams, GuidedParams
+from llm_anchors.propose import GrowthParams, GuidedParams, MemoryParams
 from llm_anchors.samplers import SentenceEmbedder, TextInstance
 from llm_anchors.search import fewest_agreeing
 from tests.conftest import needs_all
@@ -39,7 +39,9 @@ def clf():
 
 
 def manchors(embedder, **kw):
-    return MAnchorsExplainer(clf(), seed=0, embedder=embedder, **{"use_memory": True, **kw})
+    """MAnchors on ``clf()``; a `MemoryParams` field among ``kw`` goes into its ``memory``."""
+    memory = {k: kw.pop(k) for k in [k for k in kw if k in {f.name for f in fields(MemoryParams)}]}
+    return MAnchorsExplainer(clf(), seed=0, embedder=embedder, **{"memory": MemoryParams(**memory), **kw})
 
 
 STRATEGIES = ["guided", "paper"]
@@ -90,7 +92,7 @@ async def test_paper_pruning_weighs_every_word_of_the_ht_rule_against_the_rule_w
     assert await pruned(MAnchorsExplainer(always, seed=0, embedder=embedder, strategy="paper"), [3]) == []
     # A margin keeps only the words whose removal costs more precision than it (here 0.5 → 0.25).
     m = manchors(embedder, strategy="paper", prune_margin=0.4)
-    assert await pruned(m, [3]) == [] and m.settings().memory.prune_margin == 0.4
+    assert await pruned(m, [3]) == [] and m.settings().memory.memory.prune_margin == 0.4
 
 
 async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
@@ -111,16 +113,14 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
 
 
 async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder):
-    m = MAnchorsExplainer(
-        FunctionClassifier(needs_all("great"), name="great"), seed=0, embedder=embedder, use_memory=True
-    )
+    m = MAnchorsExplainer(FunctionClassifier(needs_all("great"), name="great"), seed=0, embedder=embedder)
     await m.explain("a great movie with a good plot")
     assert m.memory.entries[0].anchor_features == ("great",)
     # Same label, similar sentence, but the word that anchored before is absent: HT maps it elsewhere.
     exp = await m.explain("a great film with a fine plot")
     assert exp.meta.memory_hit and exp.data.anchor == ("great",)
     m2 = MAnchorsExplainer(  # seed 1: the record's seeded coin asks the memory on this input (0 keeps it as control)
-        FunctionClassifier(needs_all("plot"), name="plot"), seed=1, embedder=embedder, use_memory=True
+        FunctionClassifier(needs_all("plot"), name="plot"), seed=1, embedder=embedder
     )
     m2.memory.add(replace(m.memory.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
     exp = await m2.explain("a great movie with a good plot")
@@ -209,11 +209,11 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
 
 async def test_the_memory_is_on_by_default_and_off_the_guided_search_grows_alone(embedder):
     on = MAnchorsExplainer(clf(), seed=0, embedder=embedder)  # as it comes: it looks up, and remembers
-    assert (await on.explain(STREAM[0])).meta.settings.memory.use_memory and len(on.memory) == 1
-    m = MAnchorsExplainer(clf(), seed=0, embedder=embedder, use_memory=False)
+    assert (await on.explain(STREAM[0])).meta.settings.memory.memory is not None and len(on.memory) == 1
+    m = MAnchorsExplainer(clf(), seed=0, embedder=embedder, memory=None)
     first, second = await m.explain_many(STREAM[:2])
     assert first.meta.memory_hit is None and second.meta.memory_hit is None and len(m.memory) == 0
-    assert first.meta.settings.memory.use_memory is False and first.data.success
+    assert first.meta.settings.memory.memory is None and first.data.success
     assert first.meta.proxy is None and first.meta.settings.memory.proxy is None  # growth alone
 
 
@@ -226,8 +226,12 @@ def test_bad_settings(embedder):
         {"search": "strict"},
         {"max_proposals": -1},
         {"proxy": "llm"},
-        {"use_memory": "yes"},
-        {"strategy": "paper", "use_memory": False},
+        {"memory": "yes"},
+        {"strategy": "paper", "memory": None},
+        {"strategy": "paper", "tau_first": 0.5},  # "paper" refuses what it would ignore
+        {"strategy": "paper", "growth": GrowthParams(lookahead=0.9)},
+        {"strategy": "paper", "proposers": [lambda instance, label: None]},
+        {"prune_margin": 0.3},  # and "guided" the paper's pruning
     ):
         with pytest.raises(ConfigError):
             manchors(embedder, **bad)
@@ -263,7 +267,7 @@ async def test_an_exact_repeat_is_the_explanation_already_made_at_no_query(embed
     assert Explanation.from_json(again.to_json()) == again
     other = await m.explain(STREAM[1])  # not a repeat: another text
     assert other.meta.queries > 0 and not other.meta.memory.repeat
-    off = MAnchorsExplainer(clf(), seed=0, embedder=embedder, use_memory=False)
+    off = MAnchorsExplainer(clf(), seed=0, embedder=embedder, memory=None)
     await off.explain(STREAM[0])
     searched = await off.explain(STREAM[0])  # without the memory it searches again (its labels cached)
     assert searched.meta.memory is None or not searched.meta.memory.repeat
@@ -296,12 +300,13 @@ async def test_a_run_pays_for_each_distinct_text_once_even_when_resumed(tmp_path
 
 
 def test_every_memory_setting_is_recorded_whole(embedder):
-    from llm_anchors.propose import RecordSettings
+    from llm_anchors.propose import RecordParams
 
-    m = manchors(embedder, record=RecordSettings(explore=0.2), max_repeats=5, tau_first=0.5)
-    recorded = m.settings().memory
-    assert recorded.record == RecordSettings(explore=0.2) and recorded.max_repeats == 5 and recorded.tau_first == 0.5
-    assert recorded.index == {"ef": 64, "m": 16, "per_key": 64}
+    m = manchors(embedder, record=RecordParams(explore=0.2), max_repeats=5, tau_first=0.5)
+    settings = m.settings().memory
+    recorded = settings.memory
+    assert recorded == MemoryParams(tau_sim=0.4, record=RecordParams(explore=0.2), max_repeats=5, tau_first=0.5)
+    assert settings.index == {"ef": 64, "m": 16, "per_key": 64}
     with pytest.raises(ConfigError):
         manchors(embedder, max_repeats=-1)
 
@@ -315,3 +320,24 @@ async def test_an_input_left_to_growth_by_the_record_names_no_proposal(embedder)
     assert control and asked  # half of each while the record warms up
     assert all(e.meta.memory.proposals == () and not e.meta.memory.certified for e in control)
     assert all(e.meta.memory.proposals for e in asked)
+
+
+async def test_a_users_proposer_runs_inside_the_engine_and_is_recorded(embedder):
+    """The guide's lexicon: its rule is judged like any other (paid through the engine, counted under its
+    name among the explanation's queries), and the settings name the proposer."""
+    from llm_anchors.extend import Proposals
+
+    def lexicon(instance, label):
+        cues = [i for i, word in enumerate(instance.features) if word in {"good", "great"}]
+        return Proposals("lexicon", [frozenset(cues)]) if cues else None
+
+    text = "a good and great film with a plot that runs long"
+    helped = MAnchorsExplainer(clf(), seed=0, embedder=embedder, memory=None, proposers=[lexicon])
+    alone = MAnchorsExplainer(clf(), seed=0, embedder=embedder, memory=None)
+    told, grown = await helped.explain(text), await alone.explain(text)
+    assert sorted(told.data.anchor) == sorted(grown.data.anchor) == ["good", "great"]
+    assert told.meta.stages["lexicon"].queries > 0 and "lexicon" not in grown.meta.stages
+    assert sum(stage.queries for stage in told.meta.stages.values()) + 1 == told.meta.queries  # + the input
+    assert told.meta.settings.memory.proposers == (f"{__name__}.{lexicon.__qualname__}",)
+    with pytest.raises(ConfigError, match="callables"):
+        MAnchorsExplainer(clf(), embedder=embedder, proposers=[Proposals("x", [])])

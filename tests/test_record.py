@@ -1,7 +1,7 @@
 import pytest
 
 from llm_anchors import ConfigError
-from llm_anchors.propose import ProposerRecord, RecordSettings
+from llm_anchors.propose import ProposerRecord, RecordParams
 
 
 def test_saved_is_what_a_control_input_paid_less_an_asked_one_times_the_asked():
@@ -17,7 +17,7 @@ def test_saved_is_what_a_control_input_paid_less_an_asked_one_times_the_asked():
 
 
 def test_the_draw_is_seeded_by_the_input_and_the_arms_follow_the_record():
-    settings = RecordSettings(explore=0.2, warm_up=2)
+    settings = RecordParams(explore=0.2, warm_up=2)
     record = ProposerRecord()
     keys = [f"input {i}" for i in range(400)]
     warming = [record.ask(settings, 0, k) for k in keys]
@@ -34,13 +34,13 @@ def test_the_draw_is_seeded_by_the_input_and_the_arms_follow_the_record():
 
 
 def test_a_record_that_chance_alone_makes_positive_moves_the_share_a_little():
-    settings = RecordSettings(explore=0.1, warm_up=2)
+    settings = RecordParams(explore=0.1, warm_up=2)
     record = ProposerRecord()
     for asked, queries in ((True, 20), (True, 400), (False, 30), (False, 420)):  # a little cheaper, all noise
         record.add(asked, queries, certified=False)
     assert record.saved > 0 and 0.0 < record.gain() < 0.2
     assert 0.15 < record.chance(settings) < 0.5  # below half: not by a standard error
-    assert 0.5 < record.chance(RecordSettings(warm_up=2, margin=0.0)) < 0.6
+    assert 0.5 < record.chance(RecordParams(warm_up=2, margin=0.0)) < 0.6
 
 
 def test_a_proposer_that_makes_most_inputs_cheaper_and_a_few_much_dearer_is_not_favoured():
@@ -49,10 +49,10 @@ def test_a_proposer_that_makes_most_inputs_cheaper_and_a_few_much_dearer_is_not_
         record.add(True, 2_000 if i % 10 == 0 else 90, certified=True)  # cheaper 9 times in 10 ...
         record.add(False, 100, certified=False)
     assert record.saved < 0 and record.gain() < 0  # ... dearer in sum
-    assert record.chance(RecordSettings()) < 0.5
+    assert record.chance(RecordParams()) < 0.5
 
 
 @pytest.mark.parametrize("bad", [{"explore": -0.1}, {"explore": 0.6}, {"warm_up": -1}, {"margin": -1.0}])
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ConfigError):
-        RecordSettings(**bad)
+        RecordParams(**bad)

@@ -232,7 +232,7 @@ async def test_inputs_that_could_not_be_explained_are_counted_and_listed(tmp_pat
 
 async def test_the_report_says_what_the_memory_did(tmp_path):
     texts = TEXTS[:6] + TEXTS[:3]  # three exact repeats
-    explainer = MAnchorsExplainer(FunctionClassifier(predict, name="keywords"), seed=0, use_memory=True)
+    explainer = MAnchorsExplainer(FunctionClassifier(predict, name="keywords"), seed=0)
     async with explainer:
         with ResultsFile(tmp_path / "r.jsonl") as results:
             await explain_resumable(explainer, texts, results)

@@ -65,7 +65,7 @@ def explainer(url, embedder):
     backend = OpenAICompatibleBackend(url, "fake", timeout=0.5, max_request_size=8)
     classifier = Gate(LLMClassifier(backend, PROMPT, LABELS))
     retry = RetryPolicy(max_attempts=30, initial_wait=0.01, max_wait=0.05, jitter=0.01)
-    return MAnchorsExplainer(classifier, seed=0, embedder=embedder, retry=retry, max_concurrency=8, use_memory=True)
+    return MAnchorsExplainer(classifier, seed=0, embedder=embedder, retry=retry, max_concurrency=8)
 
 
 @pytest.fixture(scope="module")

@@ -112,9 +112,7 @@ async def test_the_known_anchor_is_recovered_with_fresh_precision(sampler):
 
 
 async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
-    m = MAnchorsExplainer(
-        TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0, use_memory=True
-    )
+    m = MAnchorsExplainer(TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0)
     first = await m.explain([90.0, "blue", 0.3])
     assert first.meta.memory_hit is False and len(m.memory) == 1
     entry = m.memory.entries[0]
@@ -125,8 +123,6 @@ async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
     assert set(second.data.positions) == {0, 1}
     assert await m.estimate_precision([95.0, "blue", 1.9], second.data.positions) >= 0.95
     m.save(tmp_path)
-    again = MAnchorsExplainer(
-        TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0, use_memory=True
-    )
+    again = MAnchorsExplainer(TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0)
     again.load(tmp_path)
     assert again.memory.entries == m.memory.entries

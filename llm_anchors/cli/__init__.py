@@ -8,27 +8,23 @@ import asyncio
 import contextlib
 import functools
 import json
-import os
 import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigError, LLMAnchorsError
-from .._secrets import redact, shown_url
+from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer
 from ..explain.manchors import MAnchorsExplainer
 from ..explain.meta import SecondOpinion
 from ..explain.progress import ProgressBar
-from ..models.backend import CompletionParams
-from ..models.llm import LLMClassifier
 from ..models.retry import RetryPolicy
 from ..money.budget import Budget
 from ..money.journal import read_journal
-from ..money.pricing import FREE, load_prices
+from ..propose.memory import MemoryParams
 from ..query.cache import QueryCache
 from ..run.estimate import Forecast, estimate
 from ..run.inputs import read_inputs
@@ -38,6 +34,7 @@ from ..run.results import ResultsFile
 from ..run.resumable import RunReport, explain_resumable, invalid_reasons, recorded_entries, run_config
 from ..samplers.text import TextSampler
 from ..search.params import SearchParams
+from .model import Model, backend, model_identity, served_as
 from .options import parser
 from .render import ProgressLine, render
 
@@ -117,94 +114,6 @@ def _kept_beside(journal: Path) -> Callable[[int], str]:
     return lambda _: f"what was finished is kept beside {journal.name}; remove the cause and run the same command"
 
 
-class _Model:
-    """The explained model as the options say: its prompt, labels, price and servers."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.prompt = _read_prompt(args.prompt) if args.prompt else None
-        self.prices = load_prices(args.price_file) if args.price_file else None  # read before anything starts
-        self.headers = _headers(args.header)
-        if args.azure_endpoint:
-            _check_azure(args)
-        if args.base_url and args.serve:
-            raise ConfigError("--serve starts the embedded LLM and --base-url names a server of yours: give one")
-        if urls := _servers(args):  # a dollar cap that cannot price its model is refused now, before anything starts
-            self.classifier(urls, args.model or "default")
-
-    def classifier(self, base_urls: list[str], model: str, *, embedded: bool = False) -> LLMClassifier:
-        from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-        from adapters.openai_compat import OpenAICompatibleBackend
-
-        args = self.args
-        labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
-        backend: Any
-        if args.azure_endpoint:
-            backend = _azure_backend(args, model, self.headers)
-        else:
-            backend = OpenAICompatibleBackend(
-                base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout,
-                service_tier=args.service_tier, reasoning_effort=args.reasoning_effort or "auto",
-                headers=self.headers, price_as=args.price_as,
-            )  # fmt: skip
-        price = FREE if embedded or args.free else None
-        params = None
-        if args.max_output_tokens is not None:
-            reasons = backend.reasoning_effort is not None
-            base = CompletionParams.for_reasoning() if reasons else CompletionParams()
-            params = replace(base, max_tokens=args.max_output_tokens)
-        prompt = self.prompt or DEFAULT_PROMPT
-        clf = LLMClassifier(backend, prompt, labels, params=params, price=price, prices=self.prices)
-        if args.max_usd is not None and not clf.price.known:
-            raise ConfigError(
-                f"--max-usd cannot cap model {model!r} at {', '.join(base_urls)}: it has no price (served on this "
-                "machine under a name the price table lacks). Give its price (--price-file) or declare it free (--free)"
-            )
-        return clf
-
-
-def _headers(given: list[str]) -> dict[str, str]:
-    """``--header 'Name: value'`` options as a dict; `ConfigError` naming the header, never its value."""
-    headers = {}
-    for line in given:
-        name, colon, value = line.partition(":")
-        if not colon or not name.strip():
-            raise ConfigError("--header takes 'Name: value' (a name, a colon, the value)")
-        headers[name.strip()] = value.strip()
-    return headers
-
-
-def _check_azure(args: argparse.Namespace) -> None:
-    """`ConfigError` for an Azure OpenAI call that could not be sent: before anything starts."""
-    if args.base_url or args.serve:
-        raise ConfigError("--azure-endpoint names the server: give no --base-url or --serve with it")
-    missing = [flag for flag, value in (("--api-version", args.api_version), ("--model", args.model)) if not value]
-    if missing:
-        raise ConfigError(f"--azure-endpoint needs {' and '.join(missing)} (the deployment's name as --model)")
-    if not os.environ.get("AZURE_OPENAI_API_KEY"):
-        raise ConfigError("--azure-endpoint needs the key in $AZURE_OPENAI_API_KEY")
-    if args.endpoint not in ("auto", "chat"):
-        raise ConfigError("--azure-endpoint sends chat completions: --endpoint must be chat (or auto)")
-
-
-def _azure_backend(args: argparse.Namespace, deployment: str, headers: dict[str, str]) -> Any:
-    """The deployment on Azure OpenAI, through the openai package's `AsyncAzureOpenAI`."""
-    from adapters.openai_client import OpenAIClientBackend
-
-    try:
-        import openai
-    except ImportError as exc:
-        raise ConfigError("--azure-endpoint needs the openai package: pip install 'llm-anchors[openai]'") from exc
-    client = openai.AsyncAzureOpenAI(
-        azure_endpoint=args.azure_endpoint, api_version=args.api_version,
-        api_key=os.environ["AZURE_OPENAI_API_KEY"], default_headers=headers or None,
-    )  # fmt: skip
-    return OpenAIClientBackend(
-        client, deployment, price_as=args.price_as, timeout=args.timeout,
-        service_tier=args.service_tier, reasoning_effort=args.reasoning_effort or "auto",
-    )  # fmt: skip
-
-
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seed": args.seed,
@@ -247,7 +156,7 @@ def _explainer(args: argparse.Namespace) -> tuple[type[AnchorsExplainer], dict[s
     kept (`_memory_dir`); plain Anchors with ``--anchors``."""
     if getattr(args, "anchors", False):
         return AnchorsExplainer, _settings(args)
-    return MAnchorsExplainer, {**_settings(args), "use_memory": _memory_dir(args) is not None}
+    return MAnchorsExplainer, {**_settings(args), "memory": MemoryParams() if _memory_dir(args) is not None else None}
 
 
 def _cap(args: argparse.Namespace) -> Budget | None:
@@ -258,12 +167,12 @@ def _cap(args: argparse.Namespace) -> Budget | None:
 
 
 async def _explain(args: argparse.Namespace) -> int:
-    model = _Model(args)
+    model = Model(args)
     memory = _memory_dir(args)
     if memory is not None:
         check_memory_dir(memory)  # before any server starts
     kind, settings = _explainer(args)
-    with _backend(args) as (base_urls, name, embedded):
+    with backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
         async with kind(clf, budget=_cap(args), on_budget=args.on_budget, **settings) as explainer:
             with contextlib.ExitStack() as kept:
@@ -292,8 +201,8 @@ def _calls_made(calls: int) -> str:
 async def _check(args: argparse.Namespace) -> int:
     sampler = _sampler(args)
     positions, coarse, instance = sampler.rule_of(args.text, args.anchor)  # refused before any model starts
-    model = _Model(args)
-    with _backend(args) as (base_urls, name, embedded):
+    model = Model(args)
+    with backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
         async with AnchorsExplainer(clf, budget=_cap(args), **_settings(args)) as explainer:
             try:
@@ -322,7 +231,7 @@ def _run(args: argparse.Namespace) -> int:
     failed), `EXIT_CAP`, `EXIT_FAULTS`, `EXIT_STOPPED`, 130/143 on SIGINT/SIGTERM (everything finished
     is kept); `EXIT_REFUSED` for anything refused before money was spent."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
-    model = _Model(args)
+    model = Model(args)
     memory = _memory_dir(args)
     if memory is not None:
         check_memory_dir(memory)
@@ -362,7 +271,7 @@ def _run(args: argparse.Namespace) -> int:
 
 async def _run_async(
     args: argparse.Namespace,
-    model: _Model,
+    model: Model,
     memory: str | None,
     texts: list[str],
     results: ResultsFile,
@@ -376,14 +285,14 @@ async def _run_async(
         return await _run_on_ray(args, model, memory, texts, results)
     with (
         results.open_budget(max_usd=args.max_usd, max_queries=args.max_queries) as run_budget,
-        _backend(args) as (base_urls, name, embedded),
+        backend(args) as (base_urls, name, embedded),
         contextlib.closing(_label_cache(results.path)) as cache,
     ):
         per_text = None
         if args.max_usd_per_text is not None:
             per_text = lambda: Budget(max_usd=args.max_usd_per_text, parent=run_budget)  # noqa: E731
         clf = model.classifier(base_urls, name, embedded=embedded)
-        identity = await _identity(clf, embedded)
+        identity = await model_identity(clf, embedded)
         kind, settings = _explainer(args)
         options = {**settings, "budget": run_budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
@@ -400,13 +309,13 @@ async def _run_async(
                 )
 
 
-def _check_recorded(args: argparse.Namespace, model: _Model, results: ResultsFile) -> None:
+def _check_recorded(args: argparse.Namespace, model: Model, results: ResultsFile) -> None:
     """Refuse, before any server starts, a run whose settings differ from those recorded in its results
     file (what its server says it serves is checked once it runs): a finished --out answered "all done"
     to any configuration."""
     if results.config is None:
         return
-    urls, name, embedded = _served_as(args)
+    urls, name, embedded = served_as(args)
     kind, settings = _explainer(args)
     explainer = kind(model.classifier(urls, name, embedded=embedded), **settings)  # nothing is sent
     try:
@@ -421,27 +330,11 @@ def _label_cache(out: Path) -> QueryCache:
     return QueryCache(f"{out}.cache.sqlite", if_damaged="set aside")  # only labels: a damaged one is begun again
 
 
-async def _identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
-    """What tells this model from another under the same name: the embedded model's file, or the
-    servers' addresses and what they say they serve."""
-    from adapters.llamacpp import find_model
-    from adapters.openai_compat import OpenAICompatibleBackend
-
-    backend = clf.backend
-    if embedded and isinstance(backend, OpenAICompatibleBackend) and (vllm := await backend.vllm()) is not None:
-        from adapters.vllm import find_model as converted
-
-        return {"embedded": converted().name, "vllm": vllm.version}
-    if embedded or not isinstance(backend, OpenAICompatibleBackend):
-        return {"embedded": find_model().name}
-    return {"base_url": [shown_url(u) for u in backend.base_urls], "served": await backend.served_models()}
-
-
 async def _estimate(args: argparse.Namespace) -> int:
     """`llm-anchors estimate`: a seeded pilot under the run's cap (journaled beside ``--out``, refused
     where `run` would refuse), its labels in the run's cache, the rest forecast."""
     texts = read_inputs(args.input, args.format, args.text_field, args.text_column)
-    model = _Model(args)
+    model = Model(args)
     if (memory := _memory_dir(args)) is not None:
         check_memory_dir(memory)
     with ResultsFile(Path(args.out)) as results:
@@ -456,14 +349,14 @@ async def _estimate(args: argparse.Namespace) -> int:
     return EXIT_CAP if forecast.partial else 0
 
 
-async def _pilot(args: argparse.Namespace, model: _Model, texts: list[str], results: ResultsFile) -> Forecast:
+async def _pilot(args: argparse.Namespace, model: Model, texts: list[str], results: ResultsFile) -> Forecast:
     with (
         results.open_budget(max_usd=args.max_usd, max_queries=args.max_queries) as budget,
-        _backend(args) as (base_urls, name, embedded),
+        backend(args) as (base_urls, name, embedded),
         contextlib.closing(_label_cache(results.path)) as cache,
     ):
         clf = model.classifier(base_urls, name, embedded=embedded)
-        identity = await _identity(clf, embedded)
+        identity = await model_identity(clf, embedded)
         kind, settings = _explainer(args)
         options = {**settings, "budget": budget, "on_budget": "return", "cache": cache}
         async with kind(clf, **options) as explainer:
@@ -478,10 +371,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 async def _run_on_ray(
-    args: argparse.Namespace, model: _Model, memory: str | None, texts: list[str], results: ResultsFile
+    args: argparse.Namespace, model: Model, memory: str | None, texts: list[str], results: ResultsFile
 ) -> RunReport:
     """`llm-anchors run --ray`: the same run, its inputs spread over Ray workers."""
-    from ..distributed.pool import RayPool, explain_resumable_on_ray, import_ray
+    from ..distributed.pool import RayPool, import_ray
+    from ..distributed.run import explain_resumable_on_ray
 
     import_ray()
     _label_cache(results.path).close()  # a damaged cache is set aside here, once, not by every worker
@@ -490,8 +384,8 @@ async def _run_on_ray(
         "max_usd": args.max_usd, "max_queries": args.max_queries, "max_usd_per_input": args.max_usd_per_text,
         "journal": results.check_journal(), "memory_dir": memory, "address": address,
     }  # fmt: skip
-    with _backend(args) as (base_urls, name, embedded):
-        identity = await _identity(model.classifier(base_urls, name, embedded=embedded), embedded)
+    with backend(args) as (base_urls, name, embedded):
+        identity = await model_identity(model.classifier(base_urls, name, embedded=embedded), embedded)
         make = functools.partial(_ray_explainer, args, model, base_urls, name, embedded, str(results.path.resolve()))
         async with RayPool(make, workers=args.workers, **options) as pool:
             budget = pool.budget
@@ -501,7 +395,7 @@ async def _run_on_ray(
 
 
 def _ray_explainer(
-    args: argparse.Namespace, model: _Model, base_urls: list[str], name: str, embedded: bool, out: str
+    args: argparse.Namespace, model: Model, base_urls: list[str], name: str, embedded: bool, out: str
 ) -> AnchorsExplainer:
     """A worker's explainer (built in the worker: its own connections and cache handle)."""
     clf = model.classifier(base_urls, name, embedded=embedded)
@@ -514,50 +408,3 @@ def _stop(task: asyncio.Task[Any] | None, number: int, stopped_by: list[int]) ->
     stopped_by.append(int(number))
     if task is not None:
         task.cancel()
-
-
-@contextlib.contextmanager
-def _backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str, bool]]:
-    """The servers' base URLs, the model's name, and whether it is the embedded local LLM (started here)."""
-    if _servers(args):
-        yield _served_as(args)
-        return
-    if args.serve == "vllm":
-        from adapters.vllm import VllmServer
-
-        print("starting the local LLM (Gemma 3 270M on vLLM, about a minute)…", file=sys.stderr, flush=True)
-        with VllmServer() as vllm:
-            yield [vllm.base_url], _served_as(args)[1], True
-        return
-    from adapters.llamacpp import LlamaServer
-
-    print("starting the local LLM (Gemma 3 270M on llama-server)…", file=sys.stderr, flush=True)
-    with LlamaServer() as server:
-        yield [server.base_url], _served_as(args)[1], True
-
-
-def _served_as(args: argparse.Namespace) -> tuple[list[str], str, bool]:
-    """The servers, the model's name and whether it is the embedded LLM, as the options say (the embedded
-    LLM's address is known once it starts: a placeholder until then)."""
-    if urls := _servers(args):
-        return urls, args.model or "default", False
-    if args.serve == "vllm":
-        from adapters.vllm import SERVED_NAME
-
-        return ["http://127.0.0.1:1/v1"], args.model or SERVED_NAME, True
-    return ["http://127.0.0.1:1/v1"], args.model or "gemma-3-270m-q4_k_m", True
-
-
-def _servers(args: argparse.Namespace) -> list[str]:
-    """The user's servers (``--base-url``, or ``--azure-endpoint``): none when the embedded LLM is started."""
-    return [args.azure_endpoint] if args.azure_endpoint else list(args.base_url or [])
-
-
-def _read_prompt(value: str) -> str:
-    """The template itself, or with ``@FILE`` the file's text; `ConfigError` when it cannot be read."""
-    if not value.startswith("@"):
-        return value
-    try:
-        return Path(value[1:]).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--prompt {value}: cannot read the prompt file ({type(exc).__name__}: {exc})") from exc

@@ -10,7 +10,8 @@ actor: the cap holds for the whole run) and, for MAnchors, one memory.
 
 from .ledger import LedgerView
 from .memory import ActorMemory, ReplicaMemory
-from .pool import PoolStats, RayPool, explain_distributed, explain_resumable_on_ray
+from .pool import PoolStats, RayPool
+from .run import explain_distributed, explain_resumable_on_ray
 
 __all__ = [
     "ActorMemory", "LedgerView", "RayPool", "ReplicaMemory", "PoolStats", "explain_distributed",

@@ -26,7 +26,7 @@ import json
 import os
 import subprocess
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from types import ModuleType
@@ -35,18 +35,18 @@ from typing import Any, Literal, overload
 from .._exceptions import ConfigError
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
-from ..explain.manchors import as_repeat
+from ..explain.repeats import as_repeat
 from ..memory.store import MemoryEntry, RuleMemory
 from ..money.budget import Budget, BudgetReport
 from ..run.memory_dir import check_memory_dir, load_memory, lock_memory
 from ..run.results import ResultsFile
-from ..run.resumable import RunReport, Stream, missing_entries, resume
+from ..run.resumable import missing_entries
 from .ledger import Ledger, LedgerView
 from .memory import Entries, MemoryHolder, memory_at
 from .watchdog import watch_ray
 from .worker import Worker
 
-__all__ = ["RayPool", "PoolStats", "explain_distributed", "explain_resumable_on_ray"]
+__all__ = ["PoolStats", "RayPool"]
 
 RAY_MISSING = "explaining on Ray needs ray: pip install 'llm-anchors[ray]'"
 
@@ -465,44 +465,6 @@ def _on_this_node(ray: ModuleType) -> Any:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-
-
-async def explain_resumable_on_ray(
-    pool: RayPool,
-    texts: Sequence[Any],
-    results: ResultsFile,
-    *,
-    save_every: int = 10,
-    on_result: Callable[[int, Explanation, RunReport], None] | None = None,
-    model: Mapping[str, Any] | None = None,
-) -> RunReport:
-    """`explain_resumable` over a started `RayPool`: the inputs ``results`` lacks, recorded
-    as they finish; the run's ledger caps it (give it ``results.check_journal()`` as its
-    journal), its memory is saved every ``save_every`` inputs."""
-    config = await pool.config(model=dict(model or {}))
-    results.check_inputs(texts)
-    results.check_config(config)  # before the memory is touched
-    await pool.remember(results)
-    for index, explanation in results.explanations():  # what the file holds answers an exact repeat
-        pool.recall(texts[index], explanation)
-
-    def stream(todo: list[int]) -> Stream:
-        return pool.explain_stream((texts[i] for i in todo), errors="yield")
-
-    return await resume(
-        results, texts, config, pool.invalid, stream, run_budget=pool.budget, new_entries=lambda: pool.last_stored,
-        save=pool.save_memory, save_every=save_every, on_result=on_result,
-    )  # fmt: skip
-
-
-async def explain_distributed(
-    texts: Iterable[Any], make_explainer: Callable[[], AnchorsExplainer], *, workers: int = 2, **options: Any
-) -> AsyncIterator[Explanation]:
-    """Explain ``texts`` on ``workers`` Ray workers, yielding explanations in input
-    order; ``options`` are `RayPool`'s (caps, journal, memory_dir, address)."""
-    async with RayPool(make_explainer, workers=workers, **options) as pool:
-        async for exp in pool.explain_stream(texts):
-            yield exp
 
 
 def _said(text: Any) -> str:

@@ -33,7 +33,7 @@ class Worker:
     def memory_identity(self) -> tuple[int, str, str] | None:
         """A MAnchors explainer's memory (dims, embedder, model); None for plain Anchors."""
         e = self.explainer
-        return e.memory_identity if isinstance(e, MAnchorsExplainer) else None
+        return e.memory_proposer.identity if isinstance(e, MAnchorsExplainer) else None
 
     def config(self, more: dict[str, Any]) -> dict[str, Any]:
         """The run configuration of this worker's explainer (see `run_config`)."""
@@ -49,9 +49,9 @@ class Worker:
         self.cap = LedgerView(ledger, self.owner)  # each input's cap (`explain`): the explainer's own is not touched
         self.max_usd_per_input = max_usd_per_input
         if isinstance(self.explainer, MAnchorsExplainer):
-            identity = self.explainer.memory_identity
+            identity = self.explainer.memory_proposer.identity
             self.view = ActorMemory(holder) if holder is not None else ReplicaMemory(*identity)
-            self.explainer.memory = self.view
+            self.explainer.memory_proposer.use(self.view)  # its one door
 
     def pid(self) -> int:
         return os.getpid()

@@ -4,19 +4,22 @@ from ..propose.proxy import Proxy, ProxyRun
 from .anchors import AnchorsExplainer
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .image import ImageExplainer
-from .manchors import MAnchorsExplainer
+from .manchors import MAnchorsExplainer, ProposerFactory
 from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
+from .options import ExplainerOptions
 from .progress import Progress, ProgressBar, StreamProgress
 from .tabular import TabularExplainer
 
 __all__ = [
     "AnchorData",
     "AnchorsExplainer",
+    "ExplainerOptions",
     "Cost",
     "Explanation",
     "ImageExplainer",
     "Level",
     "MAnchorsExplainer",
+    "ProposerFactory",
     "MemorySettings",
     "MemoryUse",
     "Meta",

@@ -13,23 +13,23 @@ from .._checks import check_int
 from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, NoLabelError
 from .._secrets import redact
 from .._sync import SyncRunner, close_when_dropped, in_thread, sync_twin
-from .._version import __version__
 from ..models.classifier import UNPARSED, Classifier, as_classifier
 from ..models.retry import RetryPolicy
 from ..money.budget import SpendCap
 from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
-from ..samplers.base import Instance, Refines, Sampler
+from ..samplers.base import Instance, Refines, Sampler, draw
 from ..samplers.text import Perturbation, TextSampler
 from ..samplers.text_instance import TextInstance
 from ..search.base import SampleRequest, Samples, Search, SearchResult
 from ..search.beam import BeamSearch
 from ..search.certify import Certifier
+from ..search.drive import drive
 from ..search.params import SearchParams
 from ..search.rules import Rule, covers, make_rule
-from .explaining import SEEDING, STRICT_RECHECK, Explaining, asked_again, draw, drive, input_seed, scope
+from .explaining import STRICT_RECHECK, Explaining, Made, asked_again, assemble, input_seed, scope
 from .explanation import Explanation, Level, Opinion
-from .meta import Cost, Meta, SecondOpinion, Settings
+from .meta import SecondOpinion, Settings
 from .perturbing import Fillers, infills, opinion_sampler
 from .progress import Progress, StreamProgress, stream_reporter
 from .stream import InputError, in_order
@@ -493,29 +493,7 @@ class AnchorsExplainer:
         return Progress(run.samples, s.queries, s.cache_hits, s.settled, elapsed)
 
     def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
-        """Assemble the explanation; ``extra`` adds meta fields (MAnchors). A model that answered a text
-        two ways voids the certificate: ``success`` is False (the claim says why)."""
-        data = run.data(result, self.n_examples, self.sampler.describe(run.instance))
-        recheck = extra.get("determinism")
-        if recheck is not None and recheck.changed:
-            data = replace(data, success=False)
-        meta = Meta(
-            explainer=self.name,
-            version=__version__,
-            classifier=self.classifier.identity,
-            settings=self.settings(),
-            seed=run.run_seed if run.run_seed is not None else run.seed,
-            input_seed=run.seed,
-            seeding=SEEDING,
-            in_flight=self.engine.in_flight(),
-            samples=run.samples,
-            queries=run.stats.queries,
-            wall_time_s=time.perf_counter() - run.started,
-            cost=Cost.of(run.stats),
-            unparsed=run.unparsed,
-            budget_exhausted=run.budget_exhausted,
-            stages=dict(run.stages),
-            infill=Cost.of(run.infill) if infills(self.sampler) or infills(self._second) else None,
-            **extra,
-        )
-        return Explanation(meta, data)
+        """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""
+        infill = infills(self.sampler) or infills(self._second)
+        made = Made(self.name, self.classifier.identity, self.settings(), self.engine.in_flight(), infill)
+        return assemble(run, result, made, self.n_examples, self.sampler.describe(run.instance), **extra)

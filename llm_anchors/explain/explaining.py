@@ -5,27 +5,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import warnings
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from .._exceptions import ConfigError, NondeterminismWarning
-from .._sync import in_thread
+from .._version import __version__
 from ..models.classifier import Label
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.text_instance import TextInstance
-from ..search.base import SampleRequest, Samples, SearchResult
+from ..search.base import SearchResult
 from ..search.certify import Certifier
 from ..search.rules import make_rule
-from .explanation import AnchorData, Level, Opinion
-from .meta import Recheck, Stage
+from .explanation import AnchorData, Explanation, Level, Opinion
+from .meta import Cost, Meta, Recheck, Settings, Stage
 from .progress import Progress
 
-__all__ = ["SEEDING", "STRICT_RECHECK", "Explaining", "asked_again", "draw", "drive", "input_seed", "movers", "scope"]
+__all__ = ["SEEDING", "STRICT_RECHECK", "Explaining", "asked_again", "input_seed", "movers", "scope"]
 
 R = TypeVar("R")
 STRICT_RECHECK = 5
@@ -170,35 +171,44 @@ def movers(features: Sequence[str], effects: Sequence[float]) -> tuple[tuple[str
     return tuple((features[f], round(effects[f], 4)) for f in ranked[:3] if effects[f] > 0)
 
 
-async def draw(
-    sampler: Sampler, instance: Any, requests: Sequence[SampleRequest], rng: np.random.Generator
-) -> list[tuple[list[str], np.ndarray]]:
-    """The perturbations a round of requests asks for, rendered in request order (in a worker thread: a long
-    input's texts take milliseconds each to render)."""
-    return await in_thread(lambda: [sampler.sample(instance, r.rule, r.n, rng) for r in requests])
+@dataclass(frozen=True)
+class Made:
+    """Who made an explanation, and how: the explainer's name, the model's identity, the settings, the
+    texts in flight it settled on, and whether an infill filler was asked."""
+
+    explainer: str
+    classifier: str
+    settings: Settings
+    in_flight: tuple[int, int] | None
+    infill: bool
 
 
-async def drive(
-    search: Generator[list[SampleRequest], list[Samples], R],
-    answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
-) -> R:
-    """Run a search generator (Anchors', the proxy's), answering each round of requests with ``answer``.
-
-    Each step of the search (its fits, bounds and choices: CPU that grows with the input) runs in a worker
-    thread, so the event loop goes on serving other explanations, signals and cancellation meanwhile."""
-    done, value = await in_thread(_step, search, None)
-    while not done:
-        done, value = await in_thread(_step, search, await answer(value))
-    result: R = value
-    return result
-
-
-def _step(
-    search: Generator[list[SampleRequest], list[Samples], Any], answers: list[Samples] | None
-) -> tuple[bool, Any]:
-    """One step of ``search`` (its first when ``answers`` is None): (False, its next requests), or (True, its
-    result) once it returned. StopIteration cannot cross a thread into a future, so it becomes a value here."""
-    try:
-        return False, next(search) if answers is None else search.send(answers)
-    except StopIteration as stop:
-        return True, stop.value
+def assemble(
+    run: Explaining, result: SearchResult, made: Made, n_examples: int, described: str, **extra: Any
+) -> Explanation:
+    """The explanation of ``run`` that found ``result``; ``extra`` adds meta fields (MAnchors). A model
+    that answered a text two ways voids the certificate: ``success`` is False (the claim says why)."""
+    data = run.data(result, n_examples, described)
+    recheck = extra.get("determinism")
+    if recheck is not None and recheck.changed:
+        data = replace(data, success=False)
+    meta = Meta(
+        explainer=made.explainer,
+        version=__version__,
+        classifier=made.classifier,
+        settings=made.settings,
+        seed=run.run_seed if run.run_seed is not None else run.seed,
+        input_seed=run.seed,
+        seeding=SEEDING,
+        in_flight=made.in_flight,
+        samples=run.samples,
+        queries=run.stats.queries,
+        wall_time_s=time.perf_counter() - run.started,
+        cost=Cost.of(run.stats),
+        unparsed=run.unparsed,
+        budget_exhausted=run.budget_exhausted,
+        stages=dict(run.stages),
+        infill=Cost.of(run.infill) if made.infill else None,
+        **extra,
+    )
+    return Explanation(meta, data)

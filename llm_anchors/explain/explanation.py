@@ -22,7 +22,8 @@ from ..money.charge import Charge
 from ..money.pricing import Price
 from ..propose.growth import GrowthParams
 from ..propose.guided import GuidedParams
-from ..propose.record import RecordSettings
+from ..propose.memory import MemoryParams
+from ..propose.record import RecordParams
 from ..propose.search import ProxyParams
 from ..samplers.text_instance import TextInstance
 from ..search.bandit import kl_lower_bound, kl_upper_bound
@@ -256,7 +257,10 @@ def _meta(raw: dict[str, Any]) -> Meta:
         recorded["guided"] = GuidedParams(**recorded["guided"])
         recorded["growth"] = GrowthParams(**recorded.get("growth", {}))
         recorded["proxy_params"] = ProxyParams(**recorded["proxy_params"]) if recorded.get("proxy_params") else None
-        recorded["record"] = RecordSettings(**recorded.get("record", {}))
+        if recorded.get("memory") is not None:
+            params = dict(recorded["memory"])
+            recorded["memory"] = MemoryParams(**{**params, "record": RecordParams(**params.get("record", {}))})
+        recorded["proposers"] = tuple(recorded.get("proposers", ()))
         settings["memory"] = MemorySettings(**recorded)
     if settings.get("price") is not None:
         settings["price"] = Price(**settings["price"])

@@ -1,19 +1,21 @@
 """MAnchors' guided search (`GuidedSearch`) and what suggests the rules it tests; only its certifier certifies.
 
 Siblings behind the `Proposer` protocol, each with its settings frozen and recorded whole:
-growth (`Growth`, `GrowthParams`: the search's own), the memory (`recalled` rules as `Proposals`, its
-settings `MemorySettings`), the surrogate (`SurrogateProposer`) and a classifier named as proxy
-(`llm_anchors.propose.proxy.Proxy`, exported by `llm_anchors.explain`: it runs on the explainer's
-engine; `ProxyParams`). A proposer's record on a stream (`ProposerRecord`) says whether to ask it.
+growth (`Growth`, `GrowthParams`: the search's own), the memory (`MemoryProposer`, `MemoryParams`: it
+looks an input up, proposes `recalled` rules as `Proposals`, remembers), the surrogate
+(`SurrogateProposer`) and a classifier named as proxy (`Proxy`, on an engine of its own;
+`ProxyParams`). A proposer's record on a stream (`ProposerRecord`, `RecordParams`) says whether to
+ask it; what each did for an input is `MemoryUse` and `ProxyUse`.
 """
 
 from .base import Draw, Guide, Judge, Proposals, Proposer, Step
 from .growth import Growth, GrowthParams, credit
 from .guided import GuidedParams, GuidedSearch
-from .memory import MemoryRules, near, recalled
-from .record import ProposerRecord, RecordSettings
+from .memory import MemoryParams, MemoryProposer, MemoryRules, near, recalled
+from .record import ProposerRecord, RecordParams
 from .search import ProxyParams, ProxyProposal, proxy_search
 from .surrogate import Surrogate, SurrogateFit, SurrogateProposer
+from .use import MemoryUse, ProxyUse
 
 __all__ = [
     "Draw",
@@ -23,13 +25,17 @@ __all__ = [
     "Judge",
     "GuidedParams",
     "GuidedSearch",
+    "MemoryParams",
+    "MemoryProposer",
     "MemoryRules",
+    "MemoryUse",
     "Proposals",
     "Proposer",
     "ProposerRecord",
     "ProxyParams",
     "ProxyProposal",
-    "RecordSettings",
+    "ProxyUse",
+    "RecordParams",
     "Step",
     "Surrogate",
     "SurrogateFit",

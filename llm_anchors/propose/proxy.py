@@ -32,16 +32,17 @@ from typing import Any
 import numpy as np
 
 from .._exceptions import BudgetExceeded
-from ..explain.explaining import draw, drive
-from ..explain.meta import Cost, ProxyUse
 from ..models.classifier import Classifier, as_classifier
 from ..money.budget import SpendCap
+from ..query.cost import Cost
 from ..query.engine import QueryEngine, QueryStats
-from ..samplers.base import Instance, Sampler
+from ..samplers.base import Instance, Sampler, draw
 from ..search.base import SampleRequest, Samples, SearchResult
+from ..search.drive import drive
 from ..search.rules import Rule
 from .search import ProxyParams, ProxyProposal, proxy_search
 from .surrogate import Surrogate, SurrogateProposer
+from .use import ProxyUse
 
 __all__ = ["Proxy", "ProxyRun"]
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from .._checks import check_int, check_number
 
-__all__ = ["ProposerRecord", "RecordSettings"]
+__all__ = ["ProposerRecord", "RecordParams"]
 
 
 @dataclass(frozen=True)
-class RecordSettings:
+class RecordParams:
     """How a proposer's record decides (see the module): ``explore``, the least share of inputs either
     arm gets; ``warm_up``, the inputs each arm needs before the record decides; ``margin``, the standard
     errors by which asking must cost less than growth alone to be asked for half of the inputs."""
@@ -60,13 +60,13 @@ class ProposerRecord:
             return 0.0
         return (self.control_queries / self.control - self.asked_queries / self.asked) * self.asked
 
-    def ask(self, settings: RecordSettings, seed: int, key: str) -> bool:
+    def ask(self, settings: RecordParams, seed: int, key: str) -> bool:
         """Whether to ask the proposer for this input: a draw seeded by the explanation's ``seed`` and the
         input (``key``), so that the same input and seed decide alike whatever else runs, below `chance`."""
         digest = hashlib.sha256(f"{seed}|{key}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64 < self.chance(settings)
 
-    def chance(self, settings: RecordSettings) -> float:
+    def chance(self, settings: RecordParams) -> float:
         """The share of inputs it is asked for now (see the module)."""
         if min(self.asked, self.control) < max(settings.warm_up, 2):
             return 0.5

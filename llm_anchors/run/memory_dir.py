@@ -92,7 +92,7 @@ def missing(recorded: Sequence[MemoryEntry], known: Sequence[MemoryEntry]) -> li
 
 def put_back(explainer: MAnchorsExplainer, recorded: Sequence[MemoryEntry]) -> None:
     """Add to ``explainer``'s memory the entries of ``recorded`` it lacks, in order, with their vectors."""
-    memory = explainer.local_memory
+    memory = explainer.memory_proposer.local
     if lacking := missing(recorded, memory.entries):
         for entry, vector in zip(lacking, explainer.entry_vectors(lacking), strict=True):
             memory.add(entry, vector)
@@ -126,8 +126,8 @@ def kept_in(
         lines = _explained(explained)
         load_memory(explainer.load, path, f"the entries {explained.name} records")
         put_back(explainer, [e for _, _, entries in lines for e in entries])
-        memory = explainer.local_memory
-        for text, raw, _ in lines[-explainer.max_repeats :]:
+        memory = explainer.memory_proposer.local
+        for text, raw, _ in lines[-explainer.repeats.most :]:
             with contextlib.suppress(ConfigError):  # an explanation of another version: explained again
                 explainer.recall(text, Explanation.from_mapping(raw))
         remembered = len(memory)

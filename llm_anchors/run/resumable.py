@@ -223,9 +223,9 @@ async def _explain_resumable(
         await asyncio.to_thread(_restore_memory, saving, Path(memory_dir), results)
     if manchors is not None and manchors.use_memory:  # what the file holds answers an exact repeat
         explained = [(i, r["explanation"]) for i, r in results.records.items() if "explanation" in r]
-        for index, raw in explained[-manchors.max_repeats :]:
+        for index, raw in explained[-manchors.repeats.most :]:
             manchors.recall(texts[index], Explanation.from_mapping(raw))
-    local = manchors.local_memory if manchors is not None else None
+    local = manchors.memory_proposer.local if manchors is not None else None
     remembered = len(local) if local is not None else 0
 
     def new_entries() -> list[MemoryEntry]:

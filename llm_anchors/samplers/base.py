@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from .._sync import in_thread
+from ..search.base import SampleRequest
 from ..search.rules import Rule
 
-__all__ = ["HideRate", "Instance", "Refines", "Sampler", "keep_independently"]
+__all__ = ["HideRate", "Instance", "Refines", "Sampler", "draw", "keep_independently"]
 
 
 class Instance(Protocol):
@@ -75,3 +78,11 @@ def keep_independently(n: int, n_features: int, rule: Rule, p_hide: HideRate, rn
     if rule:
         present[:, sorted(rule)] = True
     return present
+
+
+async def draw(
+    sampler: Sampler, instance: Any, requests: Sequence[SampleRequest], rng: np.random.Generator
+) -> list[tuple[list[str], np.ndarray]]:
+    """The perturbations a round of requests asks for, rendered in request order (in a worker thread: a long
+    input's texts take milliseconds each to render)."""
+    return await in_thread(lambda: [sampler.sample(instance, r.rule, r.n, rng) for r in requests])
