@@ -26,13 +26,13 @@ __all__ = ["Draw", "Guide", "Judge", "Proposals", "Proposer", "Step", "check_fea
 @dataclass(frozen=True)
 class Judge:
     """Judge ``candidate`` under ``stage``. ``refusable`` (a proposal): passed over, unsampled and
-    untested, when its reused samples already refuse it (`Guide.refused`); ``first``: its first probe
-    (by default the search's ``first_probe``); ``final``: certified, it ends the search; ``traced``: a
+    untested, when its reused samples already refuse it (`Guide.refused`); ``probe``: the samples of its
+    first probe (by default the search's ``first_probe``); ``final``: certified, it ends the search; ``traced``: a
     round of the search's trace."""
 
     candidate: Candidate
     stage: str
-    first: int | None = None
+    probe: int | None = None
     final: bool = False
     refusable: bool = False
     traced: bool = False

@@ -176,8 +176,8 @@ class GuidedSearch(Search):
             if step.traced:
                 self._trace(len(c.rule), 1, [c])
             g = self.guided
-            first = step.first if step.first is not None else g.first_probe
-            if (yield from self._certify(c, step.stage, g.probe, first=first)):
+            probe = step.probe if step.probe is not None else g.first_probe
+            if (yield from self._certify(c, step.stage, g.probe, probe=probe)):
                 self._take(c)
                 if step.final:
                     return True

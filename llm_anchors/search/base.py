@@ -356,14 +356,14 @@ class Search:
             c.fresh = []
 
     def _certify(
-        self, c: Candidate, stage: str, step: int, first: int | None = None
+        self, c: Candidate, stage: str, step: int, probe: int | None = None
     ) -> Generator[list[SampleRequest], list[Samples], bool]:
-        """Choose ``c`` if it is not yet, and sample it ``step`` at a time (``first`` the first time) until
+        """Choose ``c`` if it is not yet, and sample it ``step`` at a time (``probe`` the first time) until
         the certifier decides; whether it is certified."""
         self._choose(c)
         assert c.trial is not None and c.fresh is not None
         while self.certifier.judge(c.trial, c.fresh) == "more":
-            size = first if first is not None and not c.fresh else step
+            size = probe if probe is not None and not c.fresh else step
             more = min(size, self.certifier.wanted(c.trial) - len(c.fresh))
             yield from self._sample([(c, max(1, more))], stage)
         return c.certified
