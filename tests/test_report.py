@@ -245,3 +245,18 @@ async def test_the_report_says_what_the_memory_did(tmp_path):
         and "its rules tested on" in card
         and re.search(r"asking it (saved|cost) [\d,]+ queries", card)
     )
+
+
+def test_anchor_words_rank_by_how_reliably_a_word_anchors_not_how_common_it_is():
+    """ "a" in the anchor of 4 of the 40 inputs that hold it ranks below "superb", in the anchor of all 3
+    that hold it; each word shows k of n."""
+    from types import SimpleNamespace
+
+    from llm_anchors.run.report import _top_words
+
+    common = [SimpleNamespace(label="pos", anchor=("a",) if i < 4 else (), words=frozenset({"a", "film"}))
+              for i in range(37)]  # fmt: skip
+    telling = [SimpleNamespace(label="pos", anchor=("superb",), words=frozenset({"a", "superb"})) for _ in range(3)]
+    shown = _top_words([*common, *telling])
+    assert shown.index(">superb<") < shown.index(">a<")
+    assert "3 of 3" in shown and "4 of 40" in shown

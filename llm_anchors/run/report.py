@@ -296,26 +296,33 @@ def _svg(series: Mapping[str, list[float]], dollars: bool, width: int = 720, hei
 
 
 def _top_words(rows: Sequence[ReportRow]) -> str:
-    by_label: dict[str, Counter[str]] = {}
+    """Per label, the words its anchors hold, ranked by how often and how reliably: a word in ``k`` anchors
+    of the ``n`` inputs that hold it scores k²/n, so a word every input holds ("a", "the") ranks by the
+    share of them it anchors, not by how common it is."""
+    anchored: dict[str, Counter[str]] = {}
+    held: dict[str, Counter[str]] = {}
     empty: Counter[str] = Counter()
     for r in rows:
-        by_label.setdefault(r.label, Counter()).update(w.lower() for w in r.anchor)
+        anchored.setdefault(r.label, Counter()).update({w.lower() for w in r.anchor})
+        held.setdefault(r.label, Counter()).update(r.words)
         empty[r.label] += not r.anchor
     blocks = []
-    for label, counts in sorted(by_label.items()):
-        top = counts.most_common(TOP_WORDS)
-        most = top[0][1] if top else 1
+    for label, counts in sorted(anchored.items()):
+        holding = held[label]
+        top = sorted(counts.items(), key=lambda wc: (-(wc[1] ** 2) / max(holding[wc[0]], wc[1]), -wc[1], wc[0]))
+        top = top[:TOP_WORDS]
+        shares = [c / max(holding[w], c) for w, c in top]
         items = "".join(
-            f'<li><span class=word>{_e(w)}</span><span class=bar style="width:{100 * c / most:.0f}%"></span>'
-            f"<span class=count>{c:,}</span></li>"
-            for w, c in top
+            f'<li><span class=word>{_e(w)}</span><span class=bar style="width:{100 * share:.0f}%"></span>'
+            f"<span class=count>{c:,} of {max(holding[w], c):,}</span></li>"
+            for (w, c), share in zip(top, shares, strict=True)
         )
         note = (
             f"<p class=muted>{empty[label]:,} empty anchors: a prior, not these words (≥ τ of perturbed "
             "inputs keep the label whatever words remain)</p>"
         )
         blocks.append(f"<div class=words><h3>{_e(label)}</h3><ol>{items}</ol>{note if empty[label] else ''}</div>")
-    title = "<h2>Most frequent anchor words per label</h2>"
+    title = "<h2>Anchor words per label</h2><p class=muted>in the anchor of k of the n inputs that hold the word</p>"
     return f"<section id=anchor-words>{title}<div class=cols>{''.join(blocks)}</div></section>"
 
 

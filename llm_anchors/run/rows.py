@@ -59,6 +59,8 @@ class ReportRow:
     certified_by_memory: bool = False
     saved: float = 0.0
     """What asking the memory had saved on the stream by then, by its record."""
+    words: frozenset[str] = frozenset()
+    """The input's features, lower-cased, once each (how often a word held is in the anchor)."""
 
     @classmethod
     def of(cls, index: int, input_sha256: str, e: Explanation) -> ReportRow:
@@ -73,7 +75,7 @@ class ReportRow:
             made_by=f"{m.explainer} on {m.classifier.split('|')[0]}", perturbation=d.perturbation,
             opinion=d.second_opinion, repeat=bool(m.memory and m.memory.repeat),
             asked=m.memory.asked if m.memory else None, certified_by_memory=bool(m.memory and m.memory.certified),
-            saved=m.memory.saved if m.memory else 0.0,
+            saved=m.memory.saved if m.memory else 0.0, words=frozenset(w.lower() for w in d.features),
         )  # fmt: skip
 
     @property
