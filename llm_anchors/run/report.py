@@ -313,7 +313,7 @@ def _top_words(rows: Sequence[ReportRow]) -> str:
         top = top[:TOP_WORDS]
         shares = [c / max(holding[w], c) for w, c in top]
         items = "".join(
-            f'<li><span class=word>{_e(w)}</span><span class=bar style="width:{100 * share:.0f}%"></span>'
+            f'<li><span class=word>{_e(w)}</span><span class=bar style="width:{160 * share:.0f}px"></span>'
             f"<span class=count>{c:,} of {max(holding[w], c):,}</span></li>"
             for (w, c), share in zip(top, shares, strict=True)
         )
