@@ -46,7 +46,7 @@ KEPT_WITHOUT = 0.2
 def floor(params: SearchParams, rank: int | None = None) -> int:
     """The fewest all-agreeing fresh samples that certify a rule tested ``rank``-th, at its whole share
     of δ, in one look (None: at all of δ): the smallest n with exp(−log(1/share)/n) above the bound."""
-    share = params.delta if rank is None else share_of(params.delta, rank, params.first_share)
+    share = params.delta if rank is None else share_of(params.delta, rank, params.empty_share)
     return fewest_agreeing(math.log(1.0 / share), params.bound)
 
 

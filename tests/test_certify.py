@@ -81,7 +81,7 @@ async def test_a_strict_anchor_says_on_which_fresh_samples_it_was_certified():
 async def test_a_strict_empty_anchor_is_certified_too_and_called_a_prior():
     async with AnchorsExplainer(FunctionClassifier(lambda t: [1] * len(t), name="one"), search=STRICT) as e:
         exp = await e.explain(SENTENCE, seed=0)
-    # The first rule tested (a share of first_share · δ = 0.02), every sample keeping the label: certified
+    # The first rule tested (a share of empty_share · δ = 0.02), every sample keeping the label: certified
     # where the bet first reaches 1/0.02.
     assert exp.data.anchor == () and exp.data.success
     assert exp.data.certified_samples == bet_certifies_at([True] * 500, STRICT, 0.02) > 0

@@ -110,7 +110,7 @@ def test_empty_rule_when_the_label_never_changes():
 
 
 def test_the_empty_rule_is_tested_as_every_rule_is():
-    # The first rule chosen (a share of first_share · δ = 0.02), every sample keeping the label: drawn
+    # The first rule chosen (a share of empty_share · δ = 0.02), every sample keeping the label: drawn
     # a probe (20) at a time up to where the bet could reach 1/0.02 at the soonest, and certified there.
     params = SearchParams()
     soonest = bet_certifies_at([True] * 500, params, 0.02)

@@ -276,7 +276,7 @@ def test_two_searches_sharing_a_certifier_share_one_delta():
     assert first.rule == {3, 7} and second.rule == {2} and first.success and second.success
     assert first.tested == after_first and second.tested == certifier.chosen > after_first  # ranks go on
     assert second.certificate is not None and second.certificate.rank > after_first
-    spent = sum(share_of(params.delta, m, params.first_share) for m in range(1, certifier.chosen + 1))
+    spent = sum(share_of(params.delta, m, params.empty_share) for m in range(1, certifier.chosen + 1))
     assert spent <= params.delta  # one δ for both: the union bound covers both anchors
 
 

@@ -27,7 +27,7 @@ __all__ = ["Draw", "Guide", "Judge", "Proposals", "Proposer", "Step", "check_fea
 class Judge:
     """Judge ``candidate`` under ``stage``. ``refusable`` (a proposal): passed over, unsampled and
     untested, when its reused samples already refuse it (`Guide.refused`); ``probe``: the samples of its
-    first probe (by default the search's ``first_probe``); ``final``: certified, it ends the search; ``traced``: a
+    first probe (by default the search's ``initial_probe``); ``final``: certified, it ends the search; ``traced``: a
     round of the search's trace."""
 
     candidate: Candidate

@@ -44,18 +44,18 @@ class GuidedParams:
     """The guided search's own settings (see `GuidedSearch`; each proposer has its own), recorded whole.
 
     probe: samples drawn at a time for a rule being judged (the certifier may refuse it after each).
-    first_probe: the first probe of every rule tested after the empty rule (most wrong rules are refused
+    initial_probe: the first probe of every rule tested after the empty rule (most wrong rules are refused
         on their first few samples).
     refuse: a rule's reused samples refuse it when its KL upper bound at this level is below τ: a
         proposal is then passed over, and growth adds the next feature at once (None: never).
     """
 
     probe: int = 20
-    first_probe: int = 10
+    initial_probe: int = 10
     refuse: float | None = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("probe", "first_probe"):
+        for name in ("probe", "initial_probe"):
             check_int(name, getattr(self, name))
         check_number("refuse", self.refuse, high=1.0, optional=True)
 
@@ -176,7 +176,7 @@ class GuidedSearch(Search):
             if step.traced:
                 self._trace(len(c.rule), 1, [c])
             g = self.guided
-            probe = step.probe if step.probe is not None else g.first_probe
+            probe = step.probe if step.probe is not None else g.initial_probe
             if (yield from self._certify(c, step.stage, g.probe, probe=probe)):
                 self._take(c)
                 if step.final:

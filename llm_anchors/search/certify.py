@@ -2,7 +2,7 @@
 
 Every rule a search chooses to test is given, when it is chosen and before any sample that judges it
 is drawn, the next share of δ: the first (the empty rule, in every search but a resumed one)
-``first_share``·δ, the m-th after it (1 − ``first_share``)·δ·6/(π²m²) (the shares sum to δ). It is
+``empty_share``·δ, the m-th after it (1 − ``empty_share``)·δ·6/(π²m²) (the shares sum to δ). It is
 then judged only on the samples drawn for it after it was chosen, one at a time in the order drawn, by
 a bet against "its precision is below the claimed bound b" (τ − ε_stop by default, τ strict): before
 each sample the certifier stakes a fraction λ of its wealth (starting at 1) on the sample keeping the
@@ -50,13 +50,13 @@ __all__ = ["Certificate", "Certifier", "Trial", "Verdict", "fewest_agreeing", "s
 Verdict = Literal["certified", "refused", "more"]
 
 
-def share_of(delta: float, rank: int, first: float) -> float:
-    """The share of ``delta`` given to the ``rank``-th rule chosen (from 1): ``first``·δ to the first (the
-    empty rule, in every search but a resumed one), then (1 − ``first``)·δ·6/(π²(rank − 1)²): the
+def share_of(delta: float, rank: int, empty: float) -> float:
+    """The share of ``delta`` given to the ``rank``-th rule chosen (from 1): ``empty``·δ to the first (the
+    empty rule, in every search but a resumed one), then (1 − ``empty``)·δ·6/(π²(rank − 1)²): the
     shares sum to δ."""
     if rank == 1:
-        return delta * first
-    return delta * (1.0 - first) * 6.0 / (math.pi**2 * (rank - 1) ** 2)
+        return delta * empty
+    return delta * (1.0 - empty) * 6.0 / (math.pi**2 * (rank - 1) ** 2)
 
 
 def fewest_agreeing(beta: float, bound: float) -> int:
@@ -110,7 +110,7 @@ class Certifier:
     def choose(self) -> Trial:
         """Give the next rule chosen its share of δ (before any sample that judges it is drawn)."""
         self.chosen += 1
-        return Trial(self.chosen, share_of(self.params.delta, self.chosen, self.params.first_share))
+        return Trial(self.chosen, share_of(self.params.delta, self.chosen, self.params.empty_share))
 
     def guess(self, seen: int, kept: int) -> float:
         """The precision the next stake bets on: ``bet_prior`` (or halfway from the bound to 1, when that

@@ -24,8 +24,8 @@ class SearchParams:
         certify="default", τ with "strict") with probability ≥ 1 − δ, the
         search's choices and stopping included. Every rule the search
         chooses to test is given a share of δ before any sample that judges
-        it is drawn: the first (the empty rule) ``first_share``·δ, the m-th
-        after it (1 − first_share)·δ·6/(π²m²), the shares summing to δ; the
+        it is drawn: the first (the empty rule) ``empty_share``·δ, the m-th
+        after it (1 − empty_share)·δ·6/(π²m²), the shares summing to δ; the
         certifier bets against each on its fresh samples (`Certifier`).
     certify: the bound claimed: "default", τ − epsilon_stop (and a point
         estimate ≥ τ, Anchors' criterion); "strict", τ itself.
@@ -46,7 +46,7 @@ class SearchParams:
         makes a claim, so it costs no share of δ; it costs a good rule now
         and then (a rule of precision 0.97 loses 2 of its first 20 samples
         12% of the time), which growth may still certify (see `Growth`).
-    first_share: the share of δ given to the first rule tested.
+    empty_share: the share of δ given to the empty rule (the first rule tested).
     epsilon (ε): KL-LUCB stops when the best arms are known to within ε.
     epsilon_stop: the margin of the default claim (τ − epsilon_stop).
     batch_size: perturbations per pull of an arm (and per certification
@@ -71,7 +71,7 @@ class SearchParams:
     bet_weight: float = 20.0
     patience: float = 4.0
     refute: float = 0.99
-    first_share: float = 0.2
+    empty_share: float = 0.2
     epsilon: float = 0.15
     epsilon_stop: float = 0.05
     batch_size: int = 100
@@ -87,7 +87,7 @@ class SearchParams:
             raise ConfigError(f"arms must be one of {', '.join(ARMS)}, got {self.arms!r}")
         if self.certify not in CERTIFY:
             raise ConfigError(f"certify must be one of {', '.join(CERTIFY)}, got {self.certify!r}")
-        for name in ("threshold", "delta", "epsilon", "epsilon_stop", "refute", "first_share", "bet_prior"):
+        for name in ("threshold", "delta", "epsilon", "epsilon_stop", "refute", "empty_share", "bet_prior"):
             check_number(name, getattr(self, name), high=1.0)
         check_number("bet_weight", self.bet_weight)
         check_number("patience", self.patience, low=1.0, open_low=False)
