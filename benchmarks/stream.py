@@ -376,7 +376,8 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
-    is None, "true" and "false" booleans: ``use_memory=true``; ``guided.NAME`` a field of `GuidedParams`,
+    is None, "true" and "false" booleans; a `MemoryParams` field (``tau_first=0.5``) and ``record.NAME`` go into
+    its ``memory``, ``use_memory=false`` is ``memory=None`` (`with_memory`); ``guided.NAME`` a field of `GuidedParams`,
     ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`, ``record.NAME`` of `RecordParams`,
     ``search.NAME`` of the run's `SearchParams`)."""
     out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
