@@ -186,12 +186,17 @@ def test_curve_texts_have_the_words_asked_for():
 
 
 def test_the_power_floor_and_a_short_run():
+    import math
+
     from benchmarks import power
     from llm_anchors import SearchParams
 
     default, strict = SearchParams(), SearchParams(certify="strict")
     assert power.floor(default) == 22 and power.floor(strict) == 45  # at all of δ = 0.1: bounds 0.9, 0.95
     assert power.floor(default, rank=1) > power.floor(default)  # a share is less than δ
+    # At the anchor's own precision (Wald's bound): more samples as it nears the bound, none can at or below it.
+    assert power.floor(default, 1, 0.95) > power.floor(default, 1, 0.99) > power.floor(default, 1, 1.0)
+    assert power.floor(strict, 1, 0.95) == math.inf and power.floor(default, 1, 0.89) == math.inf
     row = power.run("manchors", "default", seeds=5, n_features=12)
     assert 0.0 <= row["exact_pair"] <= 1.0 and row["queries"] > row["floor_at_delta"]
     assert row["certifying_median"] >= row["floor_median"]  # no certificate below its own floor
@@ -217,6 +222,9 @@ def test_the_power_benchmark_refuses_what_it_cannot_measure(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         power.main(argv)
     assert exit_.value.code == 2 and "--seeds must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        power.main(["--precision", "1.5"])
+    assert exit_.value.code == 2 and "--precision must lie in" in capsys.readouterr().err
     # Not a SearchParams field, not a number, a value SearchParams refuses: each refused before anything runs.
     for bad in ("refutation=0.7", "refute=high", "patience=0.5"):
         with pytest.raises(SystemExit) as exit_:
