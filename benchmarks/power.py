@@ -63,7 +63,9 @@ def _kl(p: float, q: float) -> float:
     return p * math.log(p / q) + (1 - p) * math.log((1 - p) / (1 - q))
 
 
-def one(e: AnchorsExplainer, seed: int, n_features: int, precision: float) -> tuple[SearchResult, frozenset[int]]:
+def one(
+    e: AnchorsExplainer, seed: int, n_features: int, precision: float = KEPT_WITH_PAIR
+) -> tuple[SearchResult, frozenset[int]]:
     """One search on the synthetic input of ``seed``; its result and the true pair."""
     rng = np.random.default_rng(seed)
     pair = frozenset(int(f) for f in rng.choice(n_features, 2, replace=False))
