@@ -257,3 +257,17 @@ def test_the_memorys_ceiling_proposes_the_known_anchor_first_and_pays_only_its_c
     path.write_text(json.dumps({"rows": {"manchors": [{"rows": rows}]}}))
     assert oracle_answers(path) == {"a b": ["a"], "a c": ["a"]}
     assert oracle_answers(path, seen_only=True) == {"a c": ["a"]}
+
+
+def test_the_bet_benchmark_measures_the_certifier_unconditionally():
+    """A rule that keeps the label on every sample is always certified, at or above its floor; one whose
+    precision is below the bound at most at its share of δ (Ville), with no floor to compare."""
+    from benchmarks import bet
+    from llm_anchors import SearchParams
+
+    sure = bet.cell(SearchParams(), 1.0, 2, runs=20)
+    assert sure["certified"] == 1.0 and sure["certificate_median"] >= sure["floor"] and sure["spent_over_floor"] >= 1
+    from llm_anchors.search import share_of
+
+    below = bet.cell(SearchParams(), 0.85, 2, runs=400)
+    assert below["certified"] <= share_of(0.1, 2, 0.2) and below["spent_mean"] > 0 and below["spent_over_floor"] is None
