@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import AnchorsExplainer, MAnchorsExplainer, SearchParams
+from llm_anchors import AnchorsExplainer, ConfigError, MAnchorsExplainer, SearchParams
 from llm_anchors.datasets import shuffled
 from llm_anchors.explain import ProgressBar
 from llm_anchors.money import Charge, price_for
@@ -129,6 +129,22 @@ def run_suffix(args: argparse.Namespace) -> str:
     proxy = {"none": "_noproxy", "surrogate": "_surrogate"}.get(getattr(args, "proxy", "default"), "")
     tuned = "".join(f"_{item.replace('=', '')}" for item in getattr(args, "set", []))
     return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible + proxy + tuned
+
+
+def search_overrides(parser: argparse.ArgumentParser, items: Sequence[str]) -> dict[str, Any]:
+    """``--set NAME=VALUE`` items as `SearchParams` fields, every value checked before anything runs;
+    one that is not a field, not a value or refused by `SearchParams` is a usage error (exit 2)."""
+    search: dict[str, Any] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            if name not in SearchParams.__dataclass_fields__:
+                raise ValueError(name)
+            search[name] = parse_value(value)
+            SearchParams(**search)
+        except (ValueError, TypeError, ConfigError) as e:
+            parser.error(f"--set takes NAME=VALUE for a SearchParams field, got {item!r} ({e})")
+    return search
 
 
 def parse_value(text: str) -> Any:

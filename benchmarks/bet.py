@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import ConfigError, SearchParams
+from llm_anchors import SearchParams
 from llm_anchors.search import Certifier
 
-from ._common import parse_value, run_suffix, write_json
+from ._common import run_suffix, search_overrides, write_json
 from .power import floor
 
 
@@ -83,16 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.runs < 1 or not all(r >= 1 for r in args.rank) or not all(0 < p <= 1 for p in args.precision):
         parser.error("--runs and --rank must be at least 1 and --precision in (0, 1]")
-    search: dict[str, Any] = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        try:
-            if name not in SearchParams.__dataclass_fields__:
-                raise ValueError(name)
-            search[name] = parse_value(value)
-            SearchParams(**search)
-        except (ValueError, TypeError, ConfigError) as e:
-            parser.error(f"--set takes NAME=VALUE for a SearchParams field, got {item!r} ({e})")
+    search = search_overrides(parser, args.set)
     rows = [
         cell(SearchParams(certify=certify, **search), p, rank, args.runs)
         for p in args.precision

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors import AnchorsExplainer, ConfigError, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
+from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
 from llm_anchors.search import (
     BeamSearch,
     SampleRequest,
@@ -35,11 +35,12 @@ from llm_anchors.search import (
     Search,
     SearchResult,
     fewest_agreeing,
+    kl_bernoulli,
     run_sync,
     share_of,
 )
 
-from ._common import parse_value, run_suffix, write_json
+from ._common import run_suffix, search_overrides, write_json
 
 KEPT_WITH_PAIR = 0.99
 KEPT_WITHOUT = 0.2
@@ -55,12 +56,7 @@ def floor(params: SearchParams, rank: int | None = None, precision: float = 1.0)
         return fewest_agreeing(math.log(1.0 / share), params.bound)
     if precision <= params.bound:
         return math.inf
-    return math.ceil(math.log(1.0 / share) / _kl(precision, params.bound))
-
-
-def _kl(p: float, q: float) -> float:
-    """Bernoulli KL divergence kl(p, q)."""
-    return p * math.log(p / q) + (1 - p) * math.log((1 - p) / (1 - q))
+    return math.ceil(math.log(1.0 / share) / kl_bernoulli(precision, params.bound))
 
 
 def one(
@@ -139,16 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.features < 2:
         parser.error(f"--seeds must be at least 1 and --features at least 2, got {args.seeds} and {args.features}")
-    search: dict[str, Any] = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        try:
-            if name not in SearchParams.__dataclass_fields__:
-                raise ValueError(name)
-            search[name] = parse_value(value)
-            SearchParams(**search)  # every value checked before anything runs
-        except (ValueError, TypeError, ConfigError) as e:
-            parser.error(f"--set takes NAME=VALUE for a SearchParams field, got {item!r} ({e})")
+    search = search_overrides(parser, args.set)
     if not all(KEPT_WITHOUT < p <= 1.0 for p in args.precision):
         parser.error(f"--precision must lie in ({KEPT_WITHOUT}, 1], got {args.precision}")
     kinds = [(kind, certify) for kind in ("manchors", "anchors") for certify in ("default", "strict")]
