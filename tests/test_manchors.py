@@ -341,3 +341,17 @@ async def test_a_users_proposer_runs_inside_the_engine_and_is_recorded(embedder)
     assert told.meta.settings.memory.proposers == (f"{__name__}.{lexicon.__qualname__}",)
     with pytest.raises(ConfigError, match="callables"):
         MAnchorsExplainer(clf(), embedder=embedder, proposers=[Proposals("x", [])])
+
+
+def test_a_store_made_for_another_model_is_refused_at_its_one_door(embedder):
+    from llm_anchors.memory import RuleMemory
+
+    m = manchors(embedder)
+    dim, embedder_id, scope = m.memory_proposer.identity
+    with pytest.raises(ConfigError, match="made for"):
+        m.memory_proposer.use(RuleMemory(dim, embedder_id, "function:another-model"))
+    with pytest.raises(ConfigError, match="made for"):
+        MAnchorsExplainer(clf(), embedder=embedder, memory_store=RuleMemory(dim + 1, embedder_id, scope))
+    own = RuleMemory(dim, embedder_id, scope)
+    m.memory_proposer.use(own)
+    assert m.memory is own

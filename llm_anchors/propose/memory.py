@@ -193,8 +193,7 @@ class MemoryProposer:
     def use(self, store: Memory) -> None:
         """The one door a store comes in by (one loaded, a Ray run's view); a `RuleMemory` made for
         another embedder or scope is a `ConfigError`."""
-        made_for = getattr(store, "identity", None)
-        if isinstance(store, RuleMemory) and made_for is not None and tuple(made_for) != self.identity:
+        if isinstance(store, RuleMemory) and (made_for := (store.dim, store.embedder_id, store.scope)) != self.identity:
             raise ConfigError(f"this memory was made for {made_for}, not {self.identity}")
         self._store = store
 
