@@ -138,12 +138,12 @@ class MAnchorsExplainer(AnchorsExplainer):
         self.strategy: Strategy = strategy
         self.memory_params = memory
         params = memory or MemoryParams()
-        self.tau_sim = params.tau_sim if params.tau_sim is not None else self.default_tau_sim[strategy]
+        tau_sim = params.tau_sim if params.tau_sim is not None else self.default_tau_sim[strategy]
         self.proposers = tuple(proposers)
         self.guided = guided or GuidedParams()
         self.growth = growth or GrowthParams()
         features = memory_features or self._default_features(embedder)
-        self.memory_proposer = MemoryProposer(params, features, self._scope(), tau_sim=self.tau_sim, store=memory_store)
+        self.memory_proposer = MemoryProposer(params, features, self._scope(), tau_sim=tau_sim, store=memory_store)
         """The memory (`MemoryProposer`): looked up, asked and told only when ``memory`` is not None."""
         self.repeats = Repeats(self.sampler, params.max_repeats)
         self.proxy: Proxy | None = None
@@ -196,7 +196,11 @@ class MAnchorsExplainer(AnchorsExplainer):
         return self.features.embedder if isinstance(self.features, TextMemoryFeatures) else None
 
     def settings(self) -> Settings:
-        recorded = replace(self.memory_params, tau_sim=self.tau_sim) if self.memory_params is not None else None
+        recorded = (
+            replace(self.memory_params, tau_sim=self.memory_proposer.tau_sim)
+            if self.memory_params is not None
+            else None
+        )
         memory = MemorySettings(
             strategy=self.strategy, memory=recorded, embedder=self.features.identity, guided=self.guided,
             growth=self.growth, proxy=self.proxy.kind if self.proxy else None,

@@ -17,7 +17,24 @@ from ..query.cost import Cost
 from ..samplers.text import PERTURBATIONS, Perturbation
 from ..search.params import SearchParams
 
-__all__ = ["Cost", "MemorySettings", "MemoryUse", "Meta", "ProxyUse", "Recheck", "SecondOpinion", "Settings", "Stage"]
+__all__ = [
+    "NOT_SHAPING",
+    "Cost",
+    "MemorySettings",
+    "MemoryUse",
+    "Meta",
+    "ProxyUse",
+    "Recheck",
+    "SecondOpinion",
+    "Settings",
+    "Stage",
+]
+
+
+NOT_SHAPING = ("budget", "on_budget", "max_concurrency", "request_size", "price")
+"""`Settings` fields that change what an explanation spends or how fast, not what it finds: left out of
+what makes two inputs one explanation (exact repeats) and of a run's configuration (a resumed run may
+change them)."""
 
 
 @dataclass(frozen=True)

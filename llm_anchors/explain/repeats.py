@@ -16,12 +16,9 @@ from typing import Any
 from .._exceptions import LLMAnchorsError
 from ..samplers.base import Sampler
 from .explanation import Explanation
-from .meta import Cost, MemoryUse, Settings
+from .meta import NOT_SHAPING, Cost, MemoryUse, Settings
 
-__all__ = ["NOT_SHAPING", "Repeats", "as_repeat"]
-
-NOT_SHAPING = ("budget", "on_budget", "max_concurrency", "request_size", "price")
-"""Settings that change what an explanation spends or how fast, not what it finds."""
+__all__ = ["Repeats", "as_repeat"]
 
 
 class Repeats:

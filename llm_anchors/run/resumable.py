@@ -28,6 +28,7 @@ from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
+from ..explain.meta import NOT_SHAPING
 from ..memory.store import MemoryEntry, entry_from_dict
 from ..models.classifier import require_stable_identity
 from ..money.budget import Budget, SpendCap
@@ -41,16 +42,13 @@ __all__ = [
     "record_stream", "resume", "run_config",
 ]  # fmt: skip
 
-MAY_CHANGE = ("budget", "on_budget", "max_concurrency", "request_size", "price")
-"""Settings a resumed run may change: they change what a run spends or how fast, not its explanations."""
-
 
 def run_config(explainer: AnchorsExplainer, **more: Any) -> dict[str, Any]:
     """What shapes a run's explanations, as plain JSON: the explainer, the model's identity (its
     parts by name: ``classifier.prompt``, ``classifier.labels``...), every search and sampler
-    setting and the seed, not caps, concurrency or ``max_words`` (`MAY_CHANGE`); and ``more``
+    setting and the seed, not caps, concurrency or ``max_words`` (`NOT_SHAPING`); and ``more``
     (``model=``: what tells the model from another under the same name, its server)."""
-    settings = {k: v for k, v in asdict(explainer.settings()).items() if k not in MAY_CHANGE}
+    settings = {k: v for k, v in asdict(explainer.settings()).items() if k not in NOT_SHAPING}
     settings["sampler"] = {k: v for k, v in settings["sampler"].items() if k != "max_words"}
     identity = explainer.classifier.identity
     parts = identity.split("|")
