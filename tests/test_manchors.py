@@ -341,6 +341,10 @@ async def test_a_users_proposer_runs_inside_the_engine_and_is_recorded(embedder)
     assert told.meta.settings.memory.proposers == (f"{__name__}.{lexicon.__qualname__}",)
     with pytest.raises(ConfigError, match="callables"):
         MAnchorsExplainer(clf(), embedder=embedder, proposers=[Proposals("x", [])])
+    wrong = MAnchorsExplainer(clf(), embedder=embedder, memory=None, proposers=[lambda instance, label: [0, 1]])
+    with pytest.raises(ConfigError, match="not a Proposer"):
+        await wrong.explain(text)
+    assert wrong.engine.billed_calls == 1  # the input's own label only: refused before its search sampled
 
 
 def test_a_store_made_for_another_model_is_refused_at_its_one_door(embedder):

@@ -296,7 +296,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         certifies."""
         memory, instance = self.memory_proposer, run.instance
         keys = memory.features.keys(instance)
-        proposers = [p for make in self.proposers if (p := make(instance, run.target)) is not None]
+        proposers = [p for make in self.proposers if (p := _made(make, instance, run.target)) is not None]
         asked = None
         if lookup is not None:
             asked = await memory.propose(instance, keys, lookup, run.target, run.seed)
@@ -396,6 +396,15 @@ class MAnchorsExplainer(AnchorsExplainer):
         drawn = await draw(self.sampler, run.instance, [SampleRequest(rule, n, stage) for rule in rules], run.rng)
         hits = await self._label(run, [t for texts, _ in drawn for t in texts], stage)
         return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
+
+
+def _made(make: ProposerFactory, instance: Instance, label: Hashable) -> Proposer | None:
+    """The proposer ``make`` gives this input; `ConfigError` (before its search samples anything) for
+    anything that is not a `Proposer` (name, first, propose) or None."""
+    made = make(instance, label)
+    if made is not None and not isinstance(made, Proposer):
+        raise ConfigError(f"proposer {_named(make)} gave {type(made).__name__}, not a Proposer (name, first, propose)")
+    return made
 
 
 def _named(factory: ProposerFactory) -> str:
