@@ -15,7 +15,9 @@ returned. Each seed runs the search the explainer runs on a miss (Anchors'
 built by the explainer itself, its samples drawn by the text sampler as an
 explanation draws them; ``manchors-memory``: the memory filled with the
 anchors the earlier seeds returned, proposed as it proposes an earlier
-anchor made of an input's own words (first, and final when certified). ``--document``: the input is
+anchor made of an input's own words (first, and final when certified); ``manchors-split``: the same,
+the rules proposed first given ``SPLIT`` of δ (`Certifier.split`, as a proposer that is nearly always
+right asks), the rest of the search the remainder. ``--document``: the input is
 perturbed as a document's sentences are (each perturbation's hiding rate drawn from U(0, 1), the search
 reweighing the samples a rule reuses). Prints one JSON line (``--json``) or a sentence:
 ``false_rate``, its standard error ``se``, ``delta``, the mean samples,
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -39,6 +42,9 @@ Certify = Literal["default", "strict"]
 
 EDGE = 0.001
 """How far below the claimed bound ``p0`` sits by default."""
+
+SPLIT = 0.9
+"""``manchors-split``: the fraction of δ set aside for the rules proposed first."""
 
 
 def explainer(kind: str, certify: Certify) -> AnchorsExplainer:
@@ -63,6 +69,7 @@ def one(
     n_features: int,
     remembered: list[frozenset[int]] | None = None,
     document: bool = False,
+    share: float | None = None,
 ) -> tuple[SearchResult, int]:
     """One search on a flat-null input of ``n_features`` words; its result and the rules it tested.
     ``remembered``: the anchors earlier searches of the null returned, proposed as the memory proposes
@@ -78,11 +85,13 @@ def one(
         if e.proxy is not None:
             keys = list(instance.features)  # the words themselves: what the surrogate learns by
             rng_proxy = np.random.default_rng([seed, 1])
-            proposers.append(e.proxy.surrogate_proposer(sampler, instance, keys, "pos", rng_proxy, n_features))
+            made, _ = e.proxy.surrogate_proposer(sampler, instance, keys, "pos", rng_proxy, n_features, seed)
+            proposers += [made] if made is not None else []
         if remembered:
             most = e.memory_proposer.params.max_proposals  # the latest first, as many as it asks
             rules = tuple(dict.fromkeys(remembered[::-1]))[:most]
-            proposers += MemoryRules(exact=rules).proposers(first=True)  # as the memory proposes them
+            first = MemoryRules(exact=rules).proposers(first=True)  # as the memory proposes them
+            proposers += [replace(p, share=share) for p in first] if share is not None else first
         search = e.guided_search(n_features, pool, proposers, rate_per_sample=document)
     else:
         search = BeamSearch(n_features, pool, e.params, rate_per_sample=document)
@@ -106,9 +115,10 @@ def run(
     p0 = edge(e) if p0 is None else p0
     bound = round(edge(e) + EDGE, 10)
     false = samples = sampled = tested = 0
-    remembered: list[frozenset[int]] | None = [] if kind == "manchors-memory" else None
+    remembered: list[frozenset[int]] | None = [] if kind in ("manchors-memory", "manchors-split") else None
+    share = SPLIT if kind == "manchors-split" else None
     for seed in range(first_seed, first_seed + seeds):
-        result, rules = one(e, seed, p0, n_features, remembered, document)
+        result, rules = one(e, seed, p0, n_features, remembered, document, share)
         if remembered is not None and result.success and result.rule:
             remembered.append(result.rule)  # the memory, filled with this null's earlier anchors
         false += int(result.success and p0 < bound)
@@ -127,7 +137,9 @@ def run(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--explainer", choices=["anchors", "manchors", "manchors-surrogate", "manchors-memory"], default="anchors"
+        "--explainer",
+        choices=["anchors", "manchors", "manchors-surrogate", "manchors-memory", "manchors-split"],
+        default="anchors",
     )
     parser.add_argument("--certify", choices=["default", "strict"], default="default")
     parser.add_argument("--p0", type=float, default=None, help="every rule's precision (default: just below the bound)")

@@ -172,3 +172,86 @@ async def test_a_proxy_classifier_s_connections_close_with_the_explainer(embedde
             exp = await m.explain("a good and fine movie with a plot")
             assert exp.meta.proxy.queries > 0 and backend._transport is not None
         assert backend._transport is None  # closed with the explainer
+
+
+GOOD = [
+    "a good and fine movie",
+    "the good cast saves it",
+    "good pacing and a plot",
+    "one good scene in the middle",
+    "good enough for a rainy day",
+    "a long but good film",
+    "the music is good here",
+    "good fun for the kids",
+    "it is good to see him",
+    "a good script well played",
+    "the ending is good too",
+    "good jokes and sharp lines",
+    "a good turn by the lead",
+    "surprisingly good in parts",
+]
+
+
+async def test_the_surrogate_asked_first_proposes_what_earlier_inputs_taught_and_its_record_keeps_a_control_arm(
+    embedder,
+):
+    from llm_anchors.propose import ProxyParams
+
+    model = FunctionClassifier(needs_good, name="model-good")
+    m = MAnchorsExplainer(model, proxy="surrogate", proxy_params=ProxyParams(first=True), memory=None, seed=0,
+                          embedder=embedder)  # fmt: skip
+    explained = [await m.explain(text) for text in GOOD]
+    uses = [e.meta.proxy for e in explained]
+    assert [u.asked for u in uses[:3]] == [None] * 3  # nothing learned yet: it cannot be asked
+    asked = [e for e in explained[3:] if e.meta.proxy.asked]
+    control = [e for e in explained[3:] if e.meta.proxy.asked is False]
+    assert asked and control and len(asked) + len(control) == len(GOOD) - 3
+    # Once the shared layer predicts "good" keeps the label at the threshold, it is proposed before the
+    # first sample, certified and final: no empty rule, no growth; until then, nothing is proposed.
+    proposed = [e for e in asked if e.meta.proxy.proposals]
+    assert proposed and all(e.meta.proxy.proposals == (("good",),) and e.meta.proxy.certified for e in proposed)
+    assert all(e.data.anchor == ("good",) and set(e.meta.stages) == {"proxy"} for e in proposed)
+    for e in control:  # growth alone, the empty rule first
+        assert e.data.anchor == ("good",) and "root" in e.meta.stages and "proxy" not in e.meta.stages
+    assert max(e.meta.queries for e in proposed) < min(e.meta.queries for e in control)
+    assert m.proxy.record.asked == len(asked) and m.proxy.record.control == len(control)
+    assert m.proxy.foreseen == m.proxy.record.certified == len(proposed) and m.proxy.first_share > 0.5
+
+
+async def test_a_label_whose_anchors_are_mostly_empty_is_never_proposed_for_first(embedder):
+    from llm_anchors.propose import ProxyParams
+
+    always = FunctionClassifier(lambda texts: ["neg"] * len(texts), name="always-neg")
+    m = MAnchorsExplainer(always, proxy="surrogate", proxy_params=ProxyParams(first=True), memory=None, seed=0,
+                          embedder=embedder)  # fmt: skip
+    explained = [await m.explain(text) for text in GOOD[:6]]
+    assert all(e.data.anchor == () and e.meta.proxy.asked is None for e in explained)
+    assert all("proxy" not in e.meta.stages for e in explained)
+
+
+async def test_what_the_surrogate_learned_is_saved_with_the_memory_for_the_same_model_only(embedder, tmp_path):
+    from llm_anchors import ConfigError
+    from llm_anchors.memory.store import DamagedMemoryError
+    from llm_anchors.propose import ProxyParams
+
+    def explainer(name):
+        model = FunctionClassifier(needs_good, name=name)
+        return MAnchorsExplainer(model, proxy="surrogate", proxy_params=ProxyParams(first=True), seed=0,
+                                 embedder=embedder)  # fmt: skip
+
+    m = explainer("model-good")
+    for text in GOOD[:6]:
+        await m.explain(text)
+    m.save(tmp_path)
+    again = explainer("model-good")
+    again.load(tmp_path)
+    assert again.proxy.surrogate.state() == m.proxy.surrogate.state()
+    assert again.proxy.record == m.proxy.record and again.proxy.foreseen == m.proxy.foreseen
+    # A second run of the stream starts knowing: its first input may be proposed for at once.
+    assert again.proxy.surrogate.foresees("pos")
+    with pytest.raises(ConfigError, match="another model"):
+        other = explainer("another-model")
+        other.proxy.load(tmp_path, other._scope())
+    (tmp_path / "surrogate.json").write_text('{"scope": "x"')
+    with pytest.raises(DamagedMemoryError, match="surrogate.json"):
+        explainer("model-good").proxy.load(tmp_path, again._scope())

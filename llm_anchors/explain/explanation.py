@@ -256,7 +256,9 @@ def _meta(raw: dict[str, Any]) -> Meta:
         recorded = dict(settings["memory"])
         recorded["guided"] = GuidedParams(**recorded["guided"])
         recorded["growth"] = GrowthParams(**recorded.get("growth", {}))
-        recorded["proxy_params"] = ProxyParams(**recorded["proxy_params"]) if recorded.get("proxy_params") else None
+        if recorded.get("proxy_params"):
+            proxy = dict(recorded["proxy_params"])
+            recorded["proxy_params"] = ProxyParams(**{**proxy, "record": RecordParams(**proxy.get("record", {}))})
         if recorded.get("memory") is not None:
             params = dict(recorded["memory"])
             recorded["memory"] = MemoryParams(**{**params, "record": RecordParams(**params.get("record", {}))})

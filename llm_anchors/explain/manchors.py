@@ -210,17 +210,23 @@ class MAnchorsExplainer(AnchorsExplainer):
         return replace(super().settings(), memory=memory)
 
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Save the memory (atomically: a crash leaves the previous save loadable).
+        """Save the memory (atomically: a crash leaves the previous save loadable), and with
+        ``proxy="surrogate"`` what the surrogate learned of the model across inputs.
 
         The memory is for this classifier's identity: an unnamed
         `FunctionClassifier` (a random identity) cannot be saved.
         """
         require_stable_identity(self.classifier, f"a memory saved to {directory}")
         self.memory_proposer.save(directory)
+        if self.proxy is not None and self.proxy.classifier is None:
+            self.proxy.save(directory, self._scope())
 
     def load(self, directory: str | os.PathLike[str]) -> None:
-        """Use the memory saved in ``directory`` for this classifier and embedder."""
+        """Use the memory saved in ``directory`` for this classifier and embedder (and, with
+        ``proxy="surrogate"``, what its surrogate learned, when it was saved there too)."""
         self.memory_proposer.load(directory)
+        if self.proxy is not None and self.proxy.classifier is None:
+            self.proxy.load(directory, self._scope())
 
     def entry_vectors(self, entries: Sequence[MemoryEntry]) -> np.ndarray:
         """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
@@ -312,8 +318,9 @@ class MAnchorsExplainer(AnchorsExplainer):
         if self.proxy is None:
             return result, used, None
         if isinstance(proxy, SurrogateProposer):
-            proxied = ProxyRun(samples=proxy.samples, proposals=proxy.proposals)
-        return result, used, self.proxy.learn(proxied, instance, keys, search.labelled(), run.target, result)
+            proxied = replace(proxied, samples=proxy.samples, proposals=proxy.proposals)
+        learned = self.proxy.learn(proxied, instance, keys, search.labelled(), run.target, result, run.stats.queries)
+        return result, used, learned
 
     def guided_search(
         self,
@@ -344,7 +351,10 @@ class MAnchorsExplainer(AnchorsExplainer):
         n = len(run.instance.features)
         max_size = min(self.params.max_anchor_size or n, n)
         if proxy.classifier is None:
-            return ProxyRun(), proxy.surrogate_proposer(self.sampler, run.instance, keys, run.target, rng, max_size)
+            made, asked = proxy.surrogate_proposer(
+                self.sampler, run.instance, keys, run.target, rng, max_size, run.seed
+            )
+            return ProxyRun(asked=asked), made
         proxied = await proxy.by_classifier(self.sampler, run.instance, run.target, rng, max_size,
                                             budget=self.engine.budget, cap=run.stats.budget)  # fmt: skip
         if proxied.refused is not None:

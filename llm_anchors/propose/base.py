@@ -89,7 +89,9 @@ class Proposer(Protocol):
 
     ``name``: the stage its tests are counted under, and who found an anchor ("memory", "proxy",
     "growth"); ``first``: asked before the empty rule is tested (the empty rule is then tested only
-    if none of its rules is certified)."""
+    if none of its rules is certified). A proposer asked first may also have ``share``, the fraction
+    of δ its rules are given (`Certifier.split`), when it knows how often its first rule is the anchor;
+    without it, its rules take the next ranks' shares."""
 
     @property
     def name(self) -> str: ...
@@ -106,12 +108,14 @@ class Proposals:
     tested shortest first and, among rules of one length, most precise on the samples they reuse first
     (ordered when first asked), until one is certified. Each is a refusable `Judge`. ``first``: asked
     before the empty rule; ``final``: the rules whose certificate ends the search (growth does not look
-    for a shorter one: the memory's earlier anchors, found by a search that did)."""
+    for a shorter one: the memory's earlier anchors, found by a search that did); ``share``: asked first,
+    the fraction of δ set aside for them (see `Proposer`)."""
 
     name: str
     rules: Sequence[Rule]
     first: bool = False
     final: Set[Rule] = frozenset()
+    share: float | None = None
     _queue: list[Rule] | None = field(default=None, init=False, repr=False)  # ordered when first asked
 
     def propose(self, guide: Guide) -> Judge | None:

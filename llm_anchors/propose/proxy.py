@@ -20,18 +20,29 @@ Trust follows the record: the share of earlier inputs whose anchor was one
 of the proxy's proposals (from a prior, `ProxyParams`) sets how many it may
 propose (at least one). The surrogate learns from the inputs in the order
 this explainer explains them (on Ray, each worker's from its own).
+
+With ``ProxyParams.first`` the surrogate proposes before an input's first
+sample, from what earlier inputs taught it alone (a memory of the model);
+whether it is asked is its record's (`ProposerRecord`: a seeded control arm
+of the inputs it could have been asked for). Its shared layer and record are
+saved beside the memory (`Proxy.save`, `Proxy.load`), for the same model and
+perturbation only.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._exceptions import BudgetExceeded
+from .._exceptions import BudgetExceeded, ConfigError
+from ..memory.store import DamagedMemoryError
 from ..models.classifier import Classifier, as_classifier
 from ..money.budget import SpendCap
 from ..query.cost import Cost
@@ -40,11 +51,15 @@ from ..samplers.base import Instance, Sampler, draw
 from ..search.base import SampleRequest, Samples, SearchResult
 from ..search.drive import drive
 from ..search.rules import Rule
+from .record import ProposerRecord
 from .search import ProxyParams, ProxyProposal, proxy_search
 from .surrogate import Surrogate, SurrogateProposer
 from .use import ProxyUse
 
 __all__ = ["Proxy", "ProxyRun"]
+
+SAVED = "surrogate.json"
+"""The file, in a memory's directory, that keeps the surrogate's shared layer and record."""
 
 Search = Generator[list[SampleRequest], list[Samples], list[ProxyProposal]]
 
@@ -58,6 +73,9 @@ class ProxyRun:
     proposals: list[Rule] = field(default_factory=list)
     refused: BudgetExceeded | None = None
     """What a cap said when it refused one of the proxy classifier's calls (its search ended there)."""
+    asked: bool | None = None
+    """``first``: whether its record asked the surrogate before the input's first sample (None: it could
+    not be asked: too few earlier inputs of the label, or mostly empty anchors)."""
 
 
 class Proxy:
@@ -78,6 +96,17 @@ class Proxy:
         self.engine = QueryEngine(self.classifier, max_concurrency=max_concurrency) if self.classifier else None
         self.tried = 0
         self.certified = 0
+        self.record = ProposerRecord()
+        """``first``: the record of the surrogate asked before an input's first sample, against growth alone."""
+        self.foreseen = 0
+        """``first``: the inputs it was asked for and proposed a rule for (``record.certified`` of them
+        had it as their anchor)."""
+
+    @property
+    def first_share(self) -> float:
+        """The fraction of δ the surrogate's rule, proposed before the first sample, is given: how often
+        such a rule was the anchor so far (Laplace's rule), within [0.05, 0.95]."""
+        return min(max((self.record.certified + 1) / (self.foreseen + 2), 0.05), 0.95)
 
     @property
     def trust(self) -> float:
@@ -124,23 +153,38 @@ class Proxy:
 
     def surrogate_proposer(
         self, sampler: Sampler, instance: Instance, keys: Sequence[str], target: Any, rng: np.random.Generator,
-        max_size: int,
-    ) -> SurrogateProposer:  # fmt: skip
-        """The surrogate as the guided search's proposer for this input (its rules: `SurrogateProposer`)."""
-        return SurrogateProposer(self.surrogate, sampler, instance, _keys(keys, len(instance.features)), target, rng,
-                                 self.params, max_size, self.allowance())  # fmt: skip
+        max_size: int, seed: int,
+    ) -> tuple[SurrogateProposer | None, bool | None]:  # fmt: skip
+        """The surrogate as the guided search's proposer for this input (its rules: `SurrogateProposer`),
+        and, ``first``, whether its record asked it (None: it could not be; False: the control arm, no
+        proposer)."""
+        first = self.params.first
+        asked = None
+        if first and self.surrogate.foresees(target):
+            asked = self.record.ask(self.params.record, seed, str(instance.query))
+        if first and not asked:
+            return None, asked
+        made = SurrogateProposer(self.surrogate, sampler, instance, _keys(keys, len(instance.features)), target, rng,
+                                 self.params, max_size, self.allowance(), first=first,
+                                 share=self.first_share if first else None)  # fmt: skip
+        return made, asked
 
     def learn(
         self, run: ProxyRun, instance: Instance, keys: Sequence[str], labelled: tuple[np.ndarray, np.ndarray],
-        target: Any, result: SearchResult,
+        target: Any, result: SearchResult, queries: int,
     ) -> ProxyUse:  # fmt: skip
-        """Record the outcome (trust) and teach the surrogate this input's samples; the meta entry."""
+        """Record the outcome (trust; ``first``, the record with the input's paid ``queries``) and teach
+        the surrogate this input's samples; the meta entry."""
         certified = result.success and result.rule in run.proposals
         if run.proposals or result.success:
             self.tried += 1
             self.certified += int(certified)
+        if run.asked is not None:
+            self.record.add(run.asked, queries, certified)
+            self.foreseen += int(run.asked and bool(run.proposals))
         if self.classifier is None and keys:
-            self.surrogate.learn(_keys(keys, len(instance.features)), *labelled, target)
+            empty = result.success and not result.rule
+            self.surrogate.learn(_keys(keys, len(instance.features)), *labelled, target, empty=empty)
         s = run.stats
         cost = Cost.of(s) if self.classifier else None
         return ProxyUse(
@@ -151,7 +195,37 @@ class Proxy:
             proposals=tuple(tuple(instance.features[p] for p in sorted(rule)) for rule in run.proposals),
             certified=certified,
             trust=self.trust,
+            asked=run.asked,
         )
+
+    def save(self, directory: str | os.PathLike[str], scope: str) -> None:
+        """Write the surrogate's shared layer and record to ``directory`` (atomically), for ``scope``: the
+        model and perturbation it learned."""
+        root = Path(directory)
+        root.mkdir(parents=True, exist_ok=True)
+        saved = {"scope": scope, "shared": self.surrogate.state(), "record": asdict(self.record),
+                 "trust": [self.tried, self.certified], "foreseen": self.foreseen}  # fmt: skip
+        temporary = root / f"{SAVED}.tmp"
+        temporary.write_text(json.dumps(saved))
+        os.replace(temporary, root / SAVED)
+
+    def load(self, directory: str | os.PathLike[str], scope: str) -> bool:
+        """Take the shared layer and record saved in ``directory`` (whether there were any); a
+        `ConfigError` when they were learned for another scope, `DamagedMemoryError` when unreadable."""
+        path = Path(directory) / SAVED
+        if not path.exists():
+            return False
+        try:
+            saved = json.loads(path.read_text())
+            if saved["scope"] != scope:
+                raise ConfigError(f"{path} was learned for another model: {saved['scope']!r}, not {scope!r}")
+            self.surrogate.restore(saved["shared"])
+            self.record = ProposerRecord(**saved["record"])
+            self.tried, self.certified = (int(n) for n in saved["trust"])
+            self.foreseen = int(saved["foreseen"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DamagedMemoryError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from exc
+        return True
 
 
 def _keys(keys: Sequence[str], n_features: int) -> list[str]:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._checks import check_int, check_number
+from .._exceptions import ConfigError
 from ..search.base import SampleRequest, Samples
 from ..search.rules import Rule
+from .record import RecordParams
 
 __all__ = ["ProxyParams", "ProxyProposal", "proxy_search"]
 
@@ -33,7 +35,10 @@ class ProxyParams:
     starts with, and how many inputs that prior counts as (trust: the share of inputs whose anchor it
     proposed, ``(certified + trust_prior · trust_weight) / (tried + trust_weight)``); threshold: the
     precision on the proxy a rule needs to be proposed; surrogate_l2, surrogate_bias_l2, surrogate_rate,
-    surrogate_bias_rate, surrogate_passes, surrogate_iterations: the surrogate's (`Surrogate`).
+    surrogate_bias_rate, surrogate_passes, surrogate_iterations: the surrogate's (`Surrogate`); first: the
+    surrogate proposes before each input's first sample, from what earlier inputs taught it alone, one
+    rule final when certified (`SurrogateProposer`), on the inputs its record asks it for; record: how
+    that record decides (`RecordParams`).
     """
 
     samples: int = 200
@@ -48,8 +53,14 @@ class ProxyParams:
     surrogate_bias_rate: float = 0.1
     surrogate_passes: int = 2
     surrogate_iterations: int = 15
+    first: bool = False
+    record: RecordParams = field(default_factory=RecordParams)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.first, bool):
+            raise ConfigError(f"first must be True or False, got {self.first!r}")
+        if not isinstance(self.record, RecordParams):
+            raise ConfigError(f"record must be a RecordParams, got {type(self.record).__name__}")
         for name in ("samples", "beam", "proposals", "surrogate_passes", "surrogate_iterations"):
             check_int(name, getattr(self, name))
         check_number("threshold", self.threshold, high=1.0, open_high=False)

@@ -13,13 +13,18 @@ label" on which features it keeps:
 
 Numpy only; it costs no query. Keys let a word teach every later input
 that has it; features without keys (superpixels) learn per input only.
-`SurrogateProposer` is the surrogate as a proposer of the guided search.
+`SurrogateProposer` is the surrogate as a proposer of the guided search:
+after the empty rule (fitted to this input's samples too), or, ``first``,
+before this input's first sample, from the cross-input layer alone (what
+the stream has taught about the model), its one rule final when certified.
+The cross-input layer is kept across runs by `Surrogate.state` and
+`Surrogate.restore`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,12 +58,14 @@ class SurrogateFit:
 
 @dataclass
 class _Shared:
-    """The cross-input layer for one label: AdaGrad weights per key, and the bias."""
+    """The cross-input layer for one label: AdaGrad weights per key, and the bias; the inputs it learned
+    from, and how many of them had an empty anchor."""
 
     weights: dict[str, float] = field(default_factory=dict)
     squares: dict[str, float] = field(default_factory=dict)
     bias: float = 0.0
     inputs: int = 0
+    empty: int = 0
 
 
 class Surrogate:
@@ -110,11 +117,22 @@ class Surrogate:
         theta = ridge_logistic(design, kept.astype(float), prior, reg, self.iterations)
         return SurrogateFit(w0, b0, float(theta[0]), theta[1:-1], float(theta[-1]))
 
-    def learn(self, keys: Sequence[str], present: np.ndarray, kept: np.ndarray, label: Hashable) -> None:
-        """Teach the shared layer of ``label`` this input's labelled samples."""
+    def foresees(self, label: Hashable) -> bool:
+        """Whether the shared layer of ``label`` may propose before an input's first sample: it learned
+        from at least `FORESEE_AFTER` inputs, and fewer than half of them had an empty anchor (where the
+        empty rule mostly suffices, a rule tested before it would replace the empty anchor)."""
+        s = self._shared.get(_hashable(label))
+        return s is not None and s.inputs >= FORESEE_AFTER and 2 * s.empty < s.inputs
+
+    def learn(
+        self, keys: Sequence[str], present: np.ndarray, kept: np.ndarray, label: Hashable, *, empty: bool = False
+    ) -> None:
+        """Teach the shared layer of ``label`` this input's labelled samples (``empty``: its anchor was
+        the empty rule)."""
         if not len(kept) or not len(keys):
             return
         s = self._shared.setdefault(_hashable(label), _Shared())
+        s.empty += int(empty)
         names = sorted(set(keys))
         column = {k: i for i, k in enumerate(names)}
         where = np.array([column[k] for k in keys])
@@ -131,13 +149,32 @@ class Surrogate:
             s.weights[k], s.squares[k] = float(weights[i]), float(squares[i])
         s.inputs += 1
 
+    def state(self) -> list[dict[str, Any]]:
+        """The shared layer, per label, as JSON-ready data (`restore` reads it back)."""
+        return [{"label": label, **asdict(s)} for label, s in self._shared.items()]
+
+    def restore(self, state: Sequence[dict[str, Any]]) -> None:
+        """Take the shared layer ``state`` holds (from `state`) as this surrogate's."""
+        shared = {}
+        for raw in state:
+            item = dict(raw)
+            label = item.pop("label")
+            shared[_hashable(tuple(label) if isinstance(label, list) else label)] = _Shared(**item)
+        self._shared = shared
+
+
+FORESEE_AFTER = 3
+"""Inputs of a label the shared layer learns from before it proposes for one before its first sample."""
+
 
 @dataclass
 class SurrogateProposer:
     """The surrogate as a `Proposer`: when first asked, fitted to every sample the model labelled so far
     and searched on for free (`proxy_search`, at most ``max_proposals`` rules); then its rules, tested
-    like `Proposals`. ``keys``: the surrogate's key per feature. What it did is its own: ``samples``
-    (labelled by the fit, free) and ``proposals``."""
+    like `Proposals`. ``first``: asked before the empty rule, it searches the cross-input layer alone
+    (`Surrogate.shared`) for one rule, final when certified, and proposes none when that layer
+    predicts the empty rule reaches the threshold. ``keys``: the surrogate's key per feature. What it
+    did is its own: ``samples`` (labelled by the fit, free) and ``proposals``."""
 
     surrogate: Surrogate
     sampler: Sampler
@@ -150,18 +187,38 @@ class SurrogateProposer:
     max_proposals: int
     name: str = "proxy"
     first: bool = False
+    share: float | None = None
+    """``first``: the fraction of δ its rule is given (`Certifier.split`): how often its rule was the
+    anchor on earlier inputs."""
     samples: int = 0
     proposals: list[Rule] = field(default_factory=list)
     _rules: Proposals | None = field(default=None, init=False, repr=False)
 
     def propose(self, guide: Guide) -> Judge | None:
         if self._rules is None:
-            self.proposals = self._search(*guide.labelled())
-            self._rules = Proposals(self.name, self.proposals)
+            if self.first:
+                self.proposals = self._foreseen()
+                final = frozenset(self.proposals)
+                self._rules = Proposals(self.name, self.proposals, first=True, final=final, share=self.share)
+            else:
+                fit = self.surrogate.fit(self.keys, *guide.labelled(), self.target)
+                self.proposals = self._search(fit, self.max_proposals)
+                self._rules = Proposals(self.name, self.proposals)
         return self._rules.propose(guide)
 
-    def _search(self, present: np.ndarray, kept: np.ndarray) -> list[Rule]:
-        fit = self.surrogate.fit(self.keys, present, kept, self.target)
+    def _foreseen(self) -> list[Rule]:
+        """The rule the cross-input layer alone predicts (at most one); none when it predicts the empty
+        rule reaches the threshold."""
+        shared, bias = self.surrogate.shared(self.keys, self.target)
+        fit = SurrogateFit(shared, bias, 1.0, np.zeros(len(shared)), 0.0)
+        root = self.sampler.sample_present(self.instance, frozenset(), self.params.samples, self.rng)
+        self.samples += len(root)
+        if float(fit(root).mean()) >= self.params.threshold:
+            return []
+        return self._search(fit, 1)
+
+    def _search(self, fit: SurrogateFit, most: int) -> list[Rule]:
+        """At most ``most`` rules whose precision on ``fit``'s labels reaches the threshold (`proxy_search`)."""
 
         def answer(requests: list[SampleRequest]) -> list[Samples]:
             drawn = [self.sampler.sample_present(self.instance, r.rule, r.n, self.rng) for r in requests]
@@ -170,7 +227,7 @@ class SurrogateProposer:
 
         p = self.params
         search = proxy_search(len(self.instance.features), threshold=p.threshold, max_size=self.max_size,
-                              max_proposals=self.max_proposals, samples=p.samples, beam=p.beam)  # fmt: skip
+                              max_proposals=most, samples=p.samples, beam=p.beam)  # fmt: skip
         return [found.rule for found in run_sync(search, answer)]
 
 

@@ -51,7 +51,9 @@ class ProxyUse:
     ``proposals``: the rules it handed over, as features, best first;
     ``certified``: whether the anchor is one of them; ``trust``: the share of
     earlier inputs whose anchor the proxy proposed, which set how many of its
-    rules were tried here.
+    rules were tried here; ``asked`` (``ProxyParams.first``): whether its
+    record asked the surrogate before the input's first sample (None: it
+    could not be; False: the control arm, growth alone).
     """
 
     kind: str
@@ -61,3 +63,4 @@ class ProxyUse:
     proposals: tuple[tuple[str, ...], ...] = ()
     certified: bool = False
     trust: float = 1.0
+    asked: bool | None = None

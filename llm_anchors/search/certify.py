@@ -2,7 +2,11 @@
 
 Every rule a search chooses to test is given, when it is chosen and before any sample that judges it
 is drawn, the next share of δ: the first (the empty rule, in every search but a resumed one)
-``empty_share``·δ, the m-th after it (1 − ``empty_share``)·δ·6/(π²m²) (the shares sum to δ). It is
+``empty_share``·δ, the m-th after it (1 − ``empty_share``)·δ·6/(π²m²) (the shares sum to δ). When
+the first rule chosen is proposed before the empty rule by a proposer that says how often its rule is
+the anchor (a fraction f, from earlier inputs only: `split`, before any rule of the explanation is
+chosen), f·δ is set aside for the rules proposed first (the m-th of them f·δ·6/(π²m²)) and the
+schedule above runs on the rest, (1 − f)·δ: the shares still sum to at most δ. It is
 then judged only on the samples drawn for it after it was chosen, one at a time in the order drawn, by
 a bet against "its precision is below the claimed bound b" (τ − ε_stop by default, τ strict): before
 each sample the certifier stakes a fraction λ of its wealth (starting at 1) on the sample keeping the
@@ -16,19 +20,19 @@ certified within ``patience`` times the fewest samples that could certify it (`f
 if every sample left kept the label (`Certifier.soonest`). Samples are drawn in requests no larger
 than what could still certify it if all kept the label (`Certifier.wanted`).
 
-Why the anchor returned then has precision ≥ b with probability ≥ 1 − δ, whatever the search: a
-rule's share is fixed when it is chosen, and its judging samples are drawn after, independently of
-what chose it, each keeping the label with its precision p. Each stake is chosen from the samples
-before it only, so when p ≤ b a sample multiplies the wealth by 1 + λ(p − b) ≤ 1 on average: the
-wealth is a nonnegative supermartingale starting at 1, and by Ville's inequality it ever reaches
-1/share with probability at most the share — however often it is looked at, and wherever the search
-stops. A false claim needs some chosen rule of precision below b to reach its 1/share, which by the
-union bound happens with probability at most Σ_m share_m = δ. Refusing a rule never makes a claim, so
-refusals (early, heuristic, free of δ) cannot break it. A refused rule is no longer sampled to be
-judged, but a sample of it drawn later (growth samples a refused rule to choose what to add to it)
-goes on with its bet: the bet never depended on why a sample was drawn, only on its being drawn from
-the rule after the rule was chosen, and Ville's inequality holds at any stopping time; such a rule
-may still be certified, at its own share. The searches choose; only this certifies.
+Why the anchor returned then has precision ≥ b with probability ≥ 1 − δ, whatever the search: a rule's
+share is fixed when it is chosen (the split, if any, before any rule is), and its judging samples are
+drawn after, independently of what chose it, each keeping the label with its precision p. Each stake is
+chosen from the samples before it only, so when p ≤ b a sample multiplies the wealth by 1 + λ(p − b) ≤ 1
+on average: the wealth is a nonnegative supermartingale starting at 1, and by Ville's inequality it ever
+reaches 1/share with probability at most the share — however often it is looked at, and wherever the
+search stops. A false claim needs some chosen rule of precision below b to reach its 1/share, which by
+the union bound happens with probability at most Σ_m share_m ≤ δ. Refusing a rule never makes a claim,
+so refusals (early, heuristic, free of δ) cannot break it. A refused rule is no longer sampled to be
+judged, but a sample of it drawn later (growth samples a refused rule to choose what to add to it) goes
+on with its bet: the bet never depended on why a sample was drawn, only on its being drawn from the rule
+after the rule was chosen, and Ville's inequality holds at any stopping time; such a rule may still be
+certified, at its own share. The searches choose; only this certifies.
 
 Against three fixed looks that split a rule's share (this module's earlier schedule), the bet looks
 after every sample at the whole share: a rule that keeps the label on every sample is certified within
@@ -102,15 +106,32 @@ class Certifier:
     def __init__(self, params: SearchParams) -> None:
         self.params = params
         self.chosen = 0
+        self._first = 0.0  # the fraction of δ the rules asked before the empty rule share (0: not split)
+        self._early = 0
+        self._late = 0
 
     @property
     def bound(self) -> float:
         return self.params.bound
 
-    def choose(self) -> Trial:
-        """Give the next rule chosen its share of δ (before any sample that judges it is drawn)."""
+    def split(self, fraction: float) -> None:
+        """Set ``fraction`` of δ aside for the rules proposed before the empty rule (`choose` ``first``),
+        the rest for the others; only before the first rule is chosen (later, nothing changes)."""
+        if self.chosen == 0 and 0.0 < fraction < 1.0:
+            self._first = fraction
+
+    def choose(self, first: bool = False) -> Trial:
+        """Give the next rule chosen its share of δ (before any sample that judges it is drawn): ``first``,
+        a rule proposed before the empty rule (when δ was `split`)."""
         self.chosen += 1
-        return Trial(self.chosen, share_of(self.params.delta, self.chosen, self.params.empty_share))
+        p, f = self.params, self._first
+        if not f:
+            return Trial(self.chosen, share_of(p.delta, self.chosen, p.empty_share))
+        if first and not self._late:
+            self._early += 1
+            return Trial(self.chosen, p.delta * f * 6.0 / (math.pi**2 * self._early**2))
+        self._late += 1
+        return Trial(self.chosen, share_of(p.delta * (1.0 - f), self._late, p.empty_share))
 
     def guess(self, seen: int, kept: int) -> float:
         """The precision the next stake bets on: ``bet_prior`` (or halfway from the bound to 1, when that
