@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from benchmarks import stream
@@ -29,14 +30,16 @@ __all__ = ["Tally", "main"]
 
 
 class Tally:
-    """Counts the samples of every search run while installed (`install`), by what became of each rule."""
+    """Counts the samples of every search run while `installed`, by what became of each rule."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.judged: dict[int, list[tuple[Candidate, str, str, int]]] = {}
 
-    def install(self) -> None:
-        """Wrap `Search._certify`, `_sample` and `_result` (a measuring device: nothing else changes)."""
+    @contextmanager
+    def installed(self) -> Iterator[Tally]:
+        """Wrap `Search._certify`, `_sample` and `_result` while inside (a measuring device: nothing else
+        changes), and put them back after."""
         certify, sample, result = Search._certify, Search._sample, Search._result
         tally = self
 
@@ -57,6 +60,10 @@ class Tally:
         Search._certify = _certify  # type: ignore[method-assign]
         Search._sample = _sample  # type: ignore[method-assign,assignment]
         Search._result = _result  # type: ignore[method-assign,assignment]
+        try:
+            yield self
+        finally:
+            Search._certify, Search._sample, Search._result = certify, sample, result  # type: ignore[method-assign]
 
     def close(self, search: Search, best: Candidate | None) -> None:
         """Count one search's judged samples by outcome, once (a search may report its result again)."""
@@ -84,9 +91,8 @@ class Tally:
 
 
 def main(argv: list[str] | None = None) -> None:
-    tally = Tally()
-    tally.install()
-    stream.main(argv)
+    with Tally().installed() as tally:
+        stream.main(argv)
     table = tally.per_search()
     print("\n| samples per search | mean |\n| --- | ---: |")
     for name, value in table.items():

@@ -271,3 +271,23 @@ def test_the_bet_benchmark_measures_the_certifier_unconditionally():
 
     below = bet.cell(SearchParams(), 0.85, 2, runs=400)
     assert below["certified"] <= share_of(0.1, 2, 0.2) and below["spent_mean"] > 0 and below["spent_over_floor"] is None
+
+
+def test_the_spend_tally_splits_a_searchs_samples_by_what_became_of_each_rule():
+    from benchmarks.spend import Tally
+    from llm_anchors.propose import Growth, GuidedSearch
+    from llm_anchors.search import SearchParams
+    from llm_anchors.search.base import Search
+    from tests.conftest import pool, run_search
+
+    original = Search._certify
+    with Tally().installed() as tally:
+        search = GuidedSearch(12, pool(12), SearchParams(), proposers=[Growth()])
+        result, batches = run_search(search, lambda present: present[:, [1, 4]].all(axis=1))
+    assert Search._certify is original  # put back
+    table = tally.per_search()
+    assert result.rule == {1, 4} and table["searches"] == 1
+    assert table["root rules"] == 1 and table["answer rules"] == 1
+    assert table["answer"] == result.certificate.n
+    judged = sum(table.get(k, 0) for k in ("root", "answer", "refused", "certified-other"))
+    assert judged + table["draws"] == sum(r.n for b in batches for r in b) and table["draws"] > 0
