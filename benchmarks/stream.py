@@ -378,15 +378,18 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
     is None, "true" and "false" booleans; a `MemoryParams` field (``tau_first=0.5``) and ``record.NAME`` go into
     its ``memory``, ``use_memory=false`` is ``memory=None`` (`with_memory`); ``guided.NAME`` a field of `GuidedParams`,
-    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams`, ``record.NAME`` of `RecordParams`,
-    ``search.NAME`` of the run's `SearchParams`)."""
+    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams` (``proxy.record.NAME``: of its
+    `RecordParams`), ``record.NAME`` of `RecordParams`, ``search.NAME`` of the run's `SearchParams`)."""
     out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
     nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}, "record": {}, "search": {}}
+    proxy_record: dict[str, Any] = {}
     for item in args.set:
         name, _, text = item.partition("=")
         value = parse_value(text)
         group, _, field_name = name.partition(".")
-        if field_name and group in nested:
+        if group == "proxy" and field_name.startswith("record."):
+            proxy_record[field_name.removeprefix("record.")] = value
+        elif field_name and group in nested:
             nested[group][field_name] = value
         else:
             out[name] = value
@@ -396,8 +399,9 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
         out["growth"] = GrowthParams(**nested["growth"])
     if nested["record"]:
         out["record"] = RecordParams(**nested["record"])
-    if nested["proxy"]:
-        out["proxy_params"] = ProxyParams(**nested["proxy"])
+    if nested["proxy"] or proxy_record:
+        record = {"record": RecordParams(**proxy_record)} if proxy_record else {}
+        out["proxy_params"] = ProxyParams(**nested["proxy"], **record)
     if nested["search"]:
         out["search"] = replace(search_settings(args)["search"], **nested["search"])
     return out

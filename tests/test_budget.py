@@ -354,3 +354,34 @@ def test_a_backend_that_does_not_say_it_is_local_is_priced():
     hosted = _OverReporting()
     with pytest.raises(ConfigError):  # a hosted model of unknown price
         LLMClassifier(hosted, PROMPT, LABELS)
+
+
+def test_a_journal_a_write_failed_on_closes_without_raising_the_same_failure_again(tmp_path):
+    # A full disk: the write's flush fails, and so does closing (Python flushes the unwritten bytes
+    # again). The write's failure is the one reported; closing must not replace it with an OSError.
+    import errno
+
+    from llm_anchors import ConfigError
+    from llm_anchors.money.journal import Journal
+
+    class Full:
+        def write(self, text):
+            return len(text)
+
+        def flush(self):
+            raise OSError(errno.EFBIG, "File too large")
+
+        def close(self):
+            raise OSError(errno.EFBIG, "File too large")
+
+    journal = Journal(tmp_path / "j.jsonl")
+    journal._handle.close()
+    journal._handle = Full()
+    with pytest.raises(ConfigError, match="File too large"):
+        journal.write({"r": 1})
+    journal.close()  # reported once, by the write
+    fresh = Journal(tmp_path / "k.jsonl")
+    fresh._handle.close()
+    fresh._handle = Full()
+    with pytest.raises(ConfigError, match="cannot write the budget journal"):
+        fresh.close()  # a close that fails first is reported, typed

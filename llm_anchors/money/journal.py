@@ -144,4 +144,11 @@ class Journal:
             raise ConfigError(self.broken) from exc
 
     def close(self) -> None:
-        self._handle.close()
+        """Close the file. A journal a write already failed on still holds the unwritten bytes, which
+        closing tries and fails to flush again: that failure was reported (`broken`), not raised twice."""
+        try:
+            self._handle.close()
+        except OSError as exc:
+            if not self.broken:
+                self.broken = f"cannot write the budget journal {self.path}: {exc.strerror or exc}"
+                raise ConfigError(self.broken) from exc
