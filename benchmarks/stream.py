@@ -400,8 +400,10 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     if nested["record"]:
         out["record"] = RecordParams(**nested["record"])
     if nested["proxy"] or proxy_record:
-        record = {"record": RecordParams(**proxy_record)} if proxy_record else {}
-        out["proxy_params"] = ProxyParams(**nested["proxy"], **record)
+        fields: dict[str, Any] = dict(nested["proxy"])
+        if proxy_record:
+            fields["record"] = RecordParams(**proxy_record)
+        out["proxy_params"] = ProxyParams(**fields)
     if nested["search"]:
         out["search"] = replace(search_settings(args)["search"], **nested["search"])
     return out
