@@ -56,11 +56,16 @@ Verdict = Literal["certified", "refused", "more"]
 
 def share_of(delta: float, rank: int, empty: float) -> float:
     """The share of ``delta`` given to the ``rank``-th rule chosen (from 1): ``empty``·δ to the first (the
-    empty rule, in every search but a resumed one), then (1 − ``empty``)·δ·6/(π²(rank − 1)²): the
-    shares sum to δ."""
+    empty rule, in every search but a resumed one), then the m-th after it its `_series` share of
+    (1 − ``empty``)·δ: the shares sum to δ."""
     if rank == 1:
         return delta * empty
-    return delta * (1.0 - empty) * 6.0 / (math.pi**2 * (rank - 1) ** 2)
+    return _series(delta * (1.0 - empty), rank - 1)
+
+
+def _series(total: float, m: int) -> float:
+    """The m-th (from 1) of shares of ``total`` that sum to it: total·6/(π²m²)."""
+    return total * 6.0 / (math.pi**2 * m**2)
 
 
 def fewest_agreeing(beta: float, bound: float) -> int:
@@ -107,8 +112,7 @@ class Certifier:
         self.params = params
         self.chosen = 0
         self._first = 0.0  # the fraction of δ the rules asked before the empty rule share (0: not split)
-        self._early = 0
-        self._late = 0
+        self._early = 0  # of the rules chosen, those given a share of that fraction
 
     @property
     def bound(self) -> float:
@@ -127,11 +131,10 @@ class Certifier:
         p, f = self.params, self._first
         if not f:
             return Trial(self.chosen, share_of(p.delta, self.chosen, p.empty_share))
-        if first and not self._late:
+        if first and self._early == self.chosen - 1:  # every rule chosen so far was asked first
             self._early += 1
-            return Trial(self.chosen, p.delta * f * 6.0 / (math.pi**2 * self._early**2))
-        self._late += 1
-        return Trial(self.chosen, share_of(p.delta * (1.0 - f), self._late, p.empty_share))
+            return Trial(self.chosen, _series(p.delta * f, self._early))
+        return Trial(self.chosen, share_of(p.delta * (1.0 - f), self.chosen - self._early, p.empty_share))
 
     def guess(self, seen: int, kept: int) -> float:
         """The precision the next stake bets on: ``bet_prior`` (or halfway from the bound to 1, when that
