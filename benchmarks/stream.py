@@ -88,12 +88,12 @@ def classifiers(
         model, texts, _, _ = train_youtube_rf(data=args.data, tuning=args.tuning)
         words = [len(WORD.findall(t)) for t in texts]  # a comment of emoji alone has nothing to explain
         order = [i for i in range(len(texts)) if 0 < words[i] <= args.max_words][: args.n]
-        yield (lambda name: FunctionClassifier(model.predict, name=f"youtube-rf-{name}")), texts, order, None
+        yield (lambda name: forest(model, f"youtube-rf-{name}", args)), texts, order, None
         return
     if args.classifier == "rf":
         model, texts, _ = train_text_rf(data=args.data)
         order = stream_order(texts, args, held_out=1000)
-        yield (lambda name: FunctionClassifier(model.predict, name=f"tfidf-rf-{name}")), texts, order, None
+        yield (lambda name: forest(model, f"tfidf-rf-{name}", args)), texts, order, None
         return
     from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
     from adapters.openai_compat import OpenAICompatibleBackend
@@ -109,9 +109,39 @@ def classifiers(
         def make(name: str) -> Classifier:
             backend = OpenAICompatibleBackend(url, args.model, max_request_size=8)
             llm = LLMClassifier(backend, DEFAULT_PROMPT, DEFAULT_LABELS)
-            return MemoLabels(llm, memo) if memo is not None else llm
+            if memo is not None:
+                return MemoLabels(llm, memo, args.labels_only)
+            return LabelsOnly(llm) if args.labels_only else llm
 
         yield make, texts, order, (server.rss_mb if server is not None else None)
+
+
+def forest(model: Any, name: str, args: argparse.Namespace) -> FunctionClassifier:
+    """The random forest as a classifier: its labels, and its probabilities unless ``--labels-only``."""
+    proba = None if args.labels_only else model.predict_proba
+    return FunctionClassifier(model.predict, predict_proba=proba, name=name)
+
+
+class LabelsOnly(BaseClassifier):
+    """A classifier's labels without its probabilities (``--labels-only``: the search as for a model
+    that gives none)."""
+
+    def __init__(self, inner: LLMClassifier) -> None:
+        self.inner = inner
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    @property
+    def max_request_size(self) -> int | None:
+        return self.inner.max_request_size
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def classify(self, texts: Sequence[str]) -> Batch:
+        return replace(await self.inner.classify(texts), probabilities=None)
 
 
 class MemoLabels(BaseClassifier):
@@ -123,8 +153,8 @@ class MemoLabels(BaseClassifier):
     times of texts answered by the memo are not measured.
     """
 
-    def __init__(self, llm: LLMClassifier, memo: QueryCache) -> None:
-        self.llm, self.memo = llm, memo
+    def __init__(self, llm: LLMClassifier, memo: QueryCache, labels_only: bool = False) -> None:
+        self.llm, self.memo, self.labels_only = llm, memo, labels_only
 
     @property
     def identity(self) -> str:
@@ -138,12 +168,15 @@ class MemoLabels(BaseClassifier):
         await self.llm.aclose()
 
     async def classify(self, texts: Sequence[str]) -> Batch:
-        known = {t: self.memo.get(self.identity, t) for t in texts}
-        missing = [t for t, (hit, _) in known.items() if not hit]
+        known = {t: (*self.memo.get(self.identity, t), self.memo.probabilities(self.identity, t)) for t in texts}
+        missing = [t for t, (hit, _, p) in known.items() if not hit or (p is None and not self.labels_only)]
         batch = await self.llm.classify(missing) if missing else Batch([])
-        self.memo.put_many(self.identity, zip(missing, batch.labels, strict=True))
-        answers = dict(zip(missing, batch.labels, strict=True))
-        return Batch([answers[t] if t in answers else known[t][1] for t in texts], batch.charge)
+        given = batch.probabilities or [None] * len(missing)
+        self.memo.put_many(self.identity, zip(missing, batch.labels, strict=True), given)
+        answers = {t: (label, p) for t, label, p in zip(missing, batch.labels, given, strict=True)}
+        got = [answers[t] if t in answers else known[t][1:] for t in texts]
+        probabilities = None if self.labels_only else [p for _, p in got]
+        return Batch([label for label, _ in got], batch.charge, probabilities=probabilities)
 
 
 def stream_order(texts: list[str], args: argparse.Namespace, held_out: int) -> list[int]:
@@ -462,6 +495,11 @@ def main(argv: list[str] | None = None) -> None:
         "--oracle-seen", action="store_true", help="with --oracle: only anchors an earlier input of the stream had"
     )
     parser.add_argument("--memo-labels", default=None, help="with llm: a SQLite file of labels reused across runs")
+    parser.add_argument(
+        "--labels-only",
+        action="store_true",
+        help="the model's labels alone, not its probabilities (which guide the search on fewer samples)",
+    )
     parser.add_argument("--tuning", action="store_true", help="the held-out tuning stream (settings are chosen there)")
     parser.add_argument("--sweep", action="store_true", help="τ_sim × τ_mid grid (the paper's)")
     parser.add_argument("--report-at", default="", help="also tables for these stream prefixes, e.g. 1000")
@@ -477,6 +515,7 @@ def main(argv: list[str] | None = None) -> None:
             + run_suffix(args))  # fmt: skip
     stem += ("_oracle_seen" if args.oracle_seen else "_oracle") if args.oracle else ""
     stem += "_reference" if args.reference else ""
+    stem += "_labelsonly" if args.labels_only else ""
     results = {k: compare(a, m, args.price_model) for k, m in rows["manchors"].items()}
     main_runs = {k[0]: m for k, m in rows["manchors"].items() if k[1:] == (tau_sim(args, k[0]), args.tau_mid)}
     main_runs = main_runs or {f"{k[0]} {k[1]}/{k[2]}": m for k, m in rows["manchors"].items()}

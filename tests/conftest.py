@@ -43,10 +43,11 @@ def bet_certifies_at(labels, params, share):
     return None
 
 
-def run_search(search, label_of_present, seed=0):
+def run_search(search, label_of_present, seed=0, score_of_present=None):
     """Drive a BeamSearch with unk perturbations and a classifier on the kept-word matrix.
 
-    ``label_of_present`` maps an (n × F) boolean matrix to n booleans (label == target).
+    ``label_of_present`` maps an (n × F) boolean matrix to n booleans (label == target);
+    ``score_of_present``, if given, to the probability the model gives the target (`Samples.scores`).
     Returns the result and the list of request batches the search yielded.
     """
     from llm_anchors.search import Samples, run_sync
@@ -60,7 +61,8 @@ def run_search(search, label_of_present, seed=0):
         for r in requests:
             present = rng.random((r.n, search.n_features)) >= 0.5
             present[:, sorted(r.rule)] = True
-            answers.append(Samples(present, np.asarray(label_of_present(present), dtype=bool)))
+            scores = None if score_of_present is None else np.asarray(score_of_present(present), dtype=float)
+            answers.append(Samples(present, np.asarray(label_of_present(present), dtype=bool), scores))
         return answers
 
     return run_sync(search.run(), answer), batches

@@ -302,7 +302,7 @@ class FaultServer:
             else:
                 choices.append({"index": i, "text": word, "logprobs": logprobs, "finish_reason": finish})
         choices.reverse()  # servers may answer out of order: clients must sort by index
-        said = {"service_tier": self.tier} if self.tier else {}
+        said: dict[str, Any] = {"service_tier": self.tier} if self.tier else {}
         said |= {"id": "cmpl-fault", "object": "chat.completion" if path.endswith("/chat/completions") else
                  "text_completion", "created": 1_790_000_000,
                  "model": self.model_said or body.get("model", "")}  # fmt: skip

@@ -165,3 +165,39 @@ async def test_a_sync_function_runs_one_batch_at_a_time_unless_declared_thread_s
     await asyncio.gather(*(clf.classify(["a"]) for _ in range(4)))
     assert most[0] == (4 if thread_safe else 1)
     assert pickle.loads(pickle.dumps(FunctionClassifier(len, name="n"))).name == "n"  # the lock is not shipped
+
+
+class Proba:
+    classes_ = np.array(["neg", "pos"])
+
+    def predict(self, texts):
+        return np.array(["pos" if "good" in t else "neg" for t in texts])
+
+    def predict_proba(self, texts):
+        rows = {"good": [0.1, 0.9], "bad": [0.7, 0.3], "odd": [0.5, np.nan], "wide": [0.2, 0.3, 0.5]}
+        return [rows.get(t, [0.5, 0.5]) for t in texts]
+
+
+async def test_predict_proba_gives_each_label_its_probability():
+    model = Proba()
+    clf = FunctionClassifier(model.predict, predict_proba=model.predict_proba)
+    batch = await clf.classify(["good", "bad", "odd", "wide"])
+    assert batch.labels == ["pos", "neg", "neg", "neg"]
+    # A row that is not a distribution over the classes says nothing: None, never a label.
+    assert batch.probabilities == [{"neg": 0.1, "pos": 0.9}, {"neg": 0.7, "pos": 0.3}, None, None]
+    assert (await FunctionClassifier(model.predict).classify(["good"])).probabilities is None
+
+
+def test_predict_proba_needs_its_columns_labels():
+    with pytest.raises(ConfigError, match="classes="):
+        FunctionClassifier(lambda t: t, predict_proba=lambda t: [[1.0]] * len(t))
+    clf = FunctionClassifier(lambda t: t, predict_proba=lambda t: [[1.0]] * len(t), classes=["x"])
+    assert clf.classes == ["x"]
+    with pytest.raises(ConfigError, match="callable"):
+        FunctionClassifier(lambda t: t, predict_proba=[[1.0]])
+
+
+async def test_predict_proba_with_a_wrong_number_of_rows_is_a_classifier_error():
+    clf = FunctionClassifier(lambda t: ["x"] * len(t), predict_proba=lambda t: [[1.0]], classes=["x"])
+    with pytest.raises(ClassifierError, match="rows"):
+        await clf.classify(["a", "b"])

@@ -311,3 +311,54 @@ def test_a_call_carries_at_most_half_the_limit():
     for _ in range(5):
         limiter.observe(1, 1.0, "overload")  # cut once a round trip: not again at once
     assert limiter.limit >= 1 and limiter.size(8) >= 1
+
+
+class Forest:
+    """A model with sklearn's predict / predict_proba / classes_: "A" when the text holds "a"."""
+
+    classes_ = ["A", "B"]
+
+    def predict(self, texts):
+        return ["A" if "a" in t else "B" for t in texts]
+
+    def predict_proba(self, texts):
+        return [[0.8, 0.2] if "a" in t else [0.3, 0.7] for t in texts]
+
+
+async def test_answers_hold_the_probabilities_sent_cached_and_uncached(tmp_path):
+    forest = Forest()
+    cache = QueryCache(tmp_path / "c.sqlite")
+    engine = QueryEngine(FunctionClassifier(forest.predict, predict_proba=forest.predict_proba, name="f"), cache=cache)
+    labels, probabilities = await engine.answers(["a", "b", "a"], QueryStats())
+    assert labels == ["A", "B", "A"]
+    assert probabilities == [{"A": 0.8, "B": 0.2}, {"A": 0.3, "B": 0.7}, {"A": 0.8, "B": 0.2}]
+    stats = QueryStats()
+    assert (await engine.answers(["b"], stats))[1] == [{"A": 0.3, "B": 0.7}] and stats.cache_hits == 1
+    cache.close()
+    again = QueryCache(tmp_path / "c.sqlite")  # persisted: a later run chooses as this one did
+    assert again.probabilities("function:f", "a") == {"A": 0.8, "B": 0.2}
+    again.close()
+    off = QueryEngine(
+        FunctionClassifier(forest.predict, predict_proba=forest.predict_proba), cache=QueryCache(enabled=False)
+    )
+    assert (await off.answers(["a"], QueryStats()))[1] == [{"A": 0.8, "B": 0.2}]
+    plain = QueryEngine(FunctionClassifier(forest.predict))
+    assert await plain.answers(["a"], QueryStats()) == (["A"], [None])
+
+
+def test_a_cache_written_before_probabilities_is_read_and_extended(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE labels (classifier TEXT, text TEXT, label TEXT, PRIMARY KEY (classifier, text))")
+    db.execute("INSERT INTO labels VALUES ('m', 't', '\"pos\"')")
+    db.commit()
+    db.close()
+    cache = QueryCache(path)
+    assert cache.get("m", "t") == (True, "pos") and cache.probabilities("m", "t") is None
+    cache.put_many("m", [("u", ("a", 1))], [{("a", 1): 0.6, "b": 0.4}])
+    cache.close()
+    again = QueryCache(path)
+    assert again.get("m", "u") == (True, ("a", 1)) and again.probabilities("m", "u") == {("a", 1): 0.6, "b": 0.4}
+    again.close()

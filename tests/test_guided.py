@@ -380,3 +380,43 @@ def test_a_proposer_asked_first_that_says_how_often_it_is_right_gets_that_share_
     expected = 0.1 * 0.2 if share is None else 0.1 * share * 6 / np.pi**2
     assert result.certificate.level == pytest.approx(expected)
     assert result.certificate.n == bet_certifies_at([True] * 200, SearchParams(), expected)
+
+
+def soft(*features):
+    """The probability a model gives the label: rises with each of ``features`` kept, past ½ with all."""
+    return lambda present: (
+        0.1 + 0.5 * present[:, list(features)].mean(axis=1) + 0.3 * present[:, list(features)].all(axis=1)
+    )
+
+
+def test_with_probabilities_growth_samples_a_rule_up_to_scored_samples_before_choosing():
+    # 12 features, 10 samples each: 120 asked, capped at parent_samples (75) with labels alone ...
+    _, batches = run_search(guided(early=None, per_feature=10), conj(1, 4, 10))
+    assert sum(r.n for b in batches for r in b if r.stage in ("root", "greedy-0")) == 75
+    # ... and at scored_samples (40) when the model gives probabilities, which rank on fewer.
+    _, batches = run_search(guided(early=None, per_feature=10), conj(1, 4, 10), score_of_present=soft(1, 4, 10))
+    assert sum(r.n for b in batches for r in b if r.stage in ("root", "greedy-0")) == 40
+
+
+def test_probabilities_find_the_same_anchors_on_fewer_samples():
+    spent = {"labels": 0, "probabilities": 0}
+    for seed in range(10):
+        labels_only, plain = run_search(guided(), conj(1, 4, 10), seed=seed)
+        scored, guided_by = run_search(guided(), conj(1, 4, 10), seed=seed, score_of_present=soft(1, 4, 10))
+        assert labels_only.rule == scored.rule == {1, 4, 10} and scored.success
+        spent["labels"] += samples(plain)
+        spent["probabilities"] += samples(guided_by)
+    assert spent["probabilities"] < 0.9 * spent["labels"]  # 881 against 1,046
+
+
+def test_probabilities_never_certify_a_rule_its_labels_refuse():
+    # The probabilities say every perturbation keeps the label; the labels say only {1, 4, 10} does.
+    result, _ = run_search(guided(), conj(1, 4, 10), score_of_present=lambda present: np.ones(len(present)))
+    assert result.rule == {1, 4, 10} and result.success
+
+
+def test_a_sample_without_a_probability_counts_as_its_label():
+    search = guided()
+    plain, batches = run_search(guided(), conj(1, 4, 10))
+    none, nan = run_search(search, conj(1, 4, 10), score_of_present=lambda present: np.full(len(present), np.nan))
+    assert none.rule == plain.rule and samples(nan) == samples(batches) and search.scored() is None

@@ -214,3 +214,25 @@ async def test_a_long_static_prefix_first_is_cacheable():
         assert await clf.check_cache_layout() == ""
     local = LLMClassifier(MockBackend(sentiment), "Review: {text}\nSentiment:", LABELS)
     assert await local.check_cache_layout() == ""  # a local model: no provider's cache to fill
+
+
+def test_probabilities_of_the_labels_from_the_first_tokens_alternatives():
+    import math
+
+    clf = clf_for()
+    top = {" positive": -0.1, " Positive": -3.0, " pos": -4.0, " negative": -2.5, " The": -5.0}
+    got = clf.probabilities(Completion(" positive", top))
+    assert got is not None and set(got) == {"negative", "positive"}
+    assert got["positive"] == pytest.approx(math.exp(-0.1) + math.exp(-3.0) + math.exp(-4.0))
+    assert got["negative"] == pytest.approx(math.exp(-2.5))
+    # Without alternatives, or for an answer cut short, they say nothing (the label is still read).
+    assert clf.probabilities(Completion(" positive")) is None
+    assert clf.probabilities(Completion("", {" positive": -0.1}, cut=True)) is None
+
+
+async def test_classify_gives_the_labels_probabilities_when_the_server_gives_alternatives():
+    batch = await clf_for().classify(["good and great", "bad"])
+    assert batch.labels == ["positive", "negative"]
+    assert batch.probabilities is not None
+    assert batch.probabilities[0]["positive"] > 0.9 and batch.probabilities[1]["negative"] > 0.9
+    assert (await clf_for(logprobs=False).classify(["good and great"])).probabilities is None

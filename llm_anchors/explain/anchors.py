@@ -466,25 +466,34 @@ class AnchorsExplainer:
         drawn = await draw(self.sampler, run.instance, requests, run.rng)
         batch = [t for batch_texts, _ in drawn for t in batch_texts]
         stages = {r.stage for r in requests}
-        hits = await self._label(run, batch, stages.pop() if len(stages) == 1 else "mixed")
+        hits, scores = await self._scored(run, batch, stages.pop() if len(stages) == 1 else "mixed")
         run.texts.extend(batch)
         run.hits.extend(hits.tolist())
         out, offset = [], 0
         for batch_texts, present in drawn:
-            out.append(Samples(present, hits[offset : offset + len(batch_texts)]))
+            rows = slice(offset, offset + len(batch_texts))
+            out.append(Samples(present, hits[rows], scores[rows] if scores is not None else None))
             offset += len(batch_texts)
         return out
 
     async def _label(self, run: Explaining, texts: list[str], stage: str) -> np.ndarray:
         """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
+        return (await self._scored(run, texts, stage))[0]
+
+    async def _scored(self, run: Explaining, texts: list[str], stage: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """`_label`, and the probability the model gave each perturbation the input's label (NaN where
+        it gave none; None when it gave none at all)."""
         queries = run.stats.queries
-        labels = await self.engine.classify(texts, run.stats)
+        labels, probabilities = await self.engine.answers(texts, run.stats)
         run.count(stage, len(labels), run.stats.queries - queries)
         run.samples += len(labels)
         run.unparsed += sum(1 for label in labels if label == UNPARSED)
         if run.progress is not None:
             run.progress(self._progress(run))
-        return np.array([label == run.target for label in labels], dtype=bool)
+        hits = np.array([label == run.target for label in labels], dtype=bool)
+        if all(p is None for p in probabilities):
+            return hits, None
+        return hits, np.array([np.nan if p is None else p.get(run.target, 0.0) for p in probabilities])
 
     @staticmethod
     def _progress(run: Explaining) -> Progress:

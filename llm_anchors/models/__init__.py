@@ -1,7 +1,16 @@
 """The explained model: `Classifier` and `Backend`, the LLM classifier, retries."""
 
 from .backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
-from .classifier import UNPARSED, BaseClassifier, Batch, Classifier, FunctionClassifier, Label, as_classifier
+from .classifier import (
+    UNPARSED,
+    BaseClassifier,
+    Batch,
+    Classifier,
+    FunctionClassifier,
+    Label,
+    Probabilities,
+    as_classifier,
+)
 from .llm import LLMClassifier
 from .retry import RetryPolicy, is_retryable
 
@@ -18,6 +27,7 @@ __all__ = [
     "FunctionClassifier",
     "LLMClassifier",
     "Label",
+    "Probabilities",
     "MockBackend",
     "RetryPolicy",
     "as_backend",

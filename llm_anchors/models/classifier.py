@@ -24,6 +24,7 @@ __all__ = [
     "DecodingClassifier",
     "FunctionClassifier",
     "Label",
+    "Probabilities",
     "as_classifier",
     "check_labels",
     "model_name",
@@ -32,6 +33,9 @@ __all__ = [
 
 Label = Hashable
 """A class label: a str or an int, typically."""
+
+Probabilities = dict[Label, float]
+"""The probability a classifier gave each label, for one text (labels it gave none to: absent)."""
 
 UNPARSED = "<unparsed>"
 """The label of an answer that names no label: a class of its own, never
@@ -51,6 +55,10 @@ class Batch:
     dearest_tier: bool = False
     """Whether the call was billed at its model's dearest service tier because its server named none
     the price knows (``"auto"``, a tier the price lacks): its usage as reported, not disputed."""
+    probabilities: list[Probabilities | None] | None = None
+    """Per text, the probability the model gave each label (None: it gives none, or not for that text).
+    They only guide which rules the search tests (`GrowthParams.scored_samples`); certificates count
+    labels alone."""
 
 
 @runtime_checkable
@@ -141,12 +149,17 @@ class FunctionClassifier(BaseClassifier):
     to share a cache across classifiers or runs: a persisted `QueryCache`
     and a saved MAnchors memory require one.
 
+    ``predict_proba``: the model's probabilities for the same texts (an n × classes array, as
+    scikit-learn's ``predict_proba``), its columns the labels ``classes`` (by default the ``classes_``
+    of the object ``predict_proba`` is a method of). Given, they let the search choose what to test on
+    fewer samples (`Batch.probabilities`); the labels are still ``fn``'s.
+
     ``timeout`` (seconds) bounds each call: a call that takes longer raises
     `BackendTimeoutError` (retried as a timeout). A sync function running in
     a thread cannot be stopped: it finishes in the background, its answer
     unused.
 
-    >>> clf = FunctionClassifier(pipeline.predict, name="tfidf-rf-2024-05")
+    >>> clf = FunctionClassifier(pipeline.predict, predict_proba=pipeline.predict_proba, name="tfidf-rf-2024-05")
     """
 
     def __init__(
@@ -157,9 +170,17 @@ class FunctionClassifier(BaseClassifier):
         in_thread: bool = True,
         thread_safe: bool = False,
         timeout: float | None = None,
+        predict_proba: Callable[[list[str]], Any] | None = None,
+        classes: Sequence[Label] | None = None,
     ) -> None:
         if not callable(fn):
             raise ConfigError(f"FunctionClassifier needs a callable, got {type(fn).__name__}")
+        if predict_proba is not None and not callable(predict_proba):
+            raise ConfigError(f"predict_proba must be callable, got {type(predict_proba).__name__}")
+        if classes is None and predict_proba is not None:
+            classes = getattr(getattr(predict_proba, "__self__", None), "classes_", None)
+            if classes is None:
+                raise ConfigError("predict_proba needs classes=: the label of each of its columns")
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ConfigError(f"name must be a non-empty string, got {name!r}")
         if timeout is not None and (
@@ -167,6 +188,8 @@ class FunctionClassifier(BaseClassifier):
         ):
             raise ConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         self.fn = fn
+        self.predict_proba = predict_proba
+        self.classes = None if classes is None else check_labels(classes, len(classes), "classes=")
         self.named = name is not None
         self.name = name if name is not None else f"{model_name(fn)}#{secrets.token_hex(4)}"
         self.in_thread = in_thread
@@ -191,28 +214,65 @@ class FunctionClassifier(BaseClassifier):
             raise
         except Exception as exc:
             raise ClassifierError(f"raised {type(exc).__name__}: {exc}", classifier=self.identity) from exc
-        return Batch(check_labels(result, len(batch), self.identity))
+        labels = check_labels(result, len(batch), self.identity)
+        if self.predict_proba is None:
+            return Batch(labels)
+        return Batch(labels, probabilities=await self._probabilities(batch))
 
-    async def _call(self, batch: list[str]) -> Any:
-        if inspect.iscoroutinefunction(self.fn):
-            result = await self.fn(batch)
+    async def _call(self, batch: list[str], fn: Callable[[list[str]], Any] | None = None) -> Any:
+        fn = fn or self.fn
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(batch)
         elif self.in_thread:
-            result = await asyncio.to_thread(self.fn if self.thread_safe else self._alone, batch)
+            result = await (
+                asyncio.to_thread(fn, batch) if self.thread_safe else asyncio.to_thread(self._alone, batch, fn)
+            )
         else:
-            result = self.fn(batch)
+            result = fn(batch)
         if inspect.isawaitable(result):
             result = await result
         return result
 
-    def _alone(self, batch: list[str]) -> Any:
+    def _alone(self, batch: list[str], fn: Callable[[list[str]], Any]) -> Any:
         with self._one_at_a_time:
-            return self.fn(batch)
+            return fn(batch)
+
+    async def _probabilities(self, batch: list[str]) -> list[Probabilities | None]:
+        """``predict_proba``'s rows as label → probability; a row that is not one (a wrong width,
+        a value outside [0, 1] or not a number) is None: it says nothing, and never a label."""
+        assert self.predict_proba is not None and self.classes is not None
+        try:
+            rows = await asyncio.wait_for(self._call(batch, self.predict_proba), self.timeout)
+        except TimeoutError:
+            raise BackendTimeoutError(f"no answer within {self.timeout} s", classifier=self.identity) from None
+        except LLMAnchorsError:
+            raise
+        except Exception as exc:
+            raise ClassifierError(
+                f"predict_proba raised {type(exc).__name__}: {exc}", classifier=self.identity
+            ) from exc
+        rows = rows.tolist() if hasattr(rows, "tolist") else list(rows)
+        if len(rows) != len(batch):
+            raise ClassifierError(
+                f"predict_proba returned {len(rows)} rows for {len(batch)} texts", classifier=self.identity
+            )
+        return [_probabilities(row, self.classes) for row in rows]
 
     def __getstate__(self) -> dict[str, Any]:  # a lock does not pickle (Ray ships classifiers)
         return {k: v for k, v in self.__dict__.items() if k != "_one_at_a_time"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _one_at_a_time=threading.Lock())
+
+
+def _probabilities(row: Any, classes: Sequence[Label]) -> Probabilities | None:
+    try:
+        values = [float(v) for v in row]
+    except (TypeError, ValueError):
+        return None
+    if len(values) != len(classes) or not all(0.0 <= v <= 1.0 for v in values):
+        return None
+    return dict(zip(classes, values, strict=True))
 
 
 def require_stable_identity(classifier: Classifier, use: str) -> None:

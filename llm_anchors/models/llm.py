@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import re
 import warnings
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from ..money.charge import Charge
 from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, check_service_tier, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
 from .backend import Backend, Completion, CompletionParams, as_backend
-from .classifier import UNPARSED, BaseClassifier, Batch, Label
+from .classifier import UNPARSED, BaseClassifier, Batch, Label, Probabilities
 
 __all__ = ["PROMPT_SLACK", "LLMClassifier"]
 
@@ -255,7 +256,14 @@ class LLMClassifier(BaseClassifier):
             price = max(price, at, key=lambda p: p.cost(usage))
         usd = price.cost(usage)  # at the tier served; cache reads and writes at theirs
         charge = replace(usage, queries=len(texts), usd=usd, saved_by_caching=price.uncached(usage) - usd)
-        return Batch([self.read(c) for c in result.items], charge, disputed=disputed, dearest_tier=dearest)
+        probabilities = [self.probabilities(c) for c in result.items]
+        return Batch(
+            [self.read(c) for c in result.items],
+            charge,
+            disputed=disputed,
+            dearest_tier=dearest,
+            probabilities=probabilities if any(p is not None for p in probabilities) else None,
+        )
 
     def _other_models(self) -> list[Price]:
         """The prices of the other models answers have named (`_served_price`)."""
@@ -312,6 +320,21 @@ class LLMClassifier(BaseClassifier):
         if completion.cut:
             return UNPARSED
         return self._named_by(_greedy(completion))
+
+    def probabilities(self, completion: Completion) -> Probabilities | None:
+        """Each label's probability as the first token's alternatives say: the sum over the tokens that
+        begin that label and no other (" Positive", "pos"). None without alternatives, or for an answer
+        cut short: they then say nothing (they guide the search only; the label is `read`'s)."""
+        alternatives = completion.top_logprobs
+        if completion.cut or not alternatives:
+            return None
+        out: Probabilities = dict.fromkeys(self._normal, 0.0)
+        for token, logprob in alternatives.items():
+            said = _normal(token)
+            begun = [label for label, n in self._normal.items() if said and n.startswith(said)]
+            if len(begun) == 1:
+                out[begun[0]] += math.exp(logprob)
+        return {label: min(p, 1.0) for label, p in out.items()}
 
     def _named_by(self, answer: str) -> Label:
         """The label ``answer`` spells (the longest, ending where a word ends: "pos" is not "positive"),

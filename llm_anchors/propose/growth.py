@@ -4,7 +4,9 @@ The current rule is sampled up to ``parent_samples`` (``per_feature`` per featur
 add), ``early_draw`` at a time, until the rule growth would test next has ``early`` reused samples
 all keeping the label (while that rule adds several features, the samples drawn keep the first of
 them too: ``draw_first``); a ridge-logistic fit of every sample labelled so far ranks the features it
-lacks (`credit`). The next rule tested adds the most credited one and, at once, the next ones while the
+lacks (`credit`; when the model gives probabilities, a fit of the probability it gave the input's label
+ranks them instead: a probability says more than the label it decides, so growth samples a rule up to
+``scored_samples`` instead). The next rule tested adds the most credited one and, at once, the next ones while the
 rule could not pass anyway: its reused samples already refuse it (`Guide.refused`), or the fit
 predicts its precision below ``lookahead``. A rule that grew by several features at once and is
 certified when tested (not one refused, then certified by its bet going on: reducing those cost more
@@ -47,6 +49,8 @@ class GrowthParams:
 
     parent_samples, per_feature: a rule gets up to ``parent_samples`` samples, ``per_feature`` for each
         feature it could still add, before growth chooses the next features from them.
+    scored_samples: ``parent_samples`` when the model gives probabilities (`Batch.probabilities`), which
+        rank the features on fewer samples (docs/benchmarks.md, issue 59).
     early, early_draw: growth samples a rule to choose from ``early_draw`` samples at a time, and chooses
         as soon as the rule it would test next has ``early`` reused samples all keeping the label (None:
         it samples the whole ``parent_samples`` first).
@@ -65,6 +69,7 @@ class GrowthParams:
     """
 
     parent_samples: int = 75
+    scored_samples: int = 40
     per_feature: int = 5
     early: int | None = 10
     early_draw: int = 10
@@ -78,7 +83,7 @@ class GrowthParams:
     credit_iterations: int = 15
 
     def __post_init__(self) -> None:
-        for name in ("parent_samples", "per_feature", "prediction_rows", "credit_iterations"):
+        for name in ("parent_samples", "scored_samples", "per_feature", "prediction_rows", "credit_iterations"):
             check_int(name, getattr(self, name))
         check_int("early", self.early, optional=True)
         check_int("early_draw", self.early_draw)
@@ -166,7 +171,8 @@ class Growth:
         p, stage = self.params, f"greedy-{len(parent.rule)}"
         if owed and parent.fresh and sum(parent.fresh) >= guide.threshold * len(parent.fresh):
             return Draw(parent, owed, stage)  # refused on a bad start, since recovered: its bet decides
-        wanted = min(p.parent_samples, p.per_feature * (len(guide.choosable) - len(parent.rule)))
+        most = p.parent_samples if guide.scored() is None else p.scored_samples
+        wanted = min(most, p.per_feature * (len(guide.choosable) - len(parent.rule)))
         have = parent.n + self._aside
         return Draw(parent, wanted - have, stage) if have < wanted else None
 
@@ -196,8 +202,9 @@ class Growth:
 
     def _grow(self, guide: Guide, parent: Candidate, best: Candidate | None) -> tuple[Candidate | None, set[Rule]]:
         """The next rule to test: ``parent`` and the feature not tried before that keeps the label
-        most, by a ridge-logistic fit of every sample of this input labelled so far (`credit`; ties
-        by precision on the samples it reuses), then the next most credited while the rule could
+        most, by a ridge-logistic fit of every sample of this input labelled so far (`credit`: of the
+        probability the model gave the input's label, when it gives them; ties by precision on the
+        samples it reuses), then the next most credited while the rule could
         not pass anyway (`_ahead`); and the rules grown past because their reused samples refuse them.
 
         Each extension reuses only about half of its parent's samples, and the most precise on
@@ -210,27 +217,32 @@ class Growth:
         cands = [c for c in made if c.coverage > floor and not self._tried(guide, c.rule)]
         if not cands:
             return None, set()
-        weights, bias = credit(*guide.labelled(), self.params)
-        step = max(cands, key=lambda c: (max(weights[f] for f in c.rule - parent.rule), c.laplace))
+        present, kept = guide.labelled()
+        weights, bias = credit(present, kept, self.params)
+        scores = guide.scored()
+        rank = weights if scores is None else credit(present, scores, self.params)[0]
+        step = max(cands, key=lambda c: (max(rank[f] for f in c.rule - parent.rule), c.laplace))
         limit = len(best.rule) - 1 if best is not None else guide.max_size
-        return self._ahead(guide, step, weights, bias, floor, limit)
+        return self._ahead(guide, step, (rank, weights, bias), floor, limit)
 
     def _ahead(
-        self, guide: Guide, step: Candidate, weights: np.ndarray, bias: float, floor: float, limit: int
+        self, guide: Guide, step: Candidate, fits: tuple[np.ndarray, np.ndarray, float], floor: float, limit: int
     ) -> tuple[Candidate, set[Rule]]:
-        """``step`` with the next most credited features (positive credit only) added while its reused
-        samples refuse it or the fit predicts it below ``lookahead``; at most ``limit`` features, its
-        coverage above ``floor``, never a rule tried before; and the rules its samples refused, grown
-        past (not tried again; one the fit only predicted to fail may be, when the jump is reduced)."""
+        """``step`` with the next most credited features (positive credit only, ``rank``) added while its
+        reused samples refuse it or the fit of the labels (``weights``, ``bias``) predicts it below
+        ``lookahead``; at most ``limit`` features, its coverage above ``floor``, never a rule tried
+        before; and the rules its samples refused, grown past (not tried again; one the fit only
+        predicted to fail may be, when the jump is reduced)."""
+        rank, weights, bias = fits
         cand, passed = step, set[Rule]()
-        rest = iter(sorted((f for f in guide.choosable if f not in step.rule), key=lambda f: -weights[f]))
+        rest = iter(sorted((f for f in guide.choosable if f not in step.rule), key=lambda f: -rank[f]))
         lookahead = self.params.lookahead
         while len(cand.rule) < limit:
             refused = guide.refused(cand)
             if not refused and (lookahead is None or self._predicted(guide, cand, weights, bias) >= lookahead):
                 break
             f = next(rest, None)
-            if f is None or weights[f] <= 0:
+            if f is None or rank[f] <= 0:
                 break
             rule = cand.rule | {f}
             if self._tried(guide, rule):
@@ -304,8 +316,8 @@ class Growth:
 
 
 def credit(present: np.ndarray, kept: np.ndarray, params: GrowthParams | None = None) -> tuple[np.ndarray, float]:
-    """Each feature's weight in a ridge-logistic fit of "label kept" on the features kept, over the
-    samples given, and the fit's bias (penalties and Newton steps: ``params``' credit_*)."""
+    """Each feature's weight in a ridge-logistic fit of "label kept" (or its probability) on the
+    features kept, over the samples given, and the fit's bias (penalties and Newton steps: ``params``' credit_*)."""
     p = params or GrowthParams()
     x = np.hstack([present.astype(float), np.ones((len(kept), 1))])
     reg = np.full(x.shape[1], p.credit_l2)

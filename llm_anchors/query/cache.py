@@ -10,13 +10,13 @@ import sqlite3
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from .._exceptions import ConfigError, SetAsideWarning
 from .._files import set_aside
-from ..models.classifier import Label
+from ..models.classifier import Label, Probabilities
 
 __all__ = ["CacheWriteWarning", "QueryCache"]
 
@@ -26,7 +26,8 @@ class CacheWriteWarning(RuntimeWarning):
 
 
 class QueryCache:
-    """Labels already obtained, keyed by (classifier identity, text).
+    """Labels already obtained, keyed by (classifier identity, text), with the probabilities the
+    classifier gave the labels, when it gives them (`Batch.probabilities`).
 
     One cache may be shared by several explainers: a perturbation that
     another explanation already paid for is never paid twice. With
@@ -65,7 +66,7 @@ class QueryCache:
             raise ConfigError(f"max_entries must be >= 1 or None, got {max_entries}")
         self.enabled = enabled
         self.max_entries = max_entries
-        self._labels: OrderedDict[tuple[str, str], Label] = OrderedDict()
+        self._labels: OrderedDict[tuple[str, str], _Answer] = OrderedDict()
         self._dropped = False  # has memory let go of a label that SQLite still holds?
         self.path = Path(path) if path is not None else None
         self._db: sqlite3.Connection | None = None
@@ -100,13 +101,16 @@ class QueryCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS labels"
-                " (classifier TEXT, text TEXT, label TEXT, PRIMARY KEY (classifier, text))"
+                " (classifier TEXT, text TEXT, label TEXT, probabilities TEXT, PRIMARY KEY (classifier, text))"
             )
-            rows = self._db.execute("SELECT classifier, text, label FROM labels ORDER BY rowid DESC LIMIT ?",
-                                    (self.max_entries or -1,))  # fmt: skip
+            columns = [row[1] for row in self._db.execute("PRAGMA table_info(labels)")]
+            if "probabilities" not in columns:  # a cache written before labels had probabilities
+                self._db.execute("ALTER TABLE labels ADD COLUMN probabilities TEXT")
+            rows = self._db.execute("SELECT classifier, text, label, probabilities FROM labels"
+                                    " ORDER BY rowid DESC LIMIT ?", (self.max_entries or -1,))  # fmt: skip
             loaded = list(rows)
-            for classifier, text, label in reversed(loaded):
-                self._labels[(classifier, text)] = _decode(label)
+            for classifier, text, label, probabilities in reversed(loaded):
+                self._labels[(classifier, text)] = (_decode(label), _decode_probabilities(probabilities))
             self._dropped = len(loaded) == self.max_entries  # maybe more on disk
         except (KeyError, TypeError, ValueError) as exc:  # a label that is not ours
             self.close()
@@ -126,30 +130,39 @@ class QueryCache:
         return len(self._labels)
 
     def get(self, classifier: str, text: str) -> tuple[bool, Label]:
-        key = (classifier, text)
+        """Whether ``text``'s label by ``classifier`` is known, and the label."""
+        answer = self._lookup((classifier, text))
+        return (False, None) if answer is None else (True, answer[0])
+
+    def probabilities(self, classifier: str, text: str) -> Probabilities | None:
+        """The probabilities ``classifier`` gave its labels for ``text`` (None: unknown, or it gives none)."""
+        answer = self._lookup((classifier, text))
+        return None if answer is None else answer[1]
+
+    def _lookup(self, key: tuple[str, str]) -> _Answer | None:
         if key in self._labels:
             self._labels.move_to_end(key)
-            return True, self._labels[key]
+            return self._labels[key]
         if self._db is not None and self._dropped:  # dropped from memory, maybe on disk
             try:
                 with self._lock:
                     row = self._db.execute(
-                        "SELECT label FROM labels WHERE classifier = ? AND text = ?", (classifier, text)
+                        "SELECT label, probabilities FROM labels WHERE classifier = ? AND text = ?", key
                     ).fetchone()
-            except sqlite3.Error:
-                row = None  # unreadable now: a miss, asked again
-            if row is not None:
-                label = _decode(row[0])
-                self._remember(key, label)
-                return True, label
-        return False, None
+                answer = None if row is None else (_decode(row[0]), _decode_probabilities(row[1]))
+            except (sqlite3.Error, KeyError, TypeError, ValueError):
+                answer = None  # unreadable now: a miss, asked again
+            if answer is not None:
+                self._remember(key, answer)
+            return answer
+        return None
 
     def labels(self, classifier: str) -> dict[str, Label]:
         """Every text labelled by ``classifier`` still held in memory, with its label."""
-        return {text: label for (who, text), label in self._labels.items() if who == classifier}
+        return {text: answer[0] for (who, text), answer in self._labels.items() if who == classifier}
 
-    def _remember(self, key: tuple[str, str], label: Label) -> None:
-        self._labels[key] = label
+    def _remember(self, key: tuple[str, str], answer: _Answer) -> None:
+        self._labels[key] = answer
         self._labels.move_to_end(key)
         if self.max_entries is not None:
             while len(self._labels) > self.max_entries:
@@ -159,20 +172,30 @@ class QueryCache:
     def put(self, classifier: str, text: str, label: Label) -> None:
         self.put_many(classifier, [(text, label)])
 
-    def put_many(self, classifier: str, items: Iterable[tuple[str, Label]]) -> None:
-        rows = list(items)
-        for text, label in rows:
-            self._remember((classifier, text), label)
+    def put_many(
+        self,
+        classifier: str,
+        items: Iterable[tuple[str, Label]],
+        probabilities: Sequence[Probabilities | None] | None = None,
+    ) -> None:
+        """Remember each (text, label) of ``items``, with the probabilities given, one per item."""
+        pairs = list(items)
+        rows = [
+            (text, (label, None if probabilities is None else probabilities[i]))
+            for i, (text, label) in enumerate(pairs)
+        ]
+        for text, answer in rows:
+            self._remember((classifier, text), answer)
         if self._db is not None and rows and self.write_error is None:
             self._persist(classifier, rows)
 
-    def _persist(self, classifier: str, rows: list[tuple[str, Label]]) -> None:
+    def _persist(self, classifier: str, rows: list[tuple[str, _Answer]]) -> None:
         assert self._db is not None
         with self._lock:
             try:
-                encoded = [(classifier, text, _encode(label)) for text, label in rows]
+                encoded = [(classifier, text, _encode(label), _encode_probabilities(p)) for text, (label, p) in rows]
                 self._db.execute("BEGIN")
-                self._db.executemany("INSERT OR REPLACE INTO labels VALUES (?, ?, ?)", encoded)
+                self._db.executemany("INSERT OR REPLACE INTO labels VALUES (?, ?, ?, ?)", encoded)
                 self._db.execute("COMMIT")
             except (sqlite3.Error, TypeError, ValueError, OSError) as exc:
                 with contextlib.suppress(sqlite3.Error):
@@ -191,27 +214,46 @@ class QueryCache:
             self._db = None
 
 
+_Answer = tuple[Label, Probabilities | None]
+"""A text's label, and the probabilities its classifier gave (None: it gives none)."""
+
+
 class _Damaged(ConfigError):
     """A persisted cache that is not one (garbage, malformed, a folder): it may be set aside."""
 
 
 def _encode(label: Label) -> str:
     """A label as JSON that keeps its type: a tuple is ``{"tuple": [...]}`` (JSON would make it a list)."""
+    return json.dumps(_plain(label), allow_nan=False)
 
-    def plain(value: Any) -> Any:
-        if isinstance(value, tuple):
-            return {"tuple": [plain(v) for v in value]}
-        if value is None or isinstance(value, (str, int, float, bool)):
-            return value
-        raise TypeError(f"label {value!r} is not a str, number, bool, None or tuple of them")
 
-    return json.dumps(plain(label), allow_nan=False)
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return {"tuple": [_plain(v) for v in value]}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"label {value!r} is not a str, number, bool, None or tuple of them")
 
 
 def _decode(raw: str) -> Label:
-    def value(obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return tuple(value(v) for v in obj["tuple"])
-        return obj
+    label: Label = _value(json.loads(raw))
+    return label
 
-    return value(json.loads(raw))  # type: ignore[no-any-return]
+
+def _value(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return tuple(_value(v) for v in obj["tuple"])
+    return obj
+
+
+def _encode_probabilities(probabilities: Probabilities | None) -> str | None:
+    """Probabilities as JSON pairs [label, p] (a label need not be a str, a JSON key must)."""
+    if probabilities is None:
+        return None
+    return json.dumps([[_plain(label), float(p)] for label, p in probabilities.items()], allow_nan=False)
+
+
+def _decode_probabilities(raw: str | None) -> Probabilities | None:
+    if raw is None:
+        return None
+    return {_value(label): float(p) for label, p in json.loads(raw)}

@@ -19,7 +19,7 @@ from .._exceptions import (
     RateLimitError,
     UnreachableError,
 )
-from ..models.classifier import Batch, Classifier, Label, as_classifier, require_stable_identity
+from ..models.classifier import Batch, Classifier, Label, Probabilities, as_classifier, require_stable_identity
 from ..models.retry import RetryPolicy
 from ..money.budget import Reservation, SpendCap
 from ..money.charge import Charge, disputed, implausible
@@ -101,6 +101,12 @@ def _outcome(future: asyncio.Future[Label]) -> BaseException | None:
     return future.exception() if future.done() and not future.cancelled() else None
 
 
+def _given(batch: Batch) -> list[Probabilities | None]:
+    """A batch's probabilities, one per label (None each where it gave none, or not one per label)."""
+    given = batch.probabilities
+    return list(given) if given is not None and len(given) == len(batch.labels) else [None] * len(batch.labels)
+
+
 class QueryEngine:
     """Labels texts through a classifier, never asking for one text twice.
 
@@ -145,7 +151,12 @@ class QueryEngine:
         timed out, cut short; not those refused or that never left."""
 
     async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
-        """The label of every text, in order.
+        """The label of every text, in order (see `answers`)."""
+        return (await self.answers(texts, stats))[0]
+
+    async def answers(self, texts: Sequence[str], stats: QueryStats) -> tuple[list[Label], list[Probabilities | None]]:
+        """The label of every text, in order, and the probabilities the classifier gave the labels
+        (None where it gives none).
 
         A text already in flight for another explanation is awaited, not
         sent again; if that explanation is cancelled before its answer
@@ -156,7 +167,7 @@ class QueryEngine:
             return await self._uncached(texts, stats)
         key = self.classifier.identity
         pending: dict[str, asyncio.Future[Label]] = {}
-        known: dict[str, Label] = {}  # read now: a bounded cache may drop them before the end
+        known: dict[str, tuple[Label, Probabilities | None]] = {}  # read now: a bounded cache may drop them
         to_send: list[str] = []
         waited: set[str] = set()  # in flight for another explanation
         for text in texts:
@@ -166,7 +177,7 @@ class QueryEngine:
             hit, label = self.cache.get(key, text)
             if hit:
                 stats.cache_hits += 1
-                known[text] = label
+                known[text] = label, self.cache.probabilities(key, text)
             elif text in self._inflight:
                 stats.cache_hits += 1
                 pending[text] = self._inflight[text]
@@ -184,8 +195,12 @@ class QueryEngine:
         again = [t for t in waited if isinstance(_outcome(pending[t]), _Abandoned)]
         if again:  # their sender was cancelled: ask them ourselves
             stats.cache_hits -= len(again)
-            known.update(zip(again, await self.classify(again, stats), strict=True))
-        return [known[text] if text in known else pending[text].result() for text in texts]
+            labels, probabilities = await self.answers(again, stats)
+            known.update(zip(again, zip(labels, probabilities, strict=True), strict=True))
+        for text, future in pending.items():
+            if text not in known:
+                known[text] = future.result(), self.cache.probabilities(key, text)
+        return [known[text][0] for text in texts], [known[text][1] for text in texts]
 
     def in_flight(self) -> tuple[int, int]:
         """The texts in flight the limiter allows now, and the most a request carries at that limit."""
@@ -194,25 +209,29 @@ class QueryEngine:
     async def recheck(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """Ask the model about ``texts`` again, whatever the cache holds (paid, counted as queries)."""
         self._bind_loop()
-        return await self._uncached(texts, stats)
+        return (await self._uncached(texts, stats))[0]
 
-    async def _uncached(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+    async def _uncached(
+        self, texts: Sequence[str], stats: QueryStats
+    ) -> tuple[list[Label], list[Probabilities | None]]:
         """Every text sent, duplicates included: what a run without a cache pays."""
 
-        async def send(chunk: list[str]) -> list[Label]:
+        async def send(chunk: list[str]) -> Batch:
             try:
-                return (await self._call(chunk, stats)).labels
+                return await self._call(chunk, stats)
             finally:
                 await self.limiter.release(len(chunk))
 
         # Every call ends before this returns or raises: none goes on spending after its explanation ended.
         outcomes = await self._spread(list(texts), send)
         labels: list[Label] = []
+        probabilities: list[Probabilities | None] = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-            labels.extend(outcome)
-        return labels
+            labels.extend(outcome.labels)
+            probabilities.extend(_given(outcome))
+        return labels, probabilities
 
     async def _send_all(self, texts: list[str], stats: QueryStats) -> list[BaseException | None]:
         """Send ``texts`` in calls sized and spaced by the limiter; each call's error (None: it went
@@ -274,9 +293,9 @@ class QueryEngine:
         except BaseException as exc:
             self._fail(chunk, exc)
             raise
+        self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True), _given(batch))
         for text, label in zip(chunk, labels, strict=True):
             self._inflight.pop(text).set_result(label)
-        self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True))
         budget = stats.cap(self.budget)
         if budget is not None and budget.passed:  # labels kept; the explanation ends here
             raise BudgetExceeded(f"{budget.passed}: the classifier billed more than it quoted")
@@ -293,7 +312,15 @@ class QueryEngine:
         half = len(chunk) // 2
         first = await self._call(chunk[:half], stats)
         second = await self._call(chunk[half:], stats)
-        return Batch(first.labels + second.labels, first.charge + second.charge, first.disputed or second.disputed)
+        probabilities = (
+            None if first.probabilities is None and second.probabilities is None else _given(first) + _given(second)
+        )
+        return Batch(
+            first.labels + second.labels,
+            first.charge + second.charge,
+            first.disputed or second.disputed,
+            probabilities=probabilities,
+        )
 
     async def _retried(self, chunk: list[str], stats: QueryStats) -> Batch:
         async for attempt in self.retry.retrying():

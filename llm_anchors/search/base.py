@@ -71,11 +71,14 @@ class Samples:
 
     ``present`` is the (n × features) boolean matrix of which features each
     perturbation kept; ``labels`` says, per perturbation, whether the model
-    gave it the label of the unperturbed input.
+    gave it the label of the unperturbed input; ``scores``, when the model
+    gives probabilities, the probability it gave that label (NaN where it
+    gave none). Scores only guide what is tested; certificates count labels.
     """
 
     present: np.ndarray
     labels: np.ndarray
+    scores: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,8 @@ class SampleStore:
         self.rate_per_sample = rate_per_sample
         self.present = np.zeros((1024, n_features), dtype=bool)
         self.labels = np.zeros(1024, dtype=bool)
+        self.scores = np.zeros(1024, dtype=float)  # the label (0 or 1) where the model gave no probability
+        self.scored = 0  # samples with a probability
         self.drawn_under = np.zeros(1024, dtype=np.int64)
         self.rules: list[Rule] = []
         self.size = 0
@@ -199,6 +204,11 @@ class SampleStore:
         rows = np.arange(self.size, self.size + n)
         self.present[rows] = samples.present
         self.labels[rows] = samples.labels
+        self.scores[rows] = samples.labels
+        if samples.scores is not None:
+            given = ~np.isnan(samples.scores)
+            self.scores[rows[given]] = samples.scores[given]
+            self.scored += int(given.sum())
         self.drawn_under[rows] = rule_id
         self.size += n
         return rows
@@ -259,6 +269,7 @@ class SampleStore:
     def _grow(self) -> None:
         self.present = np.concatenate([self.present, np.zeros_like(self.present)])
         self.labels = np.concatenate([self.labels, np.zeros_like(self.labels)])
+        self.scores = np.concatenate([self.scores, np.zeros_like(self.scores)])
         self.drawn_under = np.concatenate([self.drawn_under, np.zeros_like(self.drawn_under)])
 
 
@@ -332,6 +343,13 @@ class Search:
         n = self._store.size
         return self._store.present[:n].copy(), self._store.labels[:n].copy()
 
+    def scored(self) -> np.ndarray | None:
+        """Per sample labelled so far (as `labelled`), the probability the model gave the input's label
+        (its label, 0 or 1, where it gave none); None while the model has given no probability."""
+        if not self._store.scored:
+            return None
+        return self._store.scores[: self._store.size].copy()
+
     def best_so_far(self) -> SearchResult:
         """The answer if the search had to stop now (its budget ran out): the anchor found, if any;
         else `_fallback` among the rules tested; else the non-empty rule sampled whose KL lower bound
@@ -390,6 +408,8 @@ class Search:
         for (cand, k), got in zip(pulls, answers, strict=True):
             if got.present.shape != (k, self.n_features) or got.labels.shape != (k,):
                 raise ValueError(f"asked for {k} samples, got {got.present.shape} / {got.labels.shape}")
+            if got.scores is not None and got.scores.shape != (k,):
+                raise ValueError(f"asked for {k} samples, got {got.scores.shape} scores")
             rows = self._store.add(cand.rule, got)
             if cand.fresh is not None:
                 cand.fresh.extend(got.labels.tolist())
