@@ -17,7 +17,9 @@ explanation draws them; ``manchors-memory``: the memory filled with the
 anchors the earlier seeds returned, proposed as it proposes an earlier
 anchor made of an input's own words (first, and final when certified); ``manchors-split``: the same,
 the rules proposed first given ``SPLIT`` of δ (`Certifier.split`, as a proposer that is nearly always
-right asks), the rest of the search the remainder. ``--document``: the input is
+right asks), the rest of the search the remainder; ``manchors-scored``: growth as for a model that gives
+probabilities (each sample's probability of the label drawn above ½ when it kept the label, below
+when not: `Samples.scores`, which choose what is tested and never certify). ``--document``: the input is
 perturbed as a document's sentences are (each perturbation's hiding rate drawn from U(0, 1), the search
 reweighing the samples a rule reuses). Prints one JSON line (``--json``) or a sentence:
 ``false_rate``, its standard error ``se``, ``delta``, the mean samples,
@@ -70,6 +72,7 @@ def one(
     remembered: list[frozenset[int]] | None = None,
     document: bool = False,
     share: float | None = None,
+    scored: bool = False,
 ) -> tuple[SearchResult, int]:
     """One search on a flat-null input of ``n_features`` words; its result and the rules it tested.
     ``remembered``: the anchors earlier searches of the null returned, proposed as the memory proposes
@@ -102,7 +105,9 @@ def one(
         for r in requests:
             sampled.add(r.rule)
             present = sampler.sample_present(instance, r.rule, r.n, rng)
-            answers.append(Samples(present, rng.random(r.n) < p0))
+            kept = rng.random(r.n) < p0
+            scores = np.where(kept, 0.5 + 0.5 * rng.random(r.n), 0.5 * rng.random(r.n)) if scored else None
+            answers.append(Samples(present, kept, scores))
         return answers
 
     return run_sync(search.run(), answer), len(sampled)
@@ -118,7 +123,7 @@ def run(
     remembered: list[frozenset[int]] | None = [] if kind in ("manchors-memory", "manchors-split") else None
     share = SPLIT if kind == "manchors-split" else None
     for seed in range(first_seed, first_seed + seeds):
-        result, rules = one(e, seed, p0, n_features, remembered, document, share)
+        result, rules = one(e, seed, p0, n_features, remembered, document, share, kind == "manchors-scored")
         if remembered is not None and result.success and result.rule:
             remembered.append(result.rule)  # the memory, filled with this null's earlier anchors
         false += int(result.success and p0 < bound)
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--explainer",
-        choices=["anchors", "manchors", "manchors-surrogate", "manchors-memory", "manchors-split"],
+        choices=["anchors", "manchors", "manchors-surrogate", "manchors-memory", "manchors-split", "manchors-scored"],
         default="anchors",
     )
     parser.add_argument("--certify", choices=["default", "strict"], default="default")
