@@ -122,39 +122,11 @@ def forest(model: Any, name: str, args: argparse.Namespace) -> FunctionClassifie
     return FunctionClassifier(model.predict, predict_proba=proba, name=name)
 
 
-class LabelsOnly(BaseClassifier):
-    """A classifier's labels without its probabilities (``--labels-only``: the search as for a model
-    that gives none)."""
+class Fronted(BaseClassifier):
+    """A classifier in front of the LLM: the LLM's identity, request size and close."""
 
-    def __init__(self, inner: LLMClassifier) -> None:
-        self.inner = inner
-
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    @property
-    def max_request_size(self) -> int | None:
-        return self.inner.max_request_size
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def classify(self, texts: Sequence[str]) -> Batch:
-        return replace(await self.inner.classify(texts), probabilities=None)
-
-
-class MemoLabels(BaseClassifier):
-    """The LLM behind a persistent label memo, for tuning runs (``--memo-labels``).
-
-    Each explainer still has its own query cache, so its paid queries are
-    counted as without the memo; the memo only spares the local LLM from
-    answering a text that an earlier run already asked. Tokens, dollars and
-    times of texts answered by the memo are not measured.
-    """
-
-    def __init__(self, llm: LLMClassifier, memo: QueryCache, labels_only: bool = False) -> None:
-        self.llm, self.memo, self.labels_only = llm, memo, labels_only
+    def __init__(self, llm: LLMClassifier) -> None:
+        self.llm = llm
 
     @property
     def identity(self) -> str:
@@ -166,6 +138,28 @@ class MemoLabels(BaseClassifier):
 
     async def aclose(self) -> None:
         await self.llm.aclose()
+
+
+class LabelsOnly(Fronted):
+    """The LLM's labels without its probabilities (``--labels-only``: the search as for a model that
+    gives none)."""
+
+    async def classify(self, texts: Sequence[str]) -> Batch:
+        return replace(await self.llm.classify(texts), probabilities=None)
+
+
+class MemoLabels(Fronted):
+    """The LLM behind a persistent label memo, for tuning runs (``--memo-labels``).
+
+    Each explainer still has its own query cache, so its paid queries are
+    counted as without the memo; the memo only spares the local LLM from
+    answering a text that an earlier run already asked (with its probabilities, unless
+    ``labels_only``). Tokens, dollars and times of texts answered by the memo are not measured.
+    """
+
+    def __init__(self, llm: LLMClassifier, memo: QueryCache, labels_only: bool = False) -> None:
+        super().__init__(llm)
+        self.memo, self.labels_only = memo, labels_only
 
     async def classify(self, texts: Sequence[str]) -> Batch:
         known = {t: (*self.memo.get(self.identity, t), self.memo.probabilities(self.identity, t)) for t in texts}
