@@ -258,3 +258,24 @@ def test_a_key_keeps_its_most_often_found_anchors_and_among_equals_the_latest():
 def test_a_bound_per_key_that_is_not_a_positive_integer_is_refused(per_key):
     with pytest.raises(ConfigError, match="per_key"):
         RuleMemory(DIM, "emb", "clf", per_key=per_key)
+
+
+def test_a_save_that_cannot_write_is_a_config_error_and_keeps_the_save_before(tmp_path, monkeypatch):
+    import errno
+
+    memory = filled()
+    memory.save(tmp_path / "m")
+    memory.add(entry("one more"), unit(999))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "save", full)
+    with pytest.raises(ConfigError, match="No space left.*gen-000001 is still the save loaded"):
+        memory.save(tmp_path / "m")
+    monkeypatch.undo()
+    # The generation begun is gone; the one before loads; the memory in this process is whole.
+    assert [p.name for p in (tmp_path / "m").glob("gen-*")] == ["gen-000001"]
+    assert len(RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")) == 50
+    memory.save(tmp_path / "m")
+    assert len(RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")) == 51

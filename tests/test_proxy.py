@@ -255,3 +255,33 @@ async def test_what_the_surrogate_learned_is_saved_with_the_memory_for_the_same_
     (tmp_path / "surrogate.json").write_text('{"scope": "x"')
     with pytest.raises(DamagedMemoryError, match="surrogate.json"):
         explainer("model-good").proxy.load(tmp_path, again._scope())
+
+
+async def test_a_surrogate_that_cannot_be_saved_is_a_config_error_and_keeps_the_file_before(tmp_path, monkeypatch):
+    import errno
+    import pathlib
+
+    from llm_anchors import ConfigError
+    from llm_anchors.propose import ProxyParams
+
+    m = MAnchorsExplainer(FunctionClassifier(needs_good, name="model-good"), proxy="surrogate",
+                          proxy_params=ProxyParams(first=True), memory=None, seed=0)  # fmt: skip
+    await m.explain(GOOD[0])
+    m.proxy.save(tmp_path, m._scope())
+    before = (tmp_path / "surrogate.json").read_text()
+    for text in GOOD[1:4]:
+        await m.explain(text)
+    written = pathlib.Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name.endswith(".tmp"):
+            written(self, "{")  # a part written, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return written(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    with pytest.raises(ConfigError, match="No space left.*kept"):
+        m.proxy.save(tmp_path, m._scope())
+    monkeypatch.undo()
+    assert (tmp_path / "surrogate.json").read_text() == before
+    assert not list(tmp_path.glob("*.tmp"))

@@ -217,12 +217,27 @@ class RuleMemory:
     # -- persistence ------------------------------------------------------
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write a new generation, then switch CURRENT to it atomically."""
+        """Write a new generation, then switch CURRENT to it atomically. A write that fails (a full
+        disk, a folder that cannot be written) is a `ConfigError`: the generation begun is removed, the
+        previous save stays the one loaded, and this memory is unchanged."""
         root = Path(directory)
-        root.mkdir(parents=True, exist_ok=True)
-        previous = _current(root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            previous = _current(root)
+        except OSError as exc:
+            raise ConfigError(f"cannot save the memory to {root}: {exc}") from exc
         number = int(previous.name.split("-")[1]) + 1 if previous else 1
         gen = root / f"gen-{number:06d}"
+        try:
+            return self._write(root, gen)
+        except (OSError, RuntimeError) as exc:  # hnswlib's save_index raises RuntimeError
+            shutil.rmtree(gen, ignore_errors=True)
+            (root / "CURRENT.tmp").unlink(missing_ok=True)
+            kept = f"{previous.name} is still the save loaded" if previous else "nothing was saved"
+            raise ConfigError(f"cannot save the memory to {root}: {exc}; {kept}") from exc
+
+    def _write(self, root: Path, gen: Path) -> Path:
+        """Write generation ``gen`` of the memory in ``root`` and make it CURRENT."""
         shutil.rmtree(gen, ignore_errors=True)
         gen.mkdir()
         labels = list(self._labels)

@@ -200,14 +200,21 @@ class Proxy:
 
     def save(self, directory: str | os.PathLike[str], scope: str) -> None:
         """Write the surrogate's shared layer and record to ``directory`` (atomically), for ``scope``: the
-        model and perturbation it learned."""
+        model and perturbation it learned. A write that fails (a full disk) is a `ConfigError`, and the
+        file saved before stays as it was."""
         root = Path(directory)
-        root.mkdir(parents=True, exist_ok=True)
         saved = {"scope": scope, "shared": self.surrogate.state(), "record": asdict(self.record),
                  "trust": [self.tried, self.certified], "foreseen": self.foreseen}  # fmt: skip
         temporary = root / f"{SAVED}.tmp"
-        temporary.write_text(json.dumps(saved))
-        os.replace(temporary, root / SAVED)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(saved))
+            os.replace(temporary, root / SAVED)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise ConfigError(
+                f"cannot save the surrogate to {root / SAVED}: {exc}; the file saved before is kept"
+            ) from exc
 
     def load(self, directory: str | os.PathLike[str], scope: str) -> bool:
         """Take the shared layer and record saved in ``directory`` (whether there were any); a
