@@ -162,13 +162,14 @@ class MemoLabels(Fronted):
         self.memo, self.labels_only = memo, labels_only
 
     async def classify(self, texts: Sequence[str]) -> Batch:
-        known = {t: (*self.memo.get(self.identity, t), self.memo.probabilities(self.identity, t)) for t in texts}
-        missing = [t for t, (hit, _, p) in known.items() if not hit or (p is None and not self.labels_only)]
+        known = {t: self.memo.answer(self.identity, t) for t in texts}
+        missing = [t for t, a in known.items() if a is None or (a[1] is None and not self.labels_only)]
         batch = await self.llm.classify(missing) if missing else Batch([])
         given = batch.probabilities or [None] * len(missing)
         self.memo.put_many(self.identity, zip(missing, batch.labels, strict=True), given)
         answers = {t: (label, p) for t, label, p in zip(missing, batch.labels, given, strict=True)}
-        got = [answers[t] if t in answers else known[t][1:] for t in texts]
+        answers |= {t: a for t, a in known.items() if a is not None and t not in answers}
+        got = [answers[t] for t in texts]
         probabilities = None if self.labels_only else [p for _, p in got]
         return Batch([label for label, _ in got], batch.charge, probabilities=probabilities)
 

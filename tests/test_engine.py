@@ -336,7 +336,7 @@ async def test_answers_hold_the_probabilities_sent_cached_and_uncached(tmp_path)
     assert (await engine.answers(["b"], stats))[1] == [{"A": 0.3, "B": 0.7}] and stats.cache_hits == 1
     cache.close()
     again = QueryCache(tmp_path / "c.sqlite")  # persisted: a later run chooses as this one did
-    assert again.probabilities("function:f", "a") == {"A": 0.8, "B": 0.2}
+    assert again.answer("function:f", "a") == ("A", {"A": 0.8, "B": 0.2})
     again.close()
     off = QueryEngine(
         FunctionClassifier(forest.predict, predict_proba=forest.predict_proba), cache=QueryCache(enabled=False)
@@ -356,9 +356,9 @@ def test_a_cache_written_before_probabilities_is_read_and_extended(tmp_path):
     db.commit()
     db.close()
     cache = QueryCache(path)
-    assert cache.get("m", "t") == (True, "pos") and cache.probabilities("m", "t") is None
+    assert cache.get("m", "t") == (True, "pos") and cache.answer("m", "t") == ("pos", None)
     cache.put_many("m", [("u", ("a", 1))], [{("a", 1): 0.6, "b": 0.4}])
     cache.close()
     again = QueryCache(path)
-    assert again.get("m", "u") == (True, ("a", 1)) and again.probabilities("m", "u") == {("a", 1): 0.6, "b": 0.4}
+    assert again.answer("m", "u") == (("a", 1), {("a", 1): 0.6, "b": 0.4})
     again.close()

@@ -206,21 +206,25 @@ class FunctionClassifier(BaseClassifier):
 
     async def classify(self, texts: Sequence[str]) -> Batch:
         batch = list(texts)
+        labels = check_labels(await self._guarded(self.fn, batch), len(batch), self.identity)
+        if self.predict_proba is None:
+            return Batch(labels)
+        return Batch(labels, probabilities=await self._probabilities(batch))
+
+    async def _guarded(self, fn: Callable[[list[str]], Any], batch: list[str], what: str = "") -> Any:
+        """``fn(batch)`` (`_call`) within ``timeout``; what it raises as a `ClassifierError` (``what``
+        names the function in the message), a timeout as `BackendTimeoutError`."""
         try:
-            result = await asyncio.wait_for(self._call(batch), self.timeout)
+            return await asyncio.wait_for(self._call(batch, fn), self.timeout)
         except TimeoutError:
             raise BackendTimeoutError(f"no answer within {self.timeout} s", classifier=self.identity) from None
         except LLMAnchorsError:
             raise
         except Exception as exc:
-            raise ClassifierError(f"raised {type(exc).__name__}: {exc}", classifier=self.identity) from exc
-        labels = check_labels(result, len(batch), self.identity)
-        if self.predict_proba is None:
-            return Batch(labels)
-        return Batch(labels, probabilities=await self._probabilities(batch))
+            said = f"{what} raised" if what else "raised"
+            raise ClassifierError(f"{said} {type(exc).__name__}: {exc}", classifier=self.identity) from exc
 
-    async def _call(self, batch: list[str], fn: Callable[[list[str]], Any] | None = None) -> Any:
-        fn = fn or self.fn
+    async def _call(self, batch: list[str], fn: Callable[[list[str]], Any]) -> Any:
         if inspect.iscoroutinefunction(fn):
             result = await fn(batch)
         elif self.in_thread:
@@ -241,16 +245,7 @@ class FunctionClassifier(BaseClassifier):
         """``predict_proba``'s rows as label → probability; a row that is not one (a wrong width,
         a value outside [0, 1] or not a number) is None: it says nothing, and never a label."""
         assert self.predict_proba is not None and self.classes is not None
-        try:
-            rows = await asyncio.wait_for(self._call(batch, self.predict_proba), self.timeout)
-        except TimeoutError:
-            raise BackendTimeoutError(f"no answer within {self.timeout} s", classifier=self.identity) from None
-        except LLMAnchorsError:
-            raise
-        except Exception as exc:
-            raise ClassifierError(
-                f"predict_proba raised {type(exc).__name__}: {exc}", classifier=self.identity
-            ) from exc
+        rows = await self._guarded(self.predict_proba, batch, "predict_proba")
         rows = rows.tolist() if hasattr(rows, "tolist") else list(rows)
         if len(rows) != len(batch):
             raise ClassifierError(

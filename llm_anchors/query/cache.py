@@ -131,15 +131,13 @@ class QueryCache:
 
     def get(self, classifier: str, text: str) -> tuple[bool, Label]:
         """Whether ``text``'s label by ``classifier`` is known, and the label."""
-        answer = self._lookup((classifier, text))
+        answer = self.answer(classifier, text)
         return (False, None) if answer is None else (True, answer[0])
 
-    def probabilities(self, classifier: str, text: str) -> Probabilities | None:
-        """The probabilities ``classifier`` gave its labels for ``text`` (None: unknown, or it gives none)."""
-        answer = self._lookup((classifier, text))
-        return None if answer is None else answer[1]
-
-    def _lookup(self, key: tuple[str, str]) -> _Answer | None:
+    def answer(self, classifier: str, text: str) -> _Answer | None:
+        """``text``'s label by ``classifier`` and the probabilities it gave (None: it gives none); None
+        when the label is not known."""
+        key = (classifier, text)
         if key in self._labels:
             self._labels.move_to_end(key)
             return self._labels[key]
@@ -180,10 +178,8 @@ class QueryCache:
     ) -> None:
         """Remember each (text, label) of ``items``, with the probabilities given, one per item."""
         pairs = list(items)
-        rows = [
-            (text, (label, None if probabilities is None else probabilities[i]))
-            for i, (text, label) in enumerate(pairs)
-        ]
+        given = probabilities if probabilities is not None else [None] * len(pairs)
+        rows = [(text, (label, p)) for (text, label), p in zip(pairs, given, strict=True)]
         for text, answer in rows:
             self._remember((classifier, text), answer)
         if self._db is not None and rows and self.write_error is None:

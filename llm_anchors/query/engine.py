@@ -174,10 +174,10 @@ class QueryEngine:
             if text in pending or text in known:
                 stats.cache_hits += 1
                 continue
-            hit, label = self.cache.get(key, text)
-            if hit:
+            answer = self.cache.answer(key, text)
+            if answer is not None:
                 stats.cache_hits += 1
-                known[text] = label, self.cache.probabilities(key, text)
+                known[text] = answer
             elif text in self._inflight:
                 stats.cache_hits += 1
                 pending[text] = self._inflight[text]
@@ -199,7 +199,8 @@ class QueryEngine:
             known.update(zip(again, zip(labels, probabilities, strict=True), strict=True))
         for text, future in pending.items():
             if text not in known:
-                known[text] = future.result(), self.cache.probabilities(key, text)
+                cached = self.cache.answer(key, text)  # its sender cached the probabilities first
+                known[text] = future.result(), cached[1] if cached is not None else None
         return [known[text][0] for text in texts], [known[text][1] for text in texts]
 
     def in_flight(self) -> tuple[int, int]:
