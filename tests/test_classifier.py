@@ -195,6 +195,8 @@ def test_predict_proba_needs_its_columns_labels():
     assert clf.classes == ["x"]
     with pytest.raises(ConfigError, match="callable"):
         FunctionClassifier(lambda t: t, predict_proba=[[1.0]])
+    with pytest.raises(ConfigError, match="twice"):
+        FunctionClassifier(lambda t: t, predict_proba=lambda t: [[0.5, 0.5]] * len(t), classes=["x", "x"])
 
 
 async def test_predict_proba_with_a_wrong_number_of_rows_is_a_classifier_error():

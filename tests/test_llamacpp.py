@@ -68,6 +68,17 @@ async def test_real_model_labels_reviews(llama_url):
     assert batch.charge.prompt_tokens > 0
 
 
+async def test_the_real_model_gives_each_label_a_probability_the_label_read_the_likeliest(llama_url):
+    clf = embedded_classifier(llama_url)
+    batch = await clf.classify([POSITIVE, NEGATIVE, "a masterpiece", "a waste of time"])
+    await clf.aclose()
+    assert batch.probabilities is not None
+    for label, probabilities in zip(batch.labels, batch.probabilities, strict=True):
+        assert probabilities is not None and set(probabilities) == {"negative", "positive"}
+        assert 0.0 <= sum(probabilities.values()) <= 1.0 + 1e-6
+        assert probabilities[label] == max(probabilities.values()) and probabilities[label] > 0.5
+
+
 @pytest.mark.parametrize(("text", "label"), [(POSITIVE, "positive"), (NEGATIVE, "negative")])
 async def test_real_explanation_holds_on_fresh_samples(llama_url, text, label):
     async with AnchorsExplainer(embedded_classifier(llama_url), seed=0) as explainer:

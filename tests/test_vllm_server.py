@@ -165,3 +165,16 @@ def test_a_vllm_killed_mid_run_loses_nothing_and_the_same_command_finishes(tmp_p
     assert sorted(r["index"] for r in records if "explanation" in r) == list(range(len(texts)))
     again = {r["index"]: r for r in records}
     assert all(again[r["index"]] == r for r in done)  # nothing finished was redone
+
+
+async def test_vllm_gives_each_label_a_probability_the_label_read_the_likeliest(vllm_url):
+    clf = vllm_classifier(vllm_url)
+    try:
+        batch = await clf.classify(REVIEWS)
+    finally:
+        await clf.aclose()
+    assert batch.probabilities is not None
+    for label, probabilities in zip(batch.labels, batch.probabilities, strict=True):
+        assert probabilities is not None and set(probabilities) == {"negative", "positive"}
+        assert 0.5 < sum(probabilities.values()) <= 1.001  # the labels' tokens, with and without a space
+        assert probabilities[label] == max(probabilities.values())

@@ -190,6 +190,8 @@ class FunctionClassifier(BaseClassifier):
         self.fn = fn
         self.predict_proba = predict_proba
         self.classes = None if classes is None else check_labels(classes, len(classes), "classes=")
+        if self.classes is not None and len(set(self.classes)) != len(self.classes):
+            raise ConfigError(f"classes= names a label twice: {self.classes!r} (one label per column)")
         self.named = name is not None
         self.name = name if name is not None else f"{model_name(fn)}#{secrets.token_hex(4)}"
         self.in_thread = in_thread
