@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--precision", type=float, nargs="+", default=[0.95, 0.97, 0.99, 1.0])
     parser.add_argument("--rank", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--set", action="append", default=[], help="a SearchParams field: bet_prior=0.95")
+    parser.add_argument("--set", action="append", default=[], help="a SearchParams field: bet_gap=0.1")
     args = parser.parse_args(argv)
     if args.runs < 1 or not all(r >= 1 for r in args.rank) or not all(0 < p <= 1 for p in args.precision):
         parser.error("--runs and --rank must be at least 1 and --precision in (0, 1]")

@@ -33,7 +33,7 @@ def bet_certifies_at(labels, params, share):
     bound, tau = params.bound, params.threshold
     wealth, kept = 0.0, 0
     for i, agreed in enumerate(labels):
-        prior = max(params.bet_prior, (1 + bound) / 2)
+        prior = 1 - params.bet_gap * (1 - bound)
         guess = (kept + params.bet_weight * prior) / (i + params.bet_weight)
         if guess > bound:
             wealth += math.log(guess / bound) if agreed else math.log((1 - guess) / (1 - bound))

@@ -148,18 +148,28 @@ def test_the_bet_certifies_a_rule_at_its_bound_at_most_its_share_of_the_time(cer
     assert 0 < certified / runs <= share + 3 * math.sqrt(share * (1 - share) / runs)
 
 
-@pytest.mark.parametrize("bad", [{"bet_prior": 1.0}, {"bet_prior": 0.0}, {"bet_weight": 0.0}, {"patience": 0.5}])
+@pytest.mark.parametrize("bad", [{"bet_gap": 1.0}, {"bet_gap": 0.0}, {"bet_weight": 0.0}, {"patience": 0.5}])
 def test_the_bet_refuses_settings_it_cannot_run_with(bad):
     with pytest.raises(ConfigError, match=next(iter(bad))):
         SearchParams(**bad)
 
 
+def test_the_bet_starts_the_same_fraction_of_the_way_down_to_either_bound():
+    # Default (bound 0.90) and strict (0.95) at τ = 0.95: the guess starts at 0.98 and 0.99, so a rule
+    # that keeps the label earns about 4/5 of the most any bet could per sample, under either claim.
+    for certify, start in (("default", 0.98), ("strict", 0.99)):
+        params = SearchParams(certify=certify)
+        assert Certifier(params).guess(0, 0) == pytest.approx(start)
+        earned, most = Certifier(params).step(0, 0, True), math.log(1 / params.bound)
+        assert 0.75 < earned / most < 0.85
+
+
 def test_a_tau_near_one_is_bet_on_from_its_first_sample():
-    # Strict at τ = 0.99: bet_prior 0.98 is below the bound, so the guess starts halfway from 0.99 to 1;
+    # Strict at τ = 0.99: the guess starts a fifth of the way from 1 down to the bound (0.998), above it;
     # a rule that keeps the label on every sample is certified on the fewest samples the bet allows.
     params = SearchParams(threshold=0.99, certify="strict")
     certifier, trial = Certifier(params), Trial(1, 0.02)
-    assert certifier.guess(0, 0) == pytest.approx(0.995) and certifier.step(0, 0, True) > 0
+    assert certifier.guess(0, 0) == pytest.approx(0.998) and certifier.step(0, 0, True) > 0
     soonest = bet_certifies_at([True] * 2000, params, 0.02)
     assert certifier.judge(trial, [True] * soonest) == "certified" and trial.certificate.n == soonest
 

@@ -10,8 +10,8 @@ schedule above runs on the rest, (1 − f)·δ: the shares still sum to at most 
 then judged only on the samples drawn for it after it was chosen, one at a time in the order drawn, by
 a bet against "its precision is below the claimed bound b" (τ − ε_stop by default, τ strict): before
 each sample the certifier stakes a fraction λ of its wealth (starting at 1) on the sample keeping the
-label, λ = (q − b)/(b(1 − b)) for its current guess q of the precision (``bet_prior``, or halfway
-from b to 1 when that is higher, held as ``bet_weight`` samples, updated by the samples so far;
+label, λ = (q − b)/(b(1 − b)) for its current guess q of the precision (1 − ``bet_gap``·(1 − b),
+held as ``bet_weight`` samples, updated by the samples so far;
 λ = 0 when q ≤ b), so that its wealth is multiplied by q/b when the sample keeps the label and by
 (1 − q)/(1 − b) when not. The rule is certified at the first sample where the wealth reaches
 1/share and (by default, Anchors' criterion) the precision of its samples so far reaches τ; refused
@@ -137,10 +137,10 @@ class Certifier:
         return Trial(self.chosen, share_of(p.delta * (1.0 - f), self.chosen - self._early, p.empty_share))
 
     def guess(self, seen: int, kept: int) -> float:
-        """The precision the next stake bets on: ``bet_prior`` (or halfway from the bound to 1, when that
-        is higher: a τ near 1) held as ``bet_weight`` samples, and the ``kept`` of ``seen`` so far."""
+        """The precision the next stake bets on: ``bet_gap`` of the way from 1 down to the bound, held as
+        ``bet_weight`` samples, and the ``kept`` of ``seen`` so far."""
         p = self.params
-        prior = max(p.bet_prior, (1.0 + self.bound) / 2)
+        prior = 1.0 - p.bet_gap * (1.0 - self.bound)
         return (kept + p.bet_weight * prior) / (seen + p.bet_weight)
 
     def step(self, seen: int, kept: int, agreed: bool) -> float:

@@ -29,12 +29,15 @@ class SearchParams:
         certifier bets against each on its fresh samples (`Certifier`).
     certify: the bound claimed: "default", τ − epsilon_stop (and a point
         estimate ≥ τ, Anchors' criterion); "strict", τ itself.
-    bet_prior, bet_weight: the precision the certifier's bet on a rule
-        starts from, held as ``bet_weight`` samples: its stake on each fresh
-        sample bets on this guess updated by the samples before it. Near 1,
-        a rule that keeps the label on every sample is certified within a
-        few samples of the floor (the fewest that could certify it), and a
-        miss costs more samples to make up.
+    bet_gap, bet_weight: the certifier's bet on a rule starts from the
+        precision ``bet_gap`` of the way from 1 down to the bound claimed
+        (1 − bet_gap·(1 − bound): 0.98 for the default claim at τ = 0.95,
+        0.99 for the strict one), held as ``bet_weight`` samples: its stake on
+        each fresh sample bets on this guess updated by the samples before
+        it. A rule that keeps the label on every sample then earns, per
+        sample, about 1 − bet_gap of the most any bet could, at every bound
+        (it is certified within a few samples of the floor, the fewest that
+        could certify it); a miss costs more samples to make up.
     patience: a rule is given at most ``patience`` times the fewest fresh
         samples that could certify it (a rule whose precision is barely
         above the bound would take hundreds), and is refused as soon as not
@@ -67,7 +70,7 @@ class SearchParams:
     threshold: float = 0.95
     delta: float = 0.1
     certify: Literal["default", "strict"] = "default"
-    bet_prior: float = 0.98
+    bet_gap: float = 0.2
     bet_weight: float = 20.0
     patience: float = 4.0
     refute: float = 0.99
@@ -87,7 +90,7 @@ class SearchParams:
             raise ConfigError(f"arms must be one of {', '.join(ARMS)}, got {self.arms!r}")
         if self.certify not in CERTIFY:
             raise ConfigError(f"certify must be one of {', '.join(CERTIFY)}, got {self.certify!r}")
-        for name in ("threshold", "delta", "epsilon", "epsilon_stop", "refute", "empty_share", "bet_prior"):
+        for name in ("threshold", "delta", "epsilon", "epsilon_stop", "refute", "empty_share", "bet_gap"):
             check_number(name, getattr(self, name), high=1.0)
         check_number("bet_weight", self.bet_weight)
         check_number("patience", self.patience, low=1.0, open_low=False)
