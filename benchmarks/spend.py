@@ -9,7 +9,9 @@ the anchor returned (``answer``), another rule certified (``certified-other``: a
 before a shorter one), a rule refused (``refused``), each also split by whether the rule was tested
 before or after an anchor was found (after: growth reducing a certified jump, looking for a shorter
 anchor); the rest were drawn to choose (``draws``: growth sampling a rule to rank what to add, Anchors'
-arms).
+arms). Then every sample a search drew, per input, by where its anchor was among the rules it tested:
+the first rule tested after the empty rule (``inputs, anchor tested first``), a later one (``…
+later``), the empty rule, or none found.
 Per input, mean of the searches; for the guided search alone, run ``--strategy guided`` with
 ``--anchors-from`` (Anchors' rows read, not run). Writes ``benchmarks/results/spend.json``.
 """
@@ -35,6 +37,8 @@ class Tally:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.judged: dict[int, list[tuple[Candidate, str, str, int]]] = {}
+        self.drawn: Counter[int] = Counter()  # every sample, per search
+        self.by_rank: dict[str, list[int]] = {}
 
     @contextmanager
     def installed(self) -> Iterator[Tally]:
@@ -51,6 +55,7 @@ class Tally:
 
         def _sample(self: Search, pairs: Any, stage: str) -> Generator[list[SampleRequest], list[Samples], None]:
             tally.counts["all"] += sum(n for _, n in pairs)
+            tally.drawn[id(self)] += sum(n for _, n in pairs)
             yield from sample(self, pairs, stage)
 
         def _result(self: Search, best: Candidate) -> SearchResult:
@@ -69,7 +74,9 @@ class Tally:
         """Count one search's judged samples by outcome, once (a search may report its result again)."""
         if id(search) not in self.judged:
             return
-        for c, stage, after, n in self.judged.pop(id(search)):
+        judged = self.judged.pop(id(search))
+        self.by_rank.setdefault(where(judged, best), []).append(self.drawn.pop(id(search), 0))
+        for c, stage, after, n in judged:
             outcome = (
                 "root" if stage == "root" else
                 "answer" if c.certified and best is not None and c.rule == best.rule else
@@ -87,7 +94,22 @@ class Tally:
         out = {k: round(v / n, 2) for k, v in sorted(self.counts.items()) if k != "searches"}
         out["draws"] = round((self.counts["all"] - judged) / n, 2)
         out["searches"] = self.counts["searches"]
+        for name, drawn in sorted(self.by_rank.items()):
+            out[f"inputs, {name}"] = len(drawn)
+            out[f"samples per input, {name}"] = round(sum(drawn) / len(drawn), 1)
         return out
+
+
+def where(judged: list[tuple[Candidate, str, str, int]], best: Candidate | None) -> str:
+    """Where a search's anchor was among the rules it tested: the empty rule, the first tested after
+    it, a later one, or none found."""
+    if best is None or not best.certified:
+        return "no anchor"
+    if not best.rule:
+        return "anchor empty"
+    ranks = sorted(c.trial.rank for c, stage, _, _ in judged if stage != "root" and c.trial is not None)
+    first = best.trial is not None and bool(ranks) and best.trial.rank == ranks[0]
+    return "anchor tested first" if first else "anchor tested later"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -291,3 +291,6 @@ def test_the_spend_tally_splits_a_searchs_samples_by_what_became_of_each_rule():
     assert table["answer"] == result.certificate.n
     judged = sum(table.get(k, 0) for k in ("root", "answer", "refused", "certified-other"))
     assert judged + table["draws"] == sum(r.n for b in batches for r in b) and table["draws"] > 0
+    where = "anchor tested first" if table.get("refused rules", 0) == 0 else "anchor tested later"
+    assert table[f"inputs, {where}"] == 1
+    assert table[f"samples per input, {where}"] == sum(r.n for b in batches for r in b)
