@@ -225,6 +225,11 @@ def test_probabilities_of_the_labels_from_the_first_tokens_alternatives():
     assert got is not None and set(got) == {"negative", "positive"}
     assert got["positive"] == pytest.approx(math.exp(-0.1) + math.exp(-3.0) + math.exp(-4.0))
     assert got["negative"] == pytest.approx(math.exp(-2.5))
+    # A token is the label `read` would make of it: spelled whole with a mark after it, it counts; a
+    # first token beginning one label counts by any number of letters; one beginning both does not.
+    got = clf.probabilities(Completion("Negative.", {"Negative.": -0.2, "P": -2.0, "": -3.0}))
+    assert got == {"negative": pytest.approx(math.exp(-0.2)), "positive": pytest.approx(math.exp(-2.0))}
+    assert clf.read(Completion("Negative.", {"Negative.": -0.2, "P": -2.0})) == "negative"
     # Without alternatives, or for an answer cut short, they say nothing (the label is still read).
     assert clf.probabilities(Completion(" positive")) is None
     assert clf.probabilities(Completion("", {" positive": -0.1}, cut=True)) is None

@@ -323,22 +323,23 @@ class LLMClassifier(BaseClassifier):
 
     def probabilities(self, completion: Completion) -> Probabilities | None:
         """Each label's probability as the first token's alternatives say: the sum over the tokens that
-        begin that label and no other (" Positive", "pos"). None without alternatives, or for an answer
-        cut short: they then say nothing (they guide the search only; the label is `read`'s)."""
+        name it as `read` would (" Positive", "positive." spelling it whole) or begin it and no other
+        label, as a first token may by any number of letters ("pos", "P"). None without alternatives,
+        or for an answer cut short: they then say nothing (they guide the search only; the label is
+        `read`'s)."""
         alternatives = completion.top_logprobs
         if completion.cut or not alternatives:
             return None
         out: Probabilities = dict.fromkeys(self._normal, 0.0)
         for token, logprob in alternatives.items():
-            said = _normal(token)
-            begun = [label for label, n in self._normal.items() if said and n.startswith(said)]
-            if len(begun) == 1:
-                out[begun[0]] += math.exp(logprob)
+            label = self._named_by(token, least=1)
+            if label != UNPARSED:
+                out[label] += math.exp(logprob)
         return {label: min(p, 1.0) for label, p in out.items()}
 
-    def _named_by(self, answer: str) -> Label:
+    def _named_by(self, answer: str, least: int = _MIN_PREFIX) -> Label:
         """The label ``answer`` spells (the longest, ending where a word ends: "pos" is not "positive"),
-        else the one label it begins, by at least `_MIN_PREFIX` letters (an answer cut short: "posit"),
+        else the one label it begins, by at least ``least`` letters (an answer cut short: "posit"),
         else `UNPARSED`."""
         said = _normal(answer)
         if not said:
@@ -347,7 +348,7 @@ class LLMClassifier(BaseClassifier):
         if spelled:
             return max(spelled, key=lambda label: len(self._normal[label]))
         begun = [label for label, n in self._normal.items() if n.startswith(said)]
-        return begun[0] if len(begun) == 1 and len(said) >= _MIN_PREFIX else UNPARSED
+        return begun[0] if len(begun) == 1 and len(said) >= least else UNPARSED
 
 
 def _greedy(completion: Completion) -> str:
