@@ -6,10 +6,18 @@ empty rule and final when certified, is the anchor an earlier run of the same st
 would pay: the answer's certificate, nothing to find it. With ``--oracle-seen`` it proposes an anchor
 only when an earlier input of the stream, of the same label, had the same one: the most any memory of
 earlier explanations could propose, proposed perfectly. Both are measuring devices, not explainers.
+
+    python -m benchmarks.ceiling GROWTH ORACLE
+
+compares the two runs input for input (`split`): paid queries per input, growth against the oracle, by
+where growth's anchor was among the rules it tested (empty, the first after the empty rule, later), and
+the share of growth's excess each group carries. Prints a markdown table and writes
+``benchmarks/results/ceiling_split.json``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
@@ -19,7 +27,7 @@ from llm_anchors.extend import Instance, Proposer
 from llm_anchors.propose import Proposals
 from llm_anchors.search.rules import Rule
 
-__all__ = ["oracle", "oracle_answers"]
+__all__ = ["oracle", "oracle_answers", "split"]
 
 
 def oracle_answers(path: str | Path, *, seen_only: bool = False) -> dict[str, list[str]]:
@@ -58,3 +66,54 @@ def oracle(answers: dict[str, list[str]]) -> Callable[[Instance, Hashable], Prop
         return Proposals("oracle", [rule], first=True, final=frozenset([rule])) if rule else None
 
     return propose
+
+
+def split(growth: str | Path, oracle_run: str | Path) -> list[dict[str, Any]]:
+    """Per group of inputs (growth's anchor empty, tested first after the empty rule, tested later), the
+    inputs, paid queries per input of each run, their ratio, and the share of growth's excess the group
+    carries. Both files are `benchmarks.stream` results of the same inputs, in the same order."""
+    rows = [json.loads(Path(f).read_text())["rows"]["manchors"][0]["rows"] for f in (growth, oracle_run)]
+    if [r["text"] for r in rows[0]] != [r["text"] for r in rows[1]]:
+        raise ValueError(f"{growth} and {oracle_run} are not runs of the same inputs")
+    groups: dict[str, list[tuple[int, int]]] = {
+        "anchor empty": [],
+        "anchor tested first": [],
+        "anchor tested later": [],
+    }
+    for g, o in zip(*rows, strict=True):
+        name = (
+            "anchor empty" if not g["anchor"] else "anchor tested first" if g["tested"] == 2 else "anchor tested later"
+        )
+        groups[name].append((g["queries"], o["queries"]))
+    excess = sum(g - o for pairs in groups.values() for g, o in pairs)
+    out = []
+    for name, pairs in groups.items():
+        paid, told = sum(g for g, _ in pairs), sum(o for _, o in pairs)
+        n = max(len(pairs), 1)
+        out.append({
+            "inputs": name, "count": len(pairs), "growth_per_input": paid / n, "oracle_per_input": told / n,
+            "ratio": paid / told if told else None, "excess_share": (paid - told) / excess if excess else None,
+        })  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    from benchmarks._common import write_json
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("growth", help="a stream result, growth alone (memory off)")
+    parser.add_argument("oracle", help="the same stream with --oracle of that result")
+    args = parser.parse_args(argv)
+    table = split(args.growth, args.oracle)
+    print("| inputs | count | growth, paid queries per input | oracle | growth / oracle | share of the excess |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in table:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "—"
+        share = f"{round(r['excess_share'], 2) + 0.0:.0%}" if r["excess_share"] is not None else "—"
+        paid = f"{r['growth_per_input']:.1f} | {r['oracle_per_input']:.1f}"
+        print(f"| {r['inputs']} | {r['count']} | {paid} | {ratio} | {share} |")
+    print(f"\nwrote {write_json('ceiling_split', {'growth': args.growth, 'oracle': args.oracle, 'rows': table})}")
+
+
+if __name__ == "__main__":
+    main()

@@ -294,3 +294,29 @@ def test_the_spend_tally_splits_a_searchs_samples_by_what_became_of_each_rule():
     where = "anchor tested first" if table.get("refused rules", 0) == 0 else "anchor tested later"
     assert table[f"inputs, {where}"] == 1
     assert table[f"samples per input, {where}"] == sum(r.n for b in batches for r in b)
+
+
+def test_the_ceiling_split_puts_growths_excess_where_its_anchor_was_tested(tmp_path):
+    import json
+
+    from benchmarks.ceiling import split
+
+    def run(name, rows):
+        path = tmp_path / name
+        path.write_text(json.dumps({"rows": {"manchors": [{"rows": rows}]}}))
+        return path
+
+    texts = ["a", "b", "c", "d"]
+    growth = run("g.json", [
+        {"text": t, "anchor": anchor, "tested": tested, "queries": q}
+        for t, anchor, tested, q in zip(texts, [[], ["x"], ["y"], ["z"]], [1, 2, 4, 3], [20, 50, 200, 100], strict=True)
+    ])  # fmt: skip
+    told = run("o.json", [{"text": t, "queries": q} for t, q in zip(texts, [20, 40, 60, 80], strict=True)])
+    rows = {r["inputs"]: r for r in split(growth, told)}
+    assert rows["anchor empty"]["ratio"] == 1 and rows["anchor empty"]["excess_share"] == 0
+    assert rows["anchor tested first"]["count"] == 1 and rows["anchor tested first"]["excess_share"] == 10 / 170
+    later = rows["anchor tested later"]
+    assert later["count"] == 2 and later["growth_per_input"] == 150 and later["ratio"] == 300 / 140
+    other = run("x.json", [{"text": t, "queries": 1} for t in reversed(texts)])
+    with pytest.raises(ValueError, match="not runs of the same inputs"):
+        split(growth, other)
