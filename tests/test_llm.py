@@ -230,6 +230,14 @@ def test_probabilities_of_the_labels_from_the_first_tokens_alternatives():
     got = clf.probabilities(Completion("Negative.", {"Negative.": -0.2, "P": -2.0, "": -3.0}))
     assert got == {"negative": pytest.approx(math.exp(-0.2)), "positive": pytest.approx(math.exp(-2.0))}
     assert clf.read(Completion("Negative.", {"Negative.": -0.2, "P": -2.0})) == "negative"
+    # Labels sharing a first word: a token that could start either counts for neither.
+    mixed = LLMClassifier(MockBackend(sentiment), PROMPT, ["positive", "positive mixed", "negative"])
+    got = mixed.probabilities(Completion("positive", {"positive": -0.1, "Positive mixed": -2.0, "neg": -3.0}))
+    assert got == {
+        "positive": 0.0,
+        "positive mixed": pytest.approx(math.exp(-2.0)),
+        "negative": pytest.approx(math.exp(-3.0)),
+    }
     # Without alternatives, or for an answer cut short, they say nothing (the label is still read).
     assert clf.probabilities(Completion(" positive")) is None
     assert clf.probabilities(Completion("", {" positive": -0.1}, cut=True)) is None

@@ -323,32 +323,42 @@ class LLMClassifier(BaseClassifier):
 
     def probabilities(self, completion: Completion) -> Probabilities | None:
         """Each label's probability as the first token's alternatives say: the sum over the tokens that
-        name it as `read` would (" Positive", "positive." spelling it whole) or begin it and no other
-        label, as a first token may by any number of letters ("pos", "P"). None without alternatives,
-        or for an answer cut short: they then say nothing (they guide the search only; the label is
-        `read`'s)."""
+        could be the start of that label and of no other: spelling it whole (" Positive", "positive.",
+        the longest it spells, as `read` takes), or beginning it by any number of letters ("pos", "P").
+        A token that could start two labels ("positive" of "positive" and "positive mixed") counts for
+        neither. None without alternatives, or for an answer cut short: they then say nothing (they
+        guide the search only; the label is `read`'s)."""
         alternatives = completion.top_logprobs
         if completion.cut or not alternatives:
             return None
         out: Probabilities = dict.fromkeys(self._normal, 0.0)
         for token, logprob in alternatives.items():
-            label = self._named_by(token, least=1)
-            if label != UNPARSED:
-                out[label] += math.exp(logprob)
+            said = _normal(token)
+            if not said:
+                continue
+            could: set[Label] = {label for label, n in self._normal.items() if n.startswith(said)}
+            if (spelled := self._spelled(said)) is not None:
+                could.add(spelled)
+            if len(could) == 1:
+                out[could.pop()] += math.exp(logprob)
         return {label: min(p, 1.0) for label, p in out.items()}
 
-    def _named_by(self, answer: str, least: int = _MIN_PREFIX) -> Label:
+    def _named_by(self, answer: str) -> Label:
         """The label ``answer`` spells (the longest, ending where a word ends: "pos" is not "positive"),
-        else the one label it begins, by at least ``least`` letters (an answer cut short: "posit"),
+        else the one label it begins, by at least `_MIN_PREFIX` letters (an answer cut short: "posit"),
         else `UNPARSED`."""
         said = _normal(answer)
         if not said:
             return UNPARSED
-        spelled = [label for label, n in self._normal.items() if _spells(said, n)]
-        if spelled:
-            return max(spelled, key=lambda label: len(self._normal[label]))
+        if (spelled := self._spelled(said)) is not None:
+            return spelled
         begun = [label for label, n in self._normal.items() if n.startswith(said)]
-        return begun[0] if len(begun) == 1 and len(said) >= least else UNPARSED
+        return begun[0] if len(begun) == 1 and len(said) >= _MIN_PREFIX else UNPARSED
+
+    def _spelled(self, said: str) -> Label | None:
+        """The longest label the normalised answer ``said`` spells whole (`_spells`), or None."""
+        spelled = [label for label, n in self._normal.items() if _spells(said, n)]
+        return max(spelled, key=lambda label: len(self._normal[label])) if spelled else None
 
 
 def _greedy(completion: Completion) -> str:
