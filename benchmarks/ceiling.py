@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("growth", help="a stream result, growth alone (memory off)")
     parser.add_argument("oracle", help="the same stream with --oracle of that result")
     args = parser.parse_args(argv)
-    table = split(args.growth, args.oracle)
+    try:
+        table = split(args.growth, args.oracle)
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        parser.error(f"cannot compare {args.growth} with {args.oracle}: {type(exc).__name__}: {exc}")
     print("| inputs | count | growth, paid queries per input | oracle | growth / oracle | share of the excess |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in table:

@@ -320,3 +320,8 @@ def test_the_ceiling_split_puts_growths_excess_where_its_anchor_was_tested(tmp_p
     other = run("x.json", [{"text": t, "queries": 1} for t in reversed(texts)])
     with pytest.raises(ValueError, match="not runs of the same inputs"):
         split(growth, other)
+    from benchmarks.ceiling import main
+
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SystemExit):  # a file that is no stream result: a usage error, not a traceback
+        main([str(growth), str(tmp_path / "bad.json")])
