@@ -5,7 +5,10 @@ empty rule and final when certified, is the anchor an earlier run of the same st
 `benchmarks.stream`, run with the memory off). Its cost is what a memory that always knew the answer
 would pay: the answer's certificate, nothing to find it. With ``--oracle-seen`` it proposes an anchor
 only when an earlier input of the stream, of the same label, had the same one: the most any memory of
-earlier explanations could propose, proposed perfectly. Both are measuring devices, not explainers.
+earlier explanations could propose, proposed perfectly. `told_length` (``--told-length FILE``) tells
+growth only how many words each input's anchor has: it tests no shorter rule, and the first rule it
+certifies is final. Between growth and the oracle, it is the most that predicting, before each test,
+whether a rule is long enough could save. All three are measuring devices, not explainers.
 
     python -m benchmarks.ceiling GROWTH ORACLE
 
@@ -20,14 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llm_anchors.extend import Instance, Proposer
-from llm_anchors.propose import Proposals
+from llm_anchors.propose import Growth, Proposals
+from llm_anchors.propose.base import Guide, Judge, Step
+from llm_anchors.search.base import Candidate
 from llm_anchors.search.rules import Rule
 
-__all__ = ["oracle", "oracle_answers", "split"]
+__all__ = ["oracle", "oracle_answers", "split", "told_length"]
 
 
 def oracle_answers(path: str | Path, *, seen_only: bool = False) -> dict[str, list[str]]:
@@ -64,6 +70,45 @@ def oracle(answers: dict[str, list[str]]) -> Callable[[Instance, Hashable], Prop
     def propose(instance: Instance, label: Hashable) -> Proposer | None:
         rule = as_rule(answers.get(instance.query, []), instance.features)
         return Proposals("oracle", [rule], first=True, final=frozenset([rule])) if rule else None
+
+    return propose
+
+
+class _AtLeast:
+    """A guide on which every rule shorter than ``least`` features is already refused by its reused
+    samples: growth then grows past it untested (`Growth._ahead`)."""
+
+    def __init__(self, guide: Guide, least: int) -> None:
+        self._guide, self._least = guide, least
+
+    def refused(self, c: Candidate) -> bool:
+        return len(c.rule) < self._least or self._guide.refused(c)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._guide, name)
+
+
+@dataclass
+class _ToldLength(Growth):
+    """Growth told the anchor's length (``least`` features): it tests no shorter rule, and the first
+    rule it certifies ends the search."""
+
+    least: int = 1
+    name: str = "told-length"
+
+    def propose(self, guide: Guide) -> Step | None:
+        step = super().propose(cast(Guide, _AtLeast(guide, self.least)))
+        return replace(step, final=True) if isinstance(step, Judge) else step
+
+
+def told_length(answers: dict[str, list[str]]) -> Callable[[Instance, Hashable], Proposer | None]:
+    """Growth told, for each input ``answers`` holds a non-empty anchor for, only how many words it has
+    (``MAnchorsExplainer(proposers=[told_length(answers)])``; see the module); plain growth after it,
+    and for every other input."""
+
+    def propose(instance: Instance, label: Hashable) -> Proposer | None:
+        words = answers.get(instance.query, [])
+        return _ToldLength(least=len(words)) if words else None
 
     return propose
 

@@ -62,7 +62,7 @@ from ._common import (
     write_json,
 )
 from ._models import train_text_rf, train_youtube_rf
-from .ceiling import oracle, oracle_answers
+from .ceiling import oracle, oracle_answers, told_length
 
 PAPER: dict[str, dict[str, Any]] = {
     "rf": {"speedup": 1.69, "sampling_reduction": 0.32},
@@ -212,6 +212,8 @@ async def run_manchors(
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
     options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **search_settings(args))
     options.update(manchors_options(args))
+    if args.told_length:
+        options["proposers"] = [told_length(oracle_answers(args.told_length))]
     if args.oracle:
         options["proposers"] = [oracle(oracle_answers(args.oracle, seen_only=args.oracle_seen))]
     name = f"manchors-{strategy}-{tau_sim}-{tau_mid}"
@@ -487,6 +489,11 @@ def main(argv: list[str] | None = None) -> None:
         "of any memory; see benchmarks.ceiling)",
     )  # fmt: skip
     parser.add_argument(
+        "--told-length", default=None,
+        help="a result file of this stream: growth is told how many words each input's anchor has in it (see "
+        "benchmarks.ceiling)",
+    )  # fmt: skip
+    parser.add_argument(
         "--oracle-seen", action="store_true", help="with --oracle: only anchors an earlier input of the stream had"
     )
     parser.add_argument("--memo-labels", default=None, help="with llm: a SQLite file of labels reused across runs")
@@ -502,12 +509,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="a line per explanation")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
+    if args.told_length and args.oracle:
+        parser.error("--told-length and --oracle are two devices: give one")
     started = time.perf_counter()
     rows = asyncio.run(run(args))
     a = rows["anchors"]
     dataset = "_youtube" if args.dataset == "youtube" else ""
     stem = (f"stream{dataset}_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "")
             + run_suffix(args))  # fmt: skip
+    stem += "_told_length" if args.told_length else ""
     stem += ("_oracle_seen" if args.oracle_seen else "_oracle") if args.oracle else ""
     stem += "_reference" if args.reference else ""
     stem += "_labelsonly" if args.labels_only else ""

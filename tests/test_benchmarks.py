@@ -259,6 +259,27 @@ def test_the_memorys_ceiling_proposes_the_known_anchor_first_and_pays_only_its_c
     assert oracle_answers(path, seen_only=True) == {"a c": ["a"]}
 
 
+def test_growth_told_the_anchors_length_tests_no_shorter_rule_and_stops_at_its_first_certificate():
+    import asyncio
+
+    from benchmarks.ceiling import told_length
+    from llm_anchors import FunctionClassifier, MAnchorsExplainer
+    from tests.conftest import needs_all
+
+    text = "this is a good and great movie with a fine plot overall"
+
+    async def explain(**kw):
+        clf = FunctionClassifier(needs_all("good", "great"), name="good-and-great")
+        async with MAnchorsExplainer(clf, seed=0, memory=None, **kw) as explainer:
+            return await explainer.explain(text)
+
+    told = asyncio.run(explain(proposers=[told_length({text: ["x", "y", "z"]})]))
+    assert len(told.data.anchor) == 3 and {"good", "great"} <= set(told.data.anchor)  # certified first: final
+    assert "greedy-2" not in told.meta.stages  # no rule shorter than told was tested
+    alone = asyncio.run(explain(proposers=[told_length({"another text": ["good"]})]))
+    assert sorted(alone.data.anchor) == ["good", "great"] and "greedy-2" in alone.meta.stages
+
+
 def test_the_bet_benchmark_measures_the_certifier_unconditionally():
     """A rule that keeps the label on every sample is always certified, at or above its floor; one whose
     precision is below the bound at most at its share of δ (Ville), with no floor to compare."""
