@@ -6,9 +6,10 @@ empty rule and final when certified, is the anchor an earlier run of the same st
 would pay: the answer's certificate, nothing to find it. With ``--oracle-seen`` it proposes an anchor
 only when an earlier input of the stream, of the same label, had the same one: the most any memory of
 earlier explanations could propose, proposed perfectly. `told_length` (``--told-length FILE``) tells
-growth only how many words each input's anchor has: it tests no shorter rule, and the first rule it
-certifies is final. Between growth and the oracle, it is the most that predicting, before each test,
-whether a rule is long enough could save. All three are measuring devices, not explainers.
+growth only how many words each input's anchor has: it tests no shorter rule (while it has words of
+positive credit to add), and the first rule it certifies is final. Between growth and the oracle, it
+is the most that predicting, before each test, whether a rule is long enough could save. All three
+are measuring devices, not explainers.
 
     python -m benchmarks.ceiling GROWTH ORACLE
 
@@ -90,8 +91,8 @@ class _AtLeast:
 
 @dataclass
 class _ToldLength(Growth):
-    """Growth told the anchor's length (``least`` features): it tests no shorter rule, and the first
-    rule it certifies ends the search."""
+    """Growth told the anchor's length (``least`` features): it tests no shorter rule (while it has
+    features of positive credit to add), and the first rule it certifies ends the search."""
 
     least: int = 1
     name: str = "told-length"
