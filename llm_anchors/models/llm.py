@@ -336,7 +336,7 @@ class LLMClassifier(BaseClassifier):
             said = _normal(token)
             if not said:
                 continue
-            could: set[Label] = {label for label, n in self._normal.items() if n.startswith(said)}
+            could = set(self._begun(said))
             if (spelled := self._spelled(said)) is not None:
                 could.add(spelled)
             if len(could) == 1:
@@ -352,8 +352,12 @@ class LLMClassifier(BaseClassifier):
             return UNPARSED
         if (spelled := self._spelled(said)) is not None:
             return spelled
-        begun = [label for label, n in self._normal.items() if n.startswith(said)]
+        begun = self._begun(said)
         return begun[0] if len(begun) == 1 and len(said) >= _MIN_PREFIX else UNPARSED
+
+    def _begun(self, said: str) -> list[Label]:
+        """The labels the normalised answer ``said`` begins (by any number of letters)."""
+        return [label for label, n in self._normal.items() if n.startswith(said)]
 
     def _spelled(self, said: str) -> Label | None:
         """The longest label the normalised answer ``said`` spells whole (`_spells`), or None."""
