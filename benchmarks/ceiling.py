@@ -134,11 +134,11 @@ def split(growth: str | Path, oracle_run: str | Path) -> list[dict[str, Any]]:
     excess = sum(g - o for pairs in groups.values() for g, o in pairs)
     out = []
     for name, pairs in groups.items():
-        paid, told = sum(g for g, _ in pairs), sum(o for _, o in pairs)
+        paid, known = sum(g for g, _ in pairs), sum(o for _, o in pairs)
         n = max(len(pairs), 1)
         out.append({
-            "inputs": name, "count": len(pairs), "growth_per_input": paid / n, "oracle_per_input": told / n,
-            "ratio": paid / told if told else None, "excess_share": (paid - told) / excess if excess else None,
+            "inputs": name, "count": len(pairs), "growth_per_input": paid / n, "oracle_per_input": known / n,
+            "ratio": paid / known if known else None, "excess_share": (paid - known) / excess if excess else None,
         })  # fmt: skip
     return out
 

@@ -206,22 +206,35 @@ async def run_manchors(
     args: argparse.Namespace,
     setting: Setting,
     rss: ServerRss = None,
+    proposers: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
     strategy, tau_sim, tau_mid = setting
     embedder = SentenceEmbedder(pooling=args.pooling)
     embedder.embed(["warm up"])  # loading the model is a one-off, not a per-input cost
     options = dict(strategy=strategy, tau_sim=tau_sim, tau_mid=tau_mid, embedder=embedder, **search_settings(args))
     options.update(manchors_options(args))
-    if args.told_length:
-        options["proposers"] = [told_length(oracle_answers(args.told_length))]
-    if args.oracle:
-        options["proposers"] = [oracle(oracle_answers(args.oracle, seen_only=args.oracle_seen))]
+    if proposers:
+        options["proposers"] = proposers  # a measuring device's (`measuring_device`)
     name = f"manchors-{strategy}-{tau_sim}-{tau_mid}"
     async with MAnchorsExplainer(make(name), seed=args.seed, **with_memory(options)) as m:
         label = f"MAnchors {strategy} τ_sim {tau_sim} τ_mid {tau_mid}"
         return await explain_rows(
             m, stream, order, args.fresh_samples, label=label, verbose=args.verbose, server_rss=rss
         )
+
+
+def measuring_device(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Any] | None:
+    """The proposer ``--oracle`` or ``--told-length`` asks for (see `benchmarks.ceiling`), its file read
+    now: one that is not a stream result is a usage error before any query, not a traceback after
+    Anchors' run."""
+    path = args.oracle or args.told_length
+    if path is None:
+        return None
+    try:
+        answers = oracle_answers(path, seen_only=bool(args.oracle and args.oracle_seen))
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        parser.error(f"cannot read the anchors of {path}: {type(exc).__name__}: {exc}")
+    return [oracle(answers) if args.oracle else told_length(answers)]
 
 
 def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: int) -> str:
@@ -439,7 +452,7 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(args: argparse.Namespace, proposers: list[Any] | None = None) -> dict[str, Any]:
     with classifiers(args) as (make, texts, order, rss):
         stream = [texts[i] for i in order]
         if args.anchors_from:
@@ -451,7 +464,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         runs = {}
         for setting in settings(args, strategies):
             print(f"--- manchors {setting}", flush=True)
-            runs[setting] = await run_manchors(make, stream, order, args, setting, rss)
+            runs[setting] = await run_manchors(make, stream, order, args, setting, rss, proposers)
     return {"anchors": a, "manchors": runs}
 
 
@@ -483,12 +496,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--anchors-from", default=None, help="Anchors' rows from an earlier run of this stream (JSON), not run again"
     )
-    parser.add_argument(
+    device = parser.add_mutually_exclusive_group()
+    device.add_argument(
         "--oracle", default=None,
         help="a result file of this stream: MAnchors is proposed each input's anchor from it first (the ceiling "
         "of any memory; see benchmarks.ceiling)",
     )  # fmt: skip
-    parser.add_argument(
+    device.add_argument(
         "--told-length", default=None,
         help="a result file of this stream: growth is told how many words each input's anchor has in it (see "
         "benchmarks.ceiling)",
@@ -509,10 +523,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="a line per explanation")
     parser.add_argument("--data", default=None)
     args = parser.parse_args(argv)
-    if args.told_length and args.oracle:
-        parser.error("--told-length and --oracle are two devices: give one")
+    proposers = measuring_device(parser, args)
     started = time.perf_counter()
-    rows = asyncio.run(run(args))
+    rows = asyncio.run(run(args, proposers))
     a = rows["anchors"]
     dataset = "_youtube" if args.dataset == "youtube" else ""
     stem = (f"stream{dataset}_{args.classifier}_{args.pooling}_n{len(a)}" + ("_tuning" if args.tuning else "")

@@ -280,6 +280,23 @@ def test_growth_told_the_anchors_length_tests_no_shorter_rule_and_stops_at_its_f
     assert sorted(alone.data.anchor) == ["good", "great"] and "greedy-2" in alone.meta.stages
 
 
+def test_a_measuring_devices_file_is_read_before_the_stream_runs(tmp_path, capsys):
+    from benchmarks import stream
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for argv in (
+        ["--told-length", str(bad)],
+        ["--oracle", str(bad)],
+        ["--oracle", str(bad), "--told-length", str(bad)],
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            stream.main(argv)
+        assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "cannot read the anchors of" in err and "not allowed with argument" in err
+
+
 def test_the_bet_benchmark_measures_the_certifier_unconditionally():
     """A rule that keeps the label on every sample is always certified, at or above its floor; one whose
     precision is below the bound at most at its share of δ (Ville), with no floor to compare."""
