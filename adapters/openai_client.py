@@ -197,7 +197,7 @@ def map_sdk_error(exc: BaseException, who: str, secrets: Sequence[str | None] = 
 
 
 def _mapped(exc: BaseException, who: str, secrets: Sequence[str | None]) -> BackendError | None:
-    """What `adapters.http.mapped_errors` and `error_of` make of the same failure over aiohttp."""
+    """What `adapters.transport.mapped_errors` and `error_of` make of the same failure over aiohttp."""
     import openai
 
     if not isinstance(exc, openai.APIError):

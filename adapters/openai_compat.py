@@ -3,7 +3,7 @@
 Endpoints: ``/completions`` with a list of prompts per request (vLLM and llama-server take one),
 ``/chat/completions`` (one prompt a request: hosted chat models) and the decision endpoints. The
 wire format is `adapters.openai_wire`'s (the SDK transport, `adapters.openai_client`, reads and
-writes the same); the session and its error map are `adapters.http`'s.
+writes the same); the session and its error map are `adapters.transport`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
 from adapters.decisions import DecisionCounter, Shape
-from adapters.http import Session, endpoint_url
+from adapters.transport import Session, endpoint_url
 from adapters.openai_wire import (
     NO_TIER_FOR_DECISIONS,
     PATHS,

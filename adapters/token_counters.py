@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.http import endpoint_url, mapped_errors
+from adapters.transport import endpoint_url, mapped_errors
 from adapters.vllm_api import probe
 from llm_anchors import BackendError, BadResponseError, ConfigError
 from llm_anchors.extend import TokenCount, TokenCounter, shown_url

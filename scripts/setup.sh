@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv, install llm-anchors with everything its tests and benchmarks need, and build the
-# local LLM server once per machine (llama.cpp, ~8 min on 2 cores; cached in ~/.cache/llm-anchors).
+# local LLM server once per machine (llama.cpp, ~8 min on 2 cores; cached in ~/.cache/llm-anchors, or
+# $LLM_ANCHORS_CACHE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -13,5 +14,5 @@ quiet() { grep -v "^WARNING: Location" || true; }
 # The oldest tenacity pyproject.toml allows, for the test that runs a retry on it (tests/test_retry.py).
 oldest=$(sed -n 's/.*"tenacity>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 [[ $oldest == *.*.* ]] || oldest="$oldest.0"
-target="$HOME/.cache/llm-anchors/tenacity-$oldest"
+target="${LLM_ANCHORS_CACHE:-$HOME/.cache/llm-anchors}/tenacity-$oldest"
 [ -d "$target/tenacity" ] || .venv/bin/python -m pip install -q --no-deps --target "$target" "tenacity==$oldest" 2>&1 | quiet

@@ -84,3 +84,46 @@ def test_modules_import_only_from_lower_layers_and_never_adapters_but_the_cli():
         or (target in order and order.index(target) > order.index(name))
     ]
     assert not wrong
+
+
+def _project_names() -> dict[str, list[Path]]:
+    """Every name a file or folder of the tree could be imported by, if its folder were on ``sys.path``."""
+    names: dict[str, list[Path]] = {}
+    for path in ROOT.rglob("*"):
+        parts = path.relative_to(ROOT).parts
+        if parts[0].startswith(".") or "__pycache__" in parts:
+            continue
+        if path.suffix == ".py" and path.stem != "__init__":
+            names.setdefault(path.stem, []).append(path)
+        elif path.is_dir() and any(path.glob("*.py")):
+            names.setdefault(path.name, []).append(path)
+    return names
+
+
+def test_no_module_or_folder_takes_a_standard_library_name():
+    """A module named like the standard library's (``http``, ``json``) takes its place in any process that
+    puts its folder on ``sys.path``: vLLM's conversion once imported ``adapters/http.py`` as ``http``."""
+    import sys
+
+    names = _project_names()
+    assert {"transport", "llm_anchors", "convert"} <= names.keys()  # the walk sees modules, packages, scripts
+    shadowing = {name: paths for name, paths in names.items() if name in sys.stdlib_module_names}
+    assert shadowing == {}
+
+
+def test_scripts_run_by_path_are_isolated_in_a_folder_of_their_own(tmp_path):
+    """A script another Python runs by its path sits alone in its folder (no ``__init__``, no sibling
+    module), and is run so that a module beside it could not be imported in place of the standard library's."""
+    import subprocess
+    import sys
+
+    from adapters import vllm
+
+    assert [p.name for p in vllm.CONVERTER.parent.glob("*.py")] == [vllm.CONVERTER.name]
+    command = vllm.conversion(Path(sys.executable), Path("m.gguf"), Path("out"))
+    flags = command[1 : command.index(str(vllm.CONVERTER))]
+    (tmp_path / "http.py").write_text("raise ImportError('the folder of the script was on sys.path')\n")
+    (tmp_path / "script.py").write_text("import http.client\nprint(http.client.__name__)\n")
+    done = subprocess.run([sys.executable, *flags, str(tmp_path / "script.py")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "http.client"

@@ -51,7 +51,9 @@ def test_the_oldest_tenacity_pyproject_allows_works():
 
     pinned = re.search(r'"tenacity>=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
     version = pinned if pinned.count(".") == 2 else pinned + ".0"
-    target = Path.home() / ".cache" / "llm-anchors" / f"tenacity-{version}"
+    from adapters.local_server import cache_dir
+
+    target = cache_dir() / f"tenacity-{version}"
     assert (target / "tenacity").is_dir(), f"tenacity {version} is not in {target}: scripts/setup.sh puts it there"
     script = textwrap.dedent(
         """

@@ -1,10 +1,11 @@
 """Convert a GGUF model into a Hugging Face checkpoint vLLM loads (run by vLLM's own Python).
 
-``python _vllm_convert.py MODEL.gguf OUT_DIR``: the weights dequantised to bfloat16 (vLLM 0.32 has no
+``python -I convert.py MODEL.gguf OUT_DIR``: the weights dequantised to bfloat16 (vLLM 0.32 has no
 GGUF loader, and transformers keeps GGUF blocks quantised unless asked), no ``quantization_config``,
 ``architectures`` named, and a tokenizer that puts ``<bos>`` first as llama-server does (the
 converted one adds none, and Gemma without it answers differently). It imports only what vLLM's venv
-has: it is not part of the llm_anchors package.
+has: it is not part of the llm_anchors package. It sits in a folder of its own and is run isolated
+(``-I``), so no module beside it can take the place of a standard-library module in that process.
 """
 
 from __future__ import annotations
