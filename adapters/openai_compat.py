@@ -19,7 +19,6 @@ from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
 from adapters.decisions import DecisionCounter, Shape
-from adapters.transport import Session, endpoint_url
 from adapters.openai_wire import (
     NO_TIER_FOR_DECISIONS,
     PATHS,
@@ -33,6 +32,7 @@ from adapters.openai_wire import (
     request_body,
 )
 from adapters.token_counters import FallbackCounter, ServerTokenCounter, TiktokenCounter, fallback_counter
+from adapters.transport import Session, endpoint_url
 from adapters.vllm_api import LabelTokens, VllmInfo, label_request, probe, read_label_logprobs
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ClassifierError, ConfigError
 from llm_anchors.extend import (
