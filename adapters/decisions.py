@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal
 
 from llm_anchors import BadResponseError, ConfigError
 from llm_anchors.extend import AnswerWarning, Completion, TokenCount, TokenCounter
@@ -55,9 +55,9 @@ def read_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[
     probability as its alternatives (log); a refusal as an empty answer (read as `UNPARSED`).
 
     Only the classes asked (``labels``, when given) are read (the others are said, `AnswerWarning`, once
-    per set of classes). Probabilities that cannot all be read (one
-    not a number, below 0, above 1 by more than rounding, a class given twice) say nothing: the choice
-    alone is the answer, never another class (`probabilities`)."""
+    per set of classes). The choice is the answer, never another class; probabilities that cannot all
+    be read (one not a number, below 0, above 1 by more than rounding, a class given twice) say nothing
+    (`llm_anchors.models.answer`)."""
     answers = raw.get("answers")
     try:
         answer = answers[0] if shape == "decisions" else answers[QUESTION]  # type: ignore[index]
@@ -74,14 +74,12 @@ def read_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[
     return Completion(choice, probabilities(said, labels), chosen=choice)
 
 
-_ROUNDING = 1e-6  # a softmax may sum a probability one ulp past 1
-
-
-def probabilities(said: Any, labels: Sequence[str] = ()) -> dict[str, float] | None:
-    """The log-probability of each class asked (every class said, when ``labels`` is empty), from
-    OpenAI's ``[{"value", "probability"}]`` or vLLM's ``{label: p}``; None when any of them cannot be
-    read (a value not in [0, 1], a class given twice, an entry of another shape). A class at 0 is
-    left out (it names nothing), as the classes not asked are."""
+def probabilities(said: Any, labels: Sequence[str] = ()) -> list[tuple[str, float]] | None:
+    """Each class asked (every class said, when ``labels`` is empty) with its log-probability, as pairs
+    in the order said, from OpenAI's ``[{"value", "probability"}]`` or vLLM's ``{label: p}``: a
+    probability as its log (0 as −inf), anything else as NaN, for the classifier's reader to judge
+    (`llm_anchors.models.answer`: a class given twice, or a value that is no probability, and the
+    answer carries none). None when they are of no shape known."""
     if isinstance(said, list):
         if not all(isinstance(p, dict) for p in said):
             return None
@@ -91,11 +89,15 @@ def probabilities(said: Any, labels: Sequence[str] = ()) -> dict[str, float] | N
     else:
         return None
     asked = set(labels)
-    pairs = [(v, p) for v, p in pairs if not asked or v in asked]
-    names = [v for v, _ in pairs]
-    if len(set(names)) != len(names) or not all(isinstance(v, str) and _probability(p) for v, p in pairs):
-        return None
-    return {v: math.log(min(p, 1.0)) for v, p in pairs if p > 0} or None
+    return [(str(v), _log(p)) for v, p in pairs if not asked or v in asked] or None
+
+
+def _log(value: Any) -> float:
+    """A probability's log (above 1 it reads above 0: the reader decides whether that is rounding); NaN,
+    which the reader refuses, for anything that is not a number at least 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return math.nan
+    return math.log(value) if value > 0 else -math.inf
 
 
 def unasked(said: Any, labels: Sequence[str]) -> list[str]:
@@ -105,11 +107,6 @@ def unasked(said: Any, labels: Sequence[str]) -> list[str]:
     else:
         names = list(said) if isinstance(said, dict) else []
     return sorted({str(v) for v in names if v not in labels})
-
-
-def _probability(value: Any) -> TypeGuard[float]:
-    """A probability: a number in [0, 1] (up to rounding; not NaN, not a boolean)."""
-    return isinstance(value, float | int) and not isinstance(value, bool) and 0 <= value <= 1 + _ROUNDING
 
 
 class DecisionCounter:

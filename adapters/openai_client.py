@@ -38,6 +38,8 @@ from llm_anchors.extend import (
     TokenCounter,
     UnreachableError,
     header_secrets,
+    refuse_credentials,
+    remember,
     scrub,
     shown_url,
 )
@@ -57,7 +59,7 @@ class OpenAIClientBackend:
         "decisions" (``client.decisions.create``: one input a request, the labels as a choice
         question's choices: `adapters.decisions`).
     timeout: seconds for one request; max_connections: requests in flight.
-    service_tier, reasoning_effort: as `OpenAICompatibleBackend` has them.
+    service_tier, reasoning_effort, local: as `OpenAICompatibleBackend` has them.
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class OpenAIClientBackend:
         max_connections: int = 32,
         service_tier: str | None = None,
         reasoning_effort: str | None = "auto",
+        local: bool | None = None,
     ) -> None:
         if not callable(getattr(client, "with_options", None)) or not hasattr(client, "chat"):
             raise ConfigError(f"client must be an openai AsyncOpenAI or AsyncAzureOpenAI, got {type(client).__name__}")
@@ -86,6 +89,8 @@ class OpenAIClientBackend:
         self._timeout = timeout
         self._pace = Pace()  # a request that carries more than the server answers in ``timeout`` waits longer
         self._secrets = client_secrets(client)
+        remember(*self._secrets)  # known by value: no file, report or message of this process shows them
+        refuse_credentials({"model": model, "price_as": price_as}, *self._secrets)
         self.deployment = model
         self.priced_as = price_as or model
         self.endpoint = endpoint
@@ -95,6 +100,7 @@ class OpenAIClientBackend:
             raise ConfigError(NO_TIER_FOR_DECISIONS)
         self._service_tier = service_tier
         self._effort = reasoning_effort_for(self.priced_as) if reasoning_effort == "auto" else reasoning_effort
+        self._local = local
 
     @property
     def identity(self) -> str:
@@ -116,7 +122,9 @@ class OpenAIClientBackend:
 
     @property
     def is_local(self) -> bool:
-        return is_loopback(str(self._client.base_url))
+        """Served from this machine (``local``, else its URL is loopback): priced as local, and a request is
+        waited for until it answers."""
+        return self._local if self._local is not None else is_loopback(str(self._client.base_url))
 
     @property
     def decides(self) -> bool:
@@ -161,7 +169,8 @@ class OpenAIClientBackend:
                     "completions": self._client.completions}[self.endpoint]  # fmt: skip
         async with self._semaphore:
             try:
-                started, patience = time.monotonic(), self._pace.deadline(len(prompts), self._timeout)
+                started = time.monotonic()
+                patience = None if self.is_local else self._pace.deadline(len(prompts), self._timeout)
                 answer = (await resource.with_raw_response.create(**body, timeout=patience)).parse()
                 self._pace.add((time.monotonic() - started) / len(prompts))
             except Exception as exc:

@@ -42,11 +42,13 @@ from llm_anchors.extend import (
     TokenCounter,
     header_secrets,
     redact,
+    refuse_credentials,
+    remember,
     scrub,
     shown_url,
 )
 
-__all__ = ["MAX_LOCAL_WAIT", "OpenAICompatibleBackend"]
+__all__ = ["OpenAICompatibleBackend"]
 
 
 def _check_url(url: Any, key: str | None) -> None:
@@ -82,7 +84,9 @@ class OpenAICompatibleBackend:
         api.openai.com, completions elsewhere).
     api_key: taken from ``$api_key_env`` (OPENAI_API_KEY) when not given;
         never logged, never part of ``identity`` or ``repr``.
-    timeout: seconds for one HTTP request.
+    timeout: seconds a request to a remote server is waited for (longer when it carries more than
+        the server answers in that time); a server on this machine is waited for until it answers,
+        never sent the request again. Both end at the call's deadline (`RetryPolicy.max_elapsed`).
     max_request_size: prompts per /completions request.
     max_connections: HTTP requests in flight from this backend.
     service_tier: asked of the server with every request (OpenAI's ``"flex"``:
@@ -98,6 +102,9 @@ class OpenAICompatibleBackend:
         never shown; proxies are taken from the environment (``HTTPS_PROXY``, ``NO_PROXY``).
     price_as: the model it is priced (and counted by tiktoken) as, when the
         served name differs (a gateway's alias); default ``model``.
+    local: whether the server runs on this machine (default: whether every URL
+        is a loopback one, `is_loopback`): a local model whose name has no price
+        costs nothing, and a request to it is waited for until it answers.
     """
 
     def __init__(
@@ -116,6 +123,7 @@ class OpenAICompatibleBackend:
         reasoning_effort: str | None = "auto",
         headers: dict[str, str] | None = None,
         price_as: str | None = None,
+        local: bool | None = None,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
@@ -155,6 +163,8 @@ class OpenAICompatibleBackend:
         self._effort = reasoning_effort_for(self.model) if reasoning_effort == "auto" else reasoning_effort
         self._api_key = _Secret(key)
         self._extra_headers = _check_headers(headers or {})
+        remember(*self._secrets())  # known by value: no file, report or message of this process shows them
+        refuse_credentials({"model": model, "price_as": price_as, "base_url": urls}, *self._secrets())
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: Session | None = None
         self._counter: FallbackCounter | None = None
@@ -163,6 +173,7 @@ class OpenAICompatibleBackend:
         self._vllm: VllmInfo | None = None
         self._labels = LabelTokens()
         self._pace = Pace()
+        self._local = local
 
     @property
     def identity(self) -> str:
@@ -171,8 +182,9 @@ class OpenAICompatibleBackend:
 
     @property
     def is_local(self) -> bool:
-        """Served from this machine: its tokens cost no dollars."""
-        return all(is_loopback(u) for u in self.base_urls)
+        """Served from this machine (``local``, else every URL loopback): a model whose name has no price costs
+        nothing, and a request is waited for until it answers."""
+        return self._local if self._local is not None else all(is_loopback(u) for u in self.base_urls)
 
     @property
     def decides(self) -> bool:
@@ -347,23 +359,16 @@ class OpenAICompatibleBackend:
     async def _patiently(self, call: Awaitable[dict[str, Any]], n: int, base: str) -> dict[str, Any]:
         """``call``'s answer, waited for as long as its ``n`` prompts take (`Pace`: ``timeout``, or more
         for a request that carries more than the server answers in that time). A server on this machine
-        whose health endpoint answers is alive but slow (a busy machine): it is waited for again, never
-        counted as a failure, and the request is never sent again while it may still work on it."""
-        task = asyncio.ensure_future(call)
-        waited, patience = 0.0, self._pace.deadline(n, self.timeout)
+        is waited for until it answers: it is never sent a request it may still be working on. Either
+        wait ends at the call's deadline (`RetryPolicy.max_elapsed`), which its caller holds."""
+        if self.is_local:
+            return await call
+        patience = self._pace.deadline(n, self.timeout)
         try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=patience)
-                if done:
-                    return task.result()
-                waited += patience
-                if not self.is_local or waited >= MAX_LOCAL_WAIT or not await self._get_transport().alive(base):
-                    where = shown_url(endpoint_url(base, PATHS[self.endpoint]))
-                    raise BackendTimeoutError(f"no answer from {where} in {waited:.0f} s", classifier=self.identity)
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            return await asyncio.wait_for(call, timeout=patience)
+        except TimeoutError:
+            where = shown_url(endpoint_url(base, PATHS[self.endpoint]))
+            raise BackendTimeoutError(f"no answer from {where} in {patience:.0f} s", classifier=self.identity) from None
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
         return request_body(self.endpoint, self.served_model, prompts, params, self._effort) | self.extra_body
@@ -378,10 +383,6 @@ class OpenAICompatibleBackend:
         if self._transport is None or self._transport.loop is not loop:
             self._transport = Session(self._headers(), self.timeout, self.max_connections, self._secrets())
         return self._transport
-
-
-MAX_LOCAL_WAIT = 3600.0
-"""Seconds a request to a server on this machine is waited for while its health endpoint answers."""
 
 
 class _Secret:

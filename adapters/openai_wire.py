@@ -10,6 +10,7 @@ prompts is waited for (`Pace`). Nothing here sends a request.
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import json
 import math
 import re
@@ -20,9 +21,9 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from adapters.decisions import Shape, decision_body, read_decision
-from adapters.vllm_api import logsumexp
 from llm_anchors import BackendError, BadResponseError, RateLimitError
 from llm_anchors.extend import (
+    Alternatives,
     Charge,
     Completion,
     CompletionParams,
@@ -73,8 +74,22 @@ def reasoning_effort_for(model: str) -> str | None:
 
 
 def is_loopback(url: str) -> bool:
-    """Whether ``url`` names this machine (127.0.0.1, localhost, ::1): a server whose tokens cost nothing."""
-    return urlparse(url).hostname in ("127.0.0.1", "localhost", "::1")
+    """Whether ``url`` names this machine: a loopback address (``127.0.0.0/8``, ``::1``, an IPv4-mapped one),
+    the unspecified one a server listens on (``0.0.0.0``, ``::``: what vLLM prints), or ``localhost`` (with
+    or without its final dot, and its subdomains). No name is looked up."""
+    try:
+        host = (urlparse(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
 
 
 class Pace:
@@ -183,7 +198,7 @@ def parse_response(
     raw: dict[str, Any],
     n_prompts: int,
     who: str,
-    alternatives: Callable[[dict[str, Any]], dict[str, float] | None] | None = None,
+    alternatives: Callable[[dict[str, Any]], tuple[Alternatives | None, str | None]] | None = None,
 ) -> Completions:
     """Read a /completions or /chat/completions answer, in any of the three
     logprob shapes servers use (see `_first_token`), or with ``alternatives``
@@ -210,12 +225,10 @@ def parse_response(
 
 
 def _completion(
-    choice: dict[str, Any], alternatives: Callable[[dict[str, Any]], dict[str, float] | None] | None
+    choice: dict[str, Any], alternatives: Callable[[dict[str, Any]], tuple[Alternatives | None, str | None]] | None
 ) -> Completion:
     """One choice as a completion: its text, its first token's alternatives and the token chosen."""
-    if alternatives is not None:
-        return Completion(_text(choice), alternatives(choice), _cut(choice))
-    top, chosen = _first_token(choice.get("logprobs"))
+    top, chosen = alternatives(choice) if alternatives is not None else _first_token(choice.get("logprobs"))
     return Completion(_text(choice), top, _cut(choice), chosen)
 
 
@@ -357,16 +370,16 @@ def _text(choice: dict[str, Any]) -> str:
     return str(choice["message"]["content"] or "")
 
 
-def _first_token(logprobs: Any) -> tuple[dict[str, float] | None, str | None]:
-    """The first generated token's alternatives and the token chosen, from any of:
+def _first_token(logprobs: Any) -> tuple[list[tuple[str, Any]] | None, str | None]:
+    """The first generated token's alternatives as said (pairs, in order, values as they are: the
+    classifier's reader judges them, `llm_anchors.models.answer`) and the token chosen, from either of:
 
     - chat shape (chat completions; llama-server's completions too):
       ``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}``
     - legacy shape (OpenAI/vLLM completions, llama-cpp-python):
       ``{"tokens": [...], "token_logprobs": [...], "top_logprobs": [{token: logprob}]}``
 
-    A log-probability that is not a number is kept as NaN, which `Completion` drops; alternatives
-    listed twice under one text are added (two tokens spelling it), NaN if either is unreadable.
+    The chosen token's own log-probability is added to its alternatives when they do not list it.
     """
     if not logprobs:
         return None, None
@@ -374,28 +387,17 @@ def _first_token(logprobs: Any) -> tuple[dict[str, float] | None, str | None]:
     if content:
         first = content[0]
         chosen = str(first["token"]) if first.get("token") is not None else None
-        listed: dict[str, list[float]] = {}
-        for t in first.get("top_logprobs") or []:
-            listed.setdefault(str(t["token"]), []).append(_number(t.get("logprob")))
-        top = {token: logsumexp(values) for token, values in listed.items()}
-        if chosen is not None and (chosen not in top or math.isnan(top[chosen])):
-            top[chosen] = _number(first.get("logprob"))
-        return top or None, chosen
-    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
-    chosen = str(tokens[0]) if tokens and tokens[0] is not None else None
-    legacy = logprobs.get("top_logprobs")
-    if legacy:
-        return {str(k): _number(v) for k, v in legacy[0].items()} or None, chosen
-    if chosen is not None and values:
-        return {chosen: _number(values[0])}, chosen
-    return None, chosen
+        pairs = [(str(t["token"]), t.get("logprob")) for t in first.get("top_logprobs") or []]
+        own = first.get("logprob", _ABSENT)
+    else:
+        tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+        chosen = str(tokens[0]) if tokens and tokens[0] is not None else None
+        legacy = logprobs.get("top_logprobs")
+        pairs = [(str(k), v) for k, v in legacy[0].items()] if legacy and isinstance(legacy[0], dict) else []
+        own = values[0] if values else _ABSENT
+    if chosen is not None and own is not _ABSENT and all(token != chosen for token, _ in pairs):
+        pairs.append((chosen, own))
+    return pairs or None, chosen
 
 
-def _number(value: Any) -> float:
-    """A log-probability as a float: NaN when it is none (null, a string that is not a number)."""
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+_ABSENT = object()

@@ -90,19 +90,6 @@ class Session:
             raise BadResponseError(f"answer is {type(raw).__name__}, not an object", classifier=who)
         return raw
 
-    async def alive(self, base: str) -> bool:
-        """Whether the server at ``base`` says it is alive: its ``/health`` (llama-server's, vLLM's) answers
-        200, or 503 while it loads, within 10 s. No such page, or no answer: it cannot be told alive."""
-        import aiohttp
-
-        url = endpoint_url(base, "/health", root=True)
-        try:
-            with mapped_errors(url, url):
-                async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=10.0)) as response:
-                    return response.status in (200, 503)
-        except BackendError:
-            return False
-
     async def get_json(self, url: str) -> Any:
         """``GET url``'s JSON; None when the server answers anything else (it has no such page)."""
         with mapped_errors(url, shown_url(url)):

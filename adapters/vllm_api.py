@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llm_anchors.extend import Alternatives
+
 __all__ = [
     "LabelTokens", "VllmInfo", "answer_spellings", "label_request", "logsumexp", "probe", "read_label_logprobs",
 ]  # fmt: skip
@@ -110,29 +112,41 @@ def label_request(ids: Mapping[int, str]) -> dict[str, Any]:
     return {"logprobs": 1, "logprob_token_ids": sorted(ids), "return_tokens_as_token_ids": True}
 
 
-def read_label_logprobs(choice: Mapping[str, Any], names: Mapping[int, str]) -> dict[str, float] | None:
-    """A choice's first-token alternatives keyed by text: the watched tokens' (``names``) and the
-    token chosen (named by the answer's text). Ids spelling the same text are added (log-sum-exp); an
-    id neither watched nor chosen, or a value that is not a finite number, is dropped. None when the
-    choice has no log-probabilities left."""
+def read_label_logprobs(choice: Mapping[str, Any], names: Mapping[int, str]) -> tuple[Alternatives | None, str | None]:
+    """A choice's first-token alternatives keyed by text, and the text of the token chosen: the watched
+    tokens' (``names``) and the token chosen (named by the answer's text). Ids spelling the same text
+    are two tokens: their log-probabilities are added (log-sum-exp) when both are numbers, else the
+    text's is unreadable. An id neither watched nor chosen is left out. Values are otherwise as said:
+    the classifier's reader judges them."""
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, Mapping):
-        return None
+        return None, None
     tops, tokens = logprobs.get("top_logprobs") or [None], logprobs.get("tokens") or [None]
     first = tops[0]
     if not isinstance(first, Mapping):
-        return None
+        return None, None
     chosen = _token_id(tokens[0])
     text = str(choice.get("text") or "")
-    merged: dict[str, list[float]] = {}
+    merged: dict[str, list[Any]] = {}
+    said_chosen = None
     for key, value in first.items():
         token = _token_id(key)
         name = names.get(token) if token is not None else None
         if name is None and token is not None and token == chosen:
             name = text
-        if name is not None and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            merged.setdefault(name, []).append(float(value))  # NaN or ±inf says nothing: never added in
-    return {name: logsumexp(values) for name, values in merged.items()} or None
+        if name is not None:
+            merged.setdefault(name, []).append(value)
+            said_chosen = name if token == chosen else said_chosen
+    return {name: _added(values) for name, values in merged.items()} or None, said_chosen
+
+
+def _added(values: list[Any]) -> Any:
+    """The log-probability of a text the tokens of ``values`` spell: their sum when every one is a
+    number, else the first that is not (which the reader refuses)."""
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+    return logsumexp([float(v) for v in values])
 
 
 def _token_id(key: Any) -> int | None:

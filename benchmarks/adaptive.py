@@ -22,7 +22,8 @@ from decimal import Decimal
 from typing import Any
 
 from adapters.openai_compat import OpenAICompatibleBackend
-from llm_anchors import Budget, LLMClassifier, MAnchorsExplainer, PromptCacheWarning, RetryPolicy
+from llm_anchors import Budget, LLMClassifier, MAnchorsExplainer, RetryPolicy
+from llm_anchors.extend import PromptCacheWarning
 from tests.fault_server import FaultServer
 
 from ._common import write_json

@@ -45,7 +45,7 @@ def classifier(url: str, model: str) -> LLMClassifier:
 def label_probabilities(clf: LLMClassifier, completion: Completion) -> dict[str, float]:
     """Each label's first-token probability: the alternatives that name it, added."""
     probabilities = dict.fromkeys(clf.labels, 0.0)
-    for token, logprob in (completion.top_logprobs or {}).items():
+    for token, logprob in (completion.alternatives or {}).items():
         label = clf.read(Completion(token))
         if label in probabilities:
             probabilities[str(label)] += math.exp(logprob)

@@ -19,8 +19,8 @@ from ._exceptions import (
     InvalidInputError,
     LLMAnchorsError,
     NondeterminismWarning,
-    PromptCacheWarning,
     RateLimitError,
+    ServerUnavailableError,
 )
 from ._version import __version__
 from .explain import (
@@ -57,11 +57,11 @@ __all__ = [
     "LLMClassifier",
     "MAnchorsExplainer",
     "NondeterminismWarning",
-    "PromptCacheWarning",
     "QueryCache",
     "RateLimitError",
     "RetryPolicy",
     "SearchParams",
+    "ServerUnavailableError",
     "TabularClassifier",
     "TabularExplainer",
     "TabularSampler",

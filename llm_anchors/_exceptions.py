@@ -13,6 +13,7 @@ LLMAnchorsError
 │   │   └── RequestRejectedError  the server refused the request as sent (HTTP 400): ``param`` says what
 │   │       └── PromptTooLongError  the prompt does not fit the model's context (an InvalidInputError too)
 │   └── NoLabelError          the model's answer to the input names no label (an InvalidInputError too)
+├── ServerUnavailableError   the model's server failed calls in a row: nothing more is sent
 └── BudgetExceeded           the spend cap would be passed
 ```
 
@@ -41,6 +42,7 @@ __all__ = [
     "PromptTooLongError",
     "RateLimitError",
     "RequestRejectedError",
+    "ServerUnavailableError",
     "SetAsideWarning",
     "UnreachableError",
 ]
@@ -171,6 +173,12 @@ class NoLabelError(ClassifierError, InvalidInputError):
     """The model's answer to the input itself names none of the labels (`UNPARSED`): there is no label
     to explain. An `InvalidInputError` of the input with this model and prompt: a run records it as
     failed, not as a fault."""
+
+
+class ServerUnavailableError(LLMAnchorsError):
+    """The model's server failed ``RetryPolicy.halt_after`` calls in a row (each after its retries): the
+    engine sends nothing more. Not an input's fault: a run stops (exit 6) and the same command goes on
+    once the server answers."""
 
 
 class BudgetExceeded(LLMAnchorsError):

@@ -1,20 +1,32 @@
 """What may be shown of a credential: nothing.
 
-`redact` takes credentials out of any text a run writes or prints (an error, a failed line, a
-report): the secrets it is given, anything shaped like a credential, and every URL shown as
-`shown_url` shows it. A URL can carry a key in its user:password, its query (``?api_key=``), its
+**Secrets are known by value.** Every credential a run is given (an API key, a header's value, a
+proxy's password) is `remember`-ed where it is handed over; `hide` then takes each out of any text, in
+every form it has been met in (as it is, split across line breaks or spaces, percent-encoded, JSON- or
+HTML-escaped, base64 on its own or inside a longer base64 string such as a Basic credential). Every
+JSON line the project writes (`_files.JsonLines`) and every line a command prints pass through it.
+
+`redact`, for messages, also takes out anything shaped like a credential and shows every URL as
+`shown_url` does. A URL can carry a key in its user:password, its query (``?api_key=``), its
 fragment, a path segment (``/sk-…/v1``) or, mistyped, its port; `shown_url` keeps the scheme, the
 host, the port and the path segments that read as names, and nothing else.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import html
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
-__all__ = ["header_secrets", "redact", "scrub", "shown_url"]
+__all__ = [
+    "environment_secrets", "header_secrets", "hide", "known", "redact", "refuse_credentials", "remember", "scrub",
+    "shown_url",
+]  # fmt: skip
 
 HIDDEN = "<redacted>"
 
@@ -30,11 +42,89 @@ _SECRET_NAME = re.compile(r"(?i)key|token|secret|sig|pass|auth|cred|session|code
 _PART = 12  # a name's parts (between - _ . ~) are no longer than this; a key's are
 
 
+_KNOWN: set[str] = set()
+
+
+def remember(*secrets: str | None) -> None:
+    """Know ``secrets`` (of `_SHORTEST` characters or more) as credentials for the rest of the process:
+    `hide` and `redact` take them out of every text from now on."""
+    _KNOWN.update(s.strip() for s in secrets if isinstance(s, str) and len(s.strip()) >= _SHORTEST)
+
+
+def known() -> frozenset[str]:
+    """The credentials `remember`-ed so far."""
+    return frozenset(_KNOWN)
+
+
+_KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY")
+_PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+
+
+def environment_secrets(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The credentials ``environ`` hands a run: the API keys it reads, and a proxy URL's user and password
+    (whole and decoded)."""
+    found = [environ[name] for name in _KEY_VARIABLES if environ.get(name)]
+    for name in _PROXY_VARIABLES:
+        try:
+            parts = urlsplit(environ.get(name) or "")
+            found += [part for part in (parts.password, parts.username) if part]
+        except ValueError:  # a proxy URL that cannot be read: its credentials, if any, as typed
+            credentials = (environ.get(name) or "").partition("://")[2].rpartition("@")[0]
+            found += [credentials, *credentials.split(":", 1)] if credentials else []
+    return tuple(found + [unquote(f) for f in found if unquote(f) != f])
+
+
+def refuse_credentials(values: Mapping[str, Any], *secrets: str | None) -> None:
+    """A `ConfigError` naming the first of ``values`` (a setting's name -> what it was given: a model's name,
+    a URL, a path; a list of them) that holds one of ``secrets`` or of the `known` credentials: such a value
+    would be sent, shown or written where a credential never is. The message names the setting, never
+    the value."""
+    from ._exceptions import ConfigError
+
+    for name, value in values.items():
+        given = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(v, str) and hide(v, *secrets) != v for v in given):
+            raise ConfigError(
+                f"{name} holds one of the credentials given (an API key, a header's or a proxy's): give the "
+                "credential only where it is asked for (the key's variable, --header)"
+            )
+
+
+def hide(text: str, *secrets: str | None) -> str:
+    """``text`` without any of ``secrets`` or of the `known` credentials, in any of their forms."""
+    every = frozenset(_KNOWN | {s for s in secrets if isinstance(s, str) and len(s) >= _SHORTEST})
+    return _forms(every).sub(HIDDEN, text) if every else text
+
+
+@functools.lru_cache(maxsize=64)
+def _forms(secrets: frozenset[str]) -> re.Pattern[str]:
+    """One pattern matching every form of every secret, the longest first ("Bearer k" before "k")."""
+    forms = {(len(form), re.escape(form)) for secret in secrets for form in _spellings(secret)}
+    forms |= {(len(secret), r"\s*".join(re.escape(c) for c in secret)) for secret in secrets}  # across breaks
+    return re.compile("|".join(pattern for _, pattern in sorted(forms, reverse=True)))
+
+
+def _spellings(secret: str) -> set[str]:
+    """How ``secret`` may be written in a text: as it is, percent-encoded, JSON- and HTML-escaped, and in
+    base64 (standard and URL-safe) at each of the three places a base64 string may hold it."""
+    found = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1], html.escape(secret)}
+    raw = secret.encode()
+    for offset in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            coded = encode(b"\0" * offset + raw).decode().rstrip("=")
+            first = (8 * offset + 5) // 6  # the characters that hold a bit of the padding
+            last = (8 * (offset + len(raw))) // 6  # the characters that hold only the secret's bits
+            core = coded[first:last]
+            if len(core) >= max(_SHORTEST, len(secret) // 2):
+                found.add(core)
+    return {form for form in found if form}
+
+
 def redact(text: str, *secrets: str | None) -> str:
-    """``text`` without the given secrets, nor anything that looks like a credential (a Bearer
-    token, an Authorization or api_key value, an ``sk-`` key), every URL in it as `shown_url`."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):  # "Bearer k" before "k"
-        text = text.replace(secret, HIDDEN)
+    """``text`` without the given secrets and the `known` ones in any form (`hide`), nor anything that
+    looks like a credential (a Bearer token, an Authorization or api_key value, an ``sk-`` key), every
+    URL in it as `shown_url`."""
+    text = hide(text, *secrets)
     text = _URL.sub(_shown_match, text)
     for pattern, replacement in _CREDENTIALS:
         text = pattern.sub(replacement, text)

@@ -11,8 +11,3 @@ quiet() { grep -v "^WARNING: Location" || true; }
 .venv/bin/python -m pip install -q -e '.[test]' 2>&1 | quiet
 .venv/bin/python -c "import llm_anchors, adapters, sklearn, pytest_asyncio"  # fail loudly if the install did not take
 .venv/bin/python -m adapters.llamacpp build >/dev/null
-# The oldest tenacity pyproject.toml allows, for the test that runs a retry on it (tests/test_retry.py).
-oldest=$(sed -n 's/.*"tenacity>=\([0-9.]*\)".*/\1/p' pyproject.toml)
-[[ $oldest == *.*.* ]] || oldest="$oldest.0"
-target="${LLM_ANCHORS_CACHE:-$HOME/.cache/llm-anchors}/tenacity-$oldest"
-[ -d "$target/tenacity" ] || .venv/bin/python -m pip install -q --no-deps --target "$target" "tenacity==$oldest" 2>&1 | quiet

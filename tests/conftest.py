@@ -109,3 +109,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.llm)
         if "vllm_url" in names:
             item.add_marker(pytest.mark.vllm)
+
+
+@pytest.fixture(autouse=True)
+def _credentials_forgotten():
+    """Each test starts knowing no credential: what another test's backends `remember`-ed is forgotten."""
+    from llm_anchors import _secrets
+
+    yield
+    _secrets._KNOWN.clear()

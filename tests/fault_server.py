@@ -33,6 +33,7 @@ with ``tokenize=False`` it has no ``/tokenize`` (a gateway's 404).
 from __future__ import annotations
 
 import asyncio
+import base64
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -69,7 +70,12 @@ class FaultServer:
         probabilities: Callable[[str, list[str]], Any] | None = None,
         model_said: str | None = None,
         rate: float | None = None,
+        logprobs_shape: str = "content",
     ) -> None:
+        # How the first token's alternatives are said: "content" (chat's, with the token generated),
+        # "content without token" (the same, not naming it), "legacy without tokens" (completions' older
+        # shape, `top_logprobs: [{token: logprob}]` alone).
+        self.logprobs_shape = logprobs_shape
         self.rate = rate  # prompts a second it answers, one request at a time (a server of fixed capacity)
         self._busy = asyncio.Lock()
         self.probabilities = probabilities  # (the answer, the labels) -> a decision's probabilities, as said
@@ -173,8 +179,12 @@ class FaultServer:
                 return web.Response(status=429, text="slow down", headers={"Retry-After": self.retry_after})
             if kind in ("500", "503", "400"):
                 return web.Response(status=int(kind), text=f"injected {kind}")
-            if kind in ("echo-401", "echo-500"):  # every header's value echoed in an OpenAI-shaped error
-                said = " ".join(request.headers.values())
+            if kind in ("echo-401", "echo-500", "echo-split-500", "echo-b64-500"):  # every header's value echoed
+                said = " ".join(request.headers.values())  # in an OpenAI-shaped error: as is, split, base64
+                if kind == "echo-split-500":
+                    said = " ".join(v[: len(v) // 2] + "\n" + v[len(v) // 2 :] for v in request.headers.values())
+                elif kind == "echo-b64-500":
+                    said = " ".join(base64.b64encode(f"u:{v}".encode()).decode() for v in request.headers.values())
                 body = {"error": {"message": f"denied for credentials {said}", "type": "invalid_request_error"}}
                 return web.json_response(body, status=int(kind[-3:]))
             if kind == "echo-key":
@@ -294,8 +304,14 @@ class FaultServer:
             other = " negative" if word != " negative" else " positive"
             pairs = [(word, -0.1), (other, -2.5)] if self.alternatives is None else self.alternatives(prompt, word)
             top = [{"token": t, "logprob": lp} for t, lp in pairs]
-            first = {"token": word, "logprob": pairs[0][1] if pairs else -0.1, "top_logprobs": top}
-            logprobs = None if "logprobs" not in body else {"content": [first]}
+            first = {"token": word, "top_logprobs": top}
+            first |= next(({"logprob": lp} for t, lp in pairs if t == word), {})  # not said when not listed
+            said_as = {
+                "content": {"content": [first]},
+                "content without token": {"content": [{"top_logprobs": top}]},
+                "legacy without tokens": {"top_logprobs": [dict(pairs)], "text_offset": [0]},
+            }[self.logprobs_shape]
+            logprobs = None if "logprobs" not in body else said_as
             if path.endswith("/chat/completions"):
                 message = {"role": "assistant", "content": word}
                 choices.append({"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish})

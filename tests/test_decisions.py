@@ -42,7 +42,7 @@ async def test_openai_decisions_over_aiohttp_answer_with_the_class_probabilities
         finally:
             await clf.aclose()
     assert batch.labels == ["positive", "negative", UNPARSED]  # a refusal names no label
-    assert answers.items[0].top_logprobs == pytest.approx({"positive": math.log(0.9), "negative": math.log(0.1)})
+    assert answers.items[0].alternatives == pytest.approx({"positive": math.log(0.9), "negative": math.log(0.1)})
     body = next(b for b in server.bodies if b["input"] == clf.render("a good and great film"))  # sent at once
     (question,) = body["questions"]
     assert question["type"] == "choice"
@@ -126,12 +126,12 @@ def test_a_decisions_probabilities_that_cannot_all_be_read_say_nothing_and_the_c
     broken = [("negative", True), ("negative", float("nan")), ("negative", 1.5), ("negative", -0.1), ("negative", None)]
     for pair in broken:
         item = read_decision("decisions", said(("positive", 0.9), pair), "who", LABELS)
-        assert item.text == item.chosen == "positive" and item.top_logprobs is None, pair
+        assert item.text == item.chosen == "positive" and item.alternatives is None, pair
     from llm_anchors.extend import AnswerWarning
 
     with pytest.warns(AnswerWarning, match=r"not asked \(neutral\)"):
         read = read_decision("decisions", said(("positive", 0.9), ("negative", 0.1), ("neutral", 0.5)), "who", LABELS)
-    assert read.top_logprobs == pytest.approx({"positive": math.log(0.9), "negative": math.log(0.1)})  # asked only
+    assert read.alternatives == pytest.approx({"positive": math.log(0.9), "negative": math.log(0.1)})  # asked only
 
 
 def test_a_service_tier_on_a_decision_endpoint_is_refused_before_anything_is_sent():

@@ -31,15 +31,21 @@ def other(word: str) -> str:
     return " negative" if word == " positive" else " positive"
 
 
-# Each: the chosen token's log-probability as a server may say it, the other label's readable and lower.
+# Each: the first token's alternatives as a server may say them, the chosen token's unreadable (or the
+# whole unreadable), the other label's readable and lower: the text's label, and no probabilities.
 UNREADABLE_LOGPROBS = {
     "NaN": lambda prompt, word: [(word, math.nan), (other(word), -3.0)],
     "null": lambda prompt, word: [(word, None), (other(word), -3.0)],
     "a string": lambda prompt, word: [(word, "high"), (other(word), -3.0)],
+    "'Infinity'": lambda prompt, word: [(word, "Infinity"), (other(word), -3.0)],
     "above 0": lambda prompt, word: [(word, 5.0), (other(word), -3.0)],
     "absent": lambda prompt, word: [(other(word), -3.0)],
     "listed twice, once NaN": lambda prompt, word: [(word, -0.1), (word, math.nan), (other(word), -3.0)],
+    "null, its capital readable": lambda prompt, word: [(word, None), (word.title(), -4.0), (other(word), -3.5)],
+    "the other listed twice": lambda prompt, word: [(word, -0.80), (other(word), -1.20), (other(word), -1.39)],
+    "byte-level (Ġ)": lambda prompt, word: [("Ġ" + word.strip(), -0.1), ("Ġ" + other(word).strip(), -2.5)],
 }
+SHAPES = ["content", "content without token", "legacy without tokens"]
 
 
 async def backends(url: str, endpoint: str):
@@ -50,24 +56,45 @@ async def backends(url: str, endpoint: str):
             yield OpenAIClientBackend(client, "gpt-4o-mini", endpoint=endpoint)
 
 
-async def read_labels(server: FaultServer, endpoint: str) -> list[list[str]]:
-    """What each transport reads of the server's answers to a positive and a negative text."""
+async def read_labels(server: FaultServer, endpoint: str, probabilities: list | None = None) -> list[list[str]]:
+    """What each transport reads of the server's answers to a positive and a negative text (and, into
+    ``probabilities``, the probabilities each read)."""
     read = []
     async for backend in backends(server.base_url, endpoint):
         clf = LLMClassifier(backend, PROMPT, LABELS)
         try:
-            read.append((await clf.classify([POSITIVE, NEGATIVE])).labels)
+            batch = await clf.classify([POSITIVE, NEGATIVE])
         finally:
             await clf.aclose()
+        read.append(batch.labels)
+        (probabilities if probabilities is not None else []).append(batch.probabilities)
     return read
 
 
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
-@pytest.mark.parametrize("said", sorted(UNREADABLE_LOGPROBS))
-async def test_an_unreadable_log_probability_for_the_chosen_label_never_reads_as_the_other(endpoint, said):
-    async with FaultServer(answer=sentiment, alternatives=UNREADABLE_LOGPROBS[said]) as server:
-        read = await read_labels(server, endpoint)
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [(shape, said) for shape in SHAPES for said in sorted(UNREADABLE_LOGPROBS)
+     if not (shape == "legacy without tokens" and said == "the other listed twice")],  # a JSON object says a key once
+)  # fmt: skip
+async def test_an_unreadable_log_probability_for_the_chosen_label_never_reads_as_the_other(endpoint, shape, said):
+    given: list = []
+    async with FaultServer(answer=sentiment, alternatives=UNREADABLE_LOGPROBS[said], logprobs_shape=shape) as server:
+        read = await read_labels(server, endpoint, given)
     assert read == [["positive", "negative"]] * len(read)  # the answer's text names it; never the other label
+    assert given == [None] * len(read)  # and the alternatives, unreadable, steer nothing
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_readable_alternatives_score_the_label_read_on_every_shape(endpoint, shape):
+    given: list = []
+    async with FaultServer(answer=sentiment, logprobs_shape=shape) as server:
+        read = await read_labels(server, endpoint, given)
+    assert read == [["positive", "negative"]] * len(read)
+    for probabilities in given:
+        assert probabilities[0] == pytest.approx({"positive": math.exp(-0.1), "negative": math.exp(-2.5)})
+        assert probabilities[1] == pytest.approx({"negative": math.exp(-0.1), "positive": math.exp(-2.5)})
 
 
 # Each: a decision's probabilities as a server may say them for a choice of ``word``.
@@ -94,9 +121,12 @@ def _other(word: str, labels: list[str]) -> str:
      if not (e == "systemone" and said == "listed twice")],  # vLLM's are a JSON object: no class twice
 )  # fmt: skip
 async def test_an_unreadable_decision_probability_never_reads_as_the_other_label(endpoint, said):
+    given: list = []
     async with FaultServer(answer=sentiment, probabilities=UNREADABLE_PROBABILITIES[said]) as server:
-        read = await read_labels(server, endpoint)
+        read = await read_labels(server, endpoint, given)
     assert read == [["positive", "negative"]] * len(read)
+    readable = said == "one ulp past 1"  # rounding: read, the choice's probability 1
+    assert all((p is not None) == readable for p in given), given
 
 
 @pytest.mark.parametrize("endpoint", ["decisions", "systemone"])
@@ -110,13 +140,29 @@ async def test_a_decision_naming_classes_not_asked_is_read_on_the_labels_and_sai
     assert read == [["positive", "negative"]] * len(read)
 
 
-async def test_the_cli_explains_the_label_the_answer_names_not_the_one_left_after_a_nan(tmp_path):
-    async with FaultServer(answer=sentiment, alternatives=UNREADABLE_LOGPROBS["NaN"]) as server:
-        args = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT, "--json", "--seed", "0"]
+async def explained_by_cli(alternatives, endpoint: str, shape: str) -> dict:
+    async with FaultServer(answer=sentiment, alternatives=alternatives, logprobs_shape=shape) as server:
+        args = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT, "--json", "--seed", "0",
+                "--endpoint", endpoint]  # fmt: skip
         code, out = await cli("explain", "a good and great movie", *args, stdout=True)
     assert code == 0, out
-    explained = json.loads(out)
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "shape", "said"),
+    [("completions", "legacy without tokens", "null, its capital readable"),
+     ("chat", "content without token", "null, its capital readable"),
+     ("chat", "content", "the other listed twice"), ("completions", "content", "NaN")],
+)  # fmt: skip
+async def test_the_cli_explains_the_label_the_answer_names_and_unreadable_alternatives_steer_nothing(
+    endpoint, shape, said
+):
+    explained = await explained_by_cli(UNREADABLE_LOGPROBS[said], endpoint, shape)
     assert explained["data"]["label"] == "positive" and explained["meta"]["unparsed"] == 0
+    labels_only = await explained_by_cli(lambda prompt, word: [], endpoint, shape)
+    assert explained["data"]["anchor"] == labels_only["data"]["anchor"]  # as if no alternatives were said
+    assert explained["meta"]["samples"] == labels_only["meta"]["samples"]
 
 
 async def test_an_answer_to_the_input_naming_no_label_is_a_failed_line_and_explain_says_it_spent(tmp_path):
@@ -179,7 +225,26 @@ SECRET_HEADER = "gw7Q-tenant-token-0a8f3c91d2"
 AZURE_KEY = "azure0key0f3c91d2e8b7a6"
 
 
-@pytest.mark.parametrize("kind", ["echo-401", "echo-500"])
+def leaked(text: str, secret: str) -> bool:
+    """Whether ``text`` shows ``secret`` in a form the hostile probes tried: as it is, split by spaces or line
+    breaks, or inside anything that decodes from base64."""
+    import base64
+    import binascii
+    import re
+
+    if secret in text or secret in re.sub(r"\s+", "", text):
+        return True
+    for token in re.findall(r"[A-Za-z0-9+/_-]{12,}={0,2}", text):
+        for decode in (base64.b64decode, base64.urlsafe_b64decode):
+            try:
+                if secret.encode() in decode(token + "=" * (-len(token) % 4)):
+                    return True
+            except (binascii.Error, ValueError):
+                pass
+    return False
+
+
+@pytest.mark.parametrize("kind", ["echo-401", "echo-500", "echo-split-500", "echo-b64-500"])
 async def test_a_server_echoing_every_header_leaks_no_value_into_any_file_or_message(tmp_path, kind):
     out, report = tmp_path / "out.jsonl", tmp_path / "report.html"
     async with FaultServer(answer=sentiment, fail_rate=1.0, kinds=(kind,)) as server:
@@ -190,9 +255,42 @@ async def test_a_server_echoing_every_header_leaks_no_value_into_any_file_or_mes
         _, report_err = await cli("report", str(out), "-o", str(report))
     assert any(SECRET_HEADER in " ".join(r["headers"].values()) for r in server.requests)  # it was sent
     assert "denied for credentials" in explain_err  # the server's words are kept, without the secret
-    written = [p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file()]
+    written = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) >= 3
     for text in [explain_err, run_err, report_err, *written]:
-        assert SECRET_HEADER not in text and SECRET_HEADER[:20] not in text
+        assert not leaked(text, SECRET_HEADER)
+
+
+def test_the_leak_probe_finds_every_form_it_looks_for():
+    import base64
+
+    for form in [SECRET_HEADER, f"a {SECRET_HEADER[:9]}\n{SECRET_HEADER[9:]} b",
+                 base64.b64encode(f"u:{SECRET_HEADER}".encode()).decode()]:  # fmt: skip
+        assert leaked(f"x {form} y", SECRET_HEADER)
+    assert not leaked("x <redacted> y", SECRET_HEADER)
+
+
+OPENAI_KEY = "sk-proj-0a8f3c91d2e8b7a6c5d4"
+
+
+@pytest.mark.parametrize("flag", ["--model", "--base-url", "--price-as"])
+async def test_a_flag_given_a_credential_is_refused_before_anything_starts_naming_the_flag(flag, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    value = {"--base-url": f"http://127.0.0.1:9/{OPENAI_KEY}/v1"}.get(flag, OPENAI_KEY)
+    args = {"--base-url": "http://127.0.0.1:9/v1", "--model": "m", flag: value}
+    code, err = await cli("explain", POSITIVE, *[x for pair in args.items() for x in pair])
+    assert code == 2 and flag in err and not leaked(err, OPENAI_KEY), err
+
+
+async def test_explain_json_and_every_file_hold_no_key_the_environment_gave(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    async with FaultServer(answer=sentiment) as server:
+        text = f"a good and great film {OPENAI_KEY}"  # even the text: a secret is hidden wherever it is met
+        args = ["--base-url", server.base_url, "--model", "m", "--prompt", PROMPT, "--json", "--max-queries", "60"]
+        code, out = await cli("explain", text, *args, "--memory", str(tmp_path / "mem"), stdout=True)
+    assert code in (0, 3), out
+    written = [p.read_bytes().decode(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) >= 2 and not any(leaked(t, OPENAI_KEY) for t in [out, *written])
 
 
 async def test_an_azure_key_echoed_by_the_server_is_in_no_file_or_message(tmp_path, monkeypatch):

@@ -11,11 +11,10 @@ from llm_anchors import (
     BadResponseError,
     ConfigError,
     LLMClassifier,
-    PromptCacheWarning,
     RateLimitError,
     RetryPolicy,
 )
-from llm_anchors.extend import Charge, CompletionParams
+from llm_anchors.extend import Charge, CompletionParams, PromptCacheWarning
 from tests.fault_server import FaultServer
 
 PROMPT = "Review: {text}\nSentiment:"
@@ -117,27 +116,27 @@ CHAT = {
 def test_llama_server_shape_sorted_by_index():
     out = parse_response(LLAMA_SERVER, 2, "t")
     assert [c.text for c in out.items] == [" positive", " negative"]
-    assert out.items[0].top_logprobs == {" positive": -0.1, " negative": -2.4}
+    assert out.items[0].alternatives == {" positive": -0.1, " negative": -2.4}
     assert out.usage.prompt_tokens == 12
     assert out.usage_prompts is None  # llama-server's usage covers the first prompt only
 
 
 def test_legacy_shape():
     out = parse_response(LEGACY, 2, "t")
-    assert out.items[1].top_logprobs == {" negative": -0.3, " positive": -1.5}
+    assert out.items[1].alternatives == {" negative": -0.3, " positive": -1.5}
     assert out.usage_prompts == 2
 
 
 def test_chat_shape():
     out = parse_response(CHAT, 1, "t")
     assert out.items[0].text == "positive"
-    assert out.items[0].top_logprobs == {"positive": -0.01, "negative": -4.6}
+    assert out.items[0].alternatives == {"positive": -0.01, "negative": -4.6}
     assert out.usage_prompts == 1
 
 
 def test_no_logprobs():
     out = parse_response({"choices": [{"text": " positive"}]}, 1, "t")
-    assert out.items[0].top_logprobs is None
+    assert out.items[0].alternatives is None
 
 
 @pytest.mark.parametrize("raw", [{}, {"choices": []}, {"choices": [{"nothing": 1}]}, {"choices": [{"index": 0}]}])
@@ -219,7 +218,7 @@ async def test_list_prompts_are_split_per_request_and_spread_over_replicas():
 )
 async def test_each_fault_maps_to_a_typed_error(kind, error):
     async with FaultServer(answer=sentiment, fail_rate=1.0, kinds=[kind], hang_s=2.0) as server:
-        backend = OpenAICompatibleBackend(server.base_url, "fake", timeout=0.3)
+        backend = OpenAICompatibleBackend(server.base_url, "fake", timeout=0.3, local=False)  # as a remote one
         with pytest.raises(error) as info:
             await backend.complete(["Review: x"], CompletionParams())
         await backend.aclose()

@@ -91,8 +91,8 @@ async def error_over_both(url: str) -> list[BackendError]:
     errors = []
     async with openai.AsyncOpenAI(base_url=url, api_key="sk-test") as client:
         transports = [
-            OpenAICompatibleBackend(url, "gpt-4o-mini", endpoint="chat", api_key="sk-test", timeout=0.5),
-            OpenAIClientBackend(client, "gpt-4o-mini", endpoint="chat", timeout=0.5),
+            OpenAICompatibleBackend(url, "gpt-4o-mini", endpoint="chat", api_key="sk-test", timeout=0.5, local=False),
+            OpenAIClientBackend(client, "gpt-4o-mini", endpoint="chat", timeout=0.5, local=False),
         ]
         for backend in transports:
             try:

@@ -51,3 +51,62 @@ def test_a_url_keeps_what_reads_as_names():
     assert redact("no answer from http://127.0.0.1:9/v1/completions in time") == (
         "no answer from http://127.0.0.1:9/v1/completions in time"
     )
+
+
+SECRET = "gw7Q-tenant-token-0a8f3c91d2"
+PASSWORD = SECRET + "/p@ss"  # a proxy's password, with characters a URL encodes
+
+
+def _b64(text: str, urlsafe: bool = False) -> str:
+    import base64
+
+    return (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(text.encode()).decode()
+
+
+# Each: a form a secret given by value may take in a text; `hide` must leave none of it.
+FORMS = {
+    "as it is": SECRET,
+    "glued to words": f"urlsk{SECRET}z",
+    "split across a line break": f"{SECRET[:11]}\n{SECRET[11:]}",
+    "split by spaces": " ".join(SECRET),
+    "percent-encoded": SECRET + "%2Fp%40ss",
+    "JSON-escaped": '"' + SECRET + '"',
+    "base64": _b64(SECRET),
+    "base64, URL-safe": _b64(SECRET, urlsafe=True),
+    "base64 of a Basic credential (offset 1)": _b64(f"u:{SECRET}"),
+    "base64 of a Basic credential (offset 2)": _b64(f"ab:{SECRET}"),
+    "base64 of a Basic credential (offset 0)": _b64(f"abc:{SECRET}"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_secret_known_by_value_is_hidden_in_every_form(form):
+    from llm_anchors._secrets import _KNOWN, hide, remember
+
+    remember(SECRET, PASSWORD)
+    assert SECRET in _KNOWN
+    shown = hide(f"the server said: {FORMS[form]} (denied)")
+    assert "<redacted>" in shown and shown.startswith("the server said: ") and shown.endswith(" (denied)")
+    import base64
+    import re
+
+    bare = re.sub(r"\s+", "", shown)
+    assert SECRET not in bare and "p%40ss" not in bare
+    for token in re.findall(r"[A-Za-z0-9+/_-]{8,}", shown):  # what is left decodes to no part of it
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4) + "==", altchars=b"-_", validate=False)
+        assert SECRET[4:20].encode() not in decoded
+
+
+def test_short_values_and_words_are_not_taken_for_secrets():
+    from llm_anchors._secrets import hide, remember
+
+    remember("eu", "", None, "  ")
+    assert hide("tenant eu, region eu-west") == "tenant eu, region eu-west"
+
+
+def test_the_environment_hands_keys_and_proxy_passwords():
+    from llm_anchors._secrets import environment_secrets
+
+    found = environment_secrets({"OPENAI_API_KEY": "sk-env", "HTTPS_PROXY": "http://user:p%40ss@proxy:3128",
+                                 "ALL_PROXY": "socks5://u:broken@[::1:99999", "PATH": "/bin"})  # fmt: skip
+    assert {"sk-env", "p%40ss", "p@ss", "user"} <= set(found) and "/bin" not in found

@@ -287,8 +287,8 @@ def test_a_filler_answer_becomes_a_pool_without_the_word_itself():
     from llm_anchors.samplers.infill import Filler, fill_prompt, fillable, pool_of
 
     filler = Filler(MockBackend(lambda prompt: "great"))
-    answer = filler.read(Completion(" great", {" great": -0.1, " Funny": -1.0, " ,": -2.0, " funny": -3.0}))
-    assert answer == "great=-0.1000\tFunny=-1.0000\tfunny=-3.0000"
+    answer = filler.read(Completion(" great", {" great": -0.5, " Funny": -1.5, " ,": -2.5, " funny": -3.0}))
+    assert answer == "great=-0.5000\tFunny=-1.5000\tfunny=-3.0000"
     names, p = pool_of(answer, "Funny")
     assert names == ("Great",) and p.tolist() == [1.0]  # the word itself left out, capitalised as it
     names, p = pool_of(answer, "dull")

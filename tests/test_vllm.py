@@ -1,5 +1,6 @@
 """vLLM as the backend sees it, against the fake server in vLLM's shapes (tests/fake_vllm.py)."""
 
+import math
 from decimal import Decimal
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from adapters.openai_compat import OpenAICompatibleBackend
 from adapters.vllm_api import answer_spellings, read_label_logprobs
 from llm_anchors import AnchorsExplainer, InvalidInputError, LLMClassifier
-from llm_anchors.extend import CompletionParams, Price, PromptTooLongError, RequestRejectedError
+from llm_anchors.extend import Completion, CompletionParams, Price, PromptTooLongError, RequestRejectedError
 from tests.fake_vllm import FakeVllm
 from tests.fault_server import FaultServer
 
@@ -41,8 +42,8 @@ async def test_a_vllm_server_is_asked_for_the_labels_tokens_and_read_by_id():
     watched = {server.text_of(t) for t in body["logprob_token_ids"]}
     assert {" positive", " negative", "positive", "Negative"} <= watched
     assert body["return_tokens_as_token_ids"] is True and body["logprobs"] == 1
-    assert result.items[0].top_logprobs[" positive"] == pytest.approx(-0.1)
-    assert result.items[0].top_logprobs[" negative"] == pytest.approx(-9.0)  # exact, not the top k's
+    assert result.items[0].alternatives[" positive"] == pytest.approx(-0.1)
+    assert result.items[0].alternatives[" negative"] == pytest.approx(-9.0)  # exact, not the top k's
 
 
 async def test_calls_sent_at_once_ask_for_the_labels_tokens_once():
@@ -77,11 +78,11 @@ def test_ids_that_spell_the_same_text_are_added_and_others_dropped():
             "top_logprobs": [{"token_id:7": -2.0, "token_id:5": -1.0, "token_id:6": -1.0, "token_id:9": -0.5}],
         },
     }
-    read = read_label_logprobs(choice, {5: " negative", 6: " negative"})
-    assert read == pytest.approx({" pos": -2.0, " negative": -1.0 + 0.6931471805599453})
+    read, chosen = read_label_logprobs(choice, {5: " negative", 6: " negative"})
+    assert read == pytest.approx({" pos": -2.0, " negative": -1.0 + 0.6931471805599453}) and chosen == " pos"
 
 
-def test_a_nan_beside_an_id_of_the_same_text_does_not_hide_it():
+def test_a_nan_beside_an_id_of_the_same_text_leaves_the_answer_no_probabilities():
     choice = {
         "text": " positive",
         "logprobs": {
@@ -91,8 +92,10 @@ def test_a_nan_beside_an_id_of_the_same_text_does_not_hide_it():
             ],  # fmt: skip
         },
     }
-    read = read_label_logprobs(choice, {5: " negative", 6: " negative", 7: " Negative"})
-    assert read == pytest.approx({" positive": -0.2, " negative": -1.0})
+    read, chosen = read_label_logprobs(choice, {5: " negative", 6: " negative", 7: " Negative"})
+    assert chosen == " positive" and read[" positive"] == -0.2 and math.isnan(read[" negative"])
+    assert read[" Negative"] == math.inf
+    assert Completion(" positive", read, chosen=chosen).alternatives is None  # the reader refuses them whole
 
 
 def test_answer_spellings_cover_space_and_capital():

@@ -48,7 +48,7 @@ async def test_vllm_is_recognised_and_its_labels_read_exactly(vllm_url):
     assert vllm is not None and vllm.version == "0.32.0" and vllm.max_model_len == 4096
     assert labels == ["positive", "negative"]
     for item, label in zip(answers.items, labels, strict=True):
-        alternatives = item.top_logprobs or {}
+        alternatives = item.alternatives or {}
         assert {" positive", " negative", "positive", "negative"} <= set(alternatives)  # every label's token
         assert 0.5 < sum(math.exp(v) for v in alternatives.values()) <= 1.001  # the labels' tokens, each once
         assert max(alternatives, key=alternatives.__getitem__) == " " + label

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import signal
 import sys
 import warnings
@@ -15,13 +16,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import ConfigError, LLMAnchorsError
-from .._secrets import redact
+from .._exceptions import ConfigError, LLMAnchorsError, ServerUnavailableError
+from .._secrets import environment_secrets, header_secrets, hide, redact, refuse_credentials, remember
 from ..explain.anchors import AnchorsExplainer
 from ..explain.manchors import MAnchorsExplainer
 from ..explain.meta import SecondOpinion
 from ..explain.progress import ProgressBar
-from ..models.retry import RetryPolicy
+from ..models.retry import RetryPolicy, is_retryable
 from ..money.budget import Budget
 from ..money.journal import read_journal
 from ..propose.memory import MemoryParams
@@ -42,7 +43,7 @@ __all__ = ["main", "render"]
 
 
 EXIT_REFUSED = 2
-"""Refused before anything was spent (a usage error, a setting, a file, a server that answered nothing)."""
+"""Refused before anything was spent (a usage error, a setting, a file, a server's refusal of the request)."""
 EXIT_CAP = 3
 """`run`, `estimate`: the cap stopped it; the same command with a higher cap goes on."""
 EXIT_FAULTS = 4
@@ -51,6 +52,9 @@ EXIT_STOPPED = 5
 """An error stopped it after it had spent (`run`, `estimate`: a full disk, a memory that cannot be saved,
 what it finished kept; `explain`, `check`: an answer that names no label, after the model was called):
 remove the cause and run the same command."""
+EXIT_UNAVAILABLE = 6
+"""The model's server did not answer (unreachable, down, wedged, or rate-limiting past a call's deadline):
+nothing more was sent, what was finished is kept; the same command goes on once it answers."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("default")  # each said once, as one line (`_show_warning`)
         warnings.showwarning = _show_warning
         try:
+            _credentials(args)  # known by value before anything starts: no file or line shows them
             if args.command != "report":
                 _settings(args)  # the values their owners bound (--threshold, --p-hide), checked before anything starts
             if args.command == "run":
@@ -80,6 +85,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
 
 
+_DATA = ("text", "input", "results", "anchor", "header")
+"""What a command is given that is not a setting: the user's data (hidden wherever it is written) and the
+credentials themselves."""
+
+
+def _credentials(args: argparse.Namespace) -> None:
+    """Know the credentials this command was handed (the environment's API keys and proxy passwords, the
+    ``--header`` values) by value, and refuse, before anything starts, a setting that holds one (naming
+    the option, never the value)."""
+    from .model import headers_of
+
+    remember(*environment_secrets(os.environ), *header_secrets(headers_of(getattr(args, "header", None) or [])))
+    refuse_credentials({f"--{k.replace('_', '-')}": v for k, v in vars(args).items() if k not in _DATA})
+
+
 def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
     """A warning as one line on stderr, without Python's file, line and source."""
     print(f"warning: {redact(str(message))}", file=sys.stderr)
@@ -88,21 +108,28 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__
 @contextlib.contextmanager
 def _stopped_after_spending(spent: Callable[[], int], kept: Callable[[int], str]) -> Iterator[None]:
     """An error after ``spent()`` (calls made, or the journal's reservations) grew ends the command with
-    `EXIT_STOPPED`, saying so (``kept(how many more)``: what was spent and kept); one before it grew is
-    left to `main` (`EXIT_REFUSED`: nothing was spent)."""
+    `EXIT_STOPPED`, saying so (``kept(how many more)``: what was spent and kept), and the model's server not
+    answering (`ServerUnavailableError`, a retryable error past its retries) with `EXIT_UNAVAILABLE`,
+    spent or not; any other error before it grew is left to `main` (`EXIT_REFUSED`: nothing was spent)."""
     before = spent()
     try:
         yield
     except LLMAnchorsError as exc:
-        if spent() == before:
+        unanswered = isinstance(exc, ServerUnavailableError) or is_retryable(exc)
+        if spent() == before and not unanswered:
             raise
         print(f"error: {redact(str(exc))}", file=sys.stderr)
         print(f"(stopped after spending: {kept(spent() - before)})", file=sys.stderr)
-        raise _Stopped from None
+        raise _Stopped(EXIT_UNAVAILABLE if unanswered else EXIT_STOPPED) from None
 
 
 class _Stopped(Exception):
-    """An error after spending, already said (`EXIT_STOPPED`)."""
+    """An error after spending, already said: the exit code it ends the command with (`EXIT_STOPPED`, or
+    `EXIT_UNAVAILABLE` when the model's server did not answer)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 def _journaled(journal: Path) -> Callable[[], int]:
@@ -123,9 +150,17 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         ),
         "sampler": _sampler(args),
         "max_concurrency": args.max_concurrency,
-        "retry": RetryPolicy(max_attempts=args.max_attempts),
+        "retry": _retry(args),
         "second_opinion": _second_opinion(args),
     }
+
+
+def _retry(args: argparse.Namespace) -> RetryPolicy:
+    """The retry policy and the call's deadline; a request's patience (``--timeout``) within it."""
+    if args.timeout > args.max_elapsed:
+        raise ConfigError(f"--timeout {args.timeout:g} is longer than a call's deadline, --max-elapsed "
+                          f"{args.max_elapsed:g}: a request would be cut before its own timeout")  # fmt: skip
+    return RetryPolicy(max_attempts=args.max_attempts, max_elapsed=args.max_elapsed)
 
 
 def _second_opinion(args: argparse.Namespace) -> SecondOpinion | None:
@@ -185,11 +220,11 @@ async def _explain(args: argparse.Namespace) -> int:
                         ProgressLine(sys.stderr) as progress,
                     ):
                         exp = await explainer.explain(args.text, progress=progress)
-                except _Stopped:
-                    return EXIT_STOPPED
+                except _Stopped as stopped:
+                    return stopped.code
                 if keep is not None:
                     keep(args.text, exp)
-    print(exp.to_json(indent=2) if args.json else render(exp, color=sys.stdout.isatty()))
+    print(hide(exp.to_json(indent=2) if args.json else render(exp, color=sys.stdout.isatty())))
     return 0
 
 
@@ -208,15 +243,15 @@ async def _check(args: argparse.Namespace) -> int:
             try:
                 with _stopped_after_spending(lambda: explainer.engine.billed_calls, _calls_made):
                     precision = await explainer.estimate_precision(args.text, positions, coarse=coarse, n=args.n)
-            except _Stopped:
-                return EXIT_STOPPED
+            except _Stopped as stopped:
+                return stopped.code
             coverage = await explainer.estimate_coverage(args.text, positions, coarse=coarse)
     under = sampler.describe(instance)
     found = {"anchor": args.anchor, "positions": list(positions), "coarse": coarse, "precision": precision,
              "coverage": coverage, "n": args.n, "perturbation": args.perturbation, "perturbed_as": under}  # fmt: skip
     priced = f"at most {args.n + 1:,} queries: the text and {args.n:,} fresh perturbations of the anchor (no search)"
     if args.json:
-        print(json.dumps(found))
+        print(hide(json.dumps(found)))
     else:
         print(f"anchor      {args.anchor}\nprecision   {precision:.3f}  (on {args.n:,} fresh perturbations)\n"
               f"coverage    {coverage:.3f}\nperturbed   {under}\ncost        {priced}")  # fmt: skip
@@ -255,8 +290,8 @@ def _run(args: argparse.Namespace) -> int:
         try:
             with _stopped_after_spending(_journaled(journal), _kept_beside(journal)):
                 report = asyncio.run(_run_async(args, model, memory, texts, results, stopped_by))
-        except _Stopped:
-            return EXIT_STOPPED
+        except _Stopped as stopped:
+            return stopped.code
         except asyncio.CancelledError:
             if not stopped_by:
                 raise
@@ -266,6 +301,8 @@ def _run(args: argparse.Namespace) -> int:
     print(report.summary(), file=sys.stderr)
     if report.stopped == "budget":
         return EXIT_CAP
+    if report.stopped == "server":
+        return EXIT_UNAVAILABLE
     return EXIT_FAULTS if report.faulted else 0
 
 
@@ -343,9 +380,9 @@ async def _estimate(args: argparse.Namespace) -> int:
         try:
             with _stopped_after_spending(_journaled(journal), _kept_beside(journal)):
                 forecast = await _pilot(args, model, texts, results)
-        except _Stopped:
-            return EXIT_STOPPED
-    print(json.dumps(forecast.to_dict()) if args.json else forecast.summary())
+        except _Stopped as stopped:
+            return stopped.code
+    print(hide(json.dumps(forecast.to_dict()) if args.json else forecast.summary()))
     return EXIT_CAP if forecast.partial else 0
 
 

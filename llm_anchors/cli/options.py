@@ -147,10 +147,19 @@ def _model_options() -> argparse.ArgumentParser:
         "--max-concurrency", dest="max_concurrency", type=_number("count"), default=8,
         help="requests in flight",
     )  # fmt: skip
-    common.add_argument("--timeout", type=_number("seconds"), default=60.0, help="seconds for one HTTP request")
     common.add_argument(
-        "--max-attempts", type=_number("count"), default=6, help="attempts per request on 429/5xx/timeouts (default 6)"
+        "--timeout", type=_number("seconds"), default=60.0,
+        help="seconds a request to a remote server is waited for, longer when it carries more than the server "
+        "answers in that time (default 60); a server on this machine is waited for until it answers",
+    )  # fmt: skip
+    common.add_argument(
+        "--max-attempts", type=_number("count"), default=6, help="attempts per call on 429/5xx/timeouts (default 6)"
     )
+    common.add_argument(
+        "--max-elapsed", type=_number("seconds"), default=120.0,
+        help="the deadline of one model call: every attempt, every wait between them and a busy local server's "
+        "answer end within it (default 120 s); a Retry-After past it ends the call",
+    )  # fmt: skip
     common.add_argument("--max-usd", type=_number("usd"), default=None, help="spend cap in USD")
     common.add_argument("--max-queries", type=_number("natural"), default=None, help="cap on model queries")
     common.add_argument(

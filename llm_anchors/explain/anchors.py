@@ -10,7 +10,7 @@ from typing import Any, Literal, Self, overload
 import numpy as np
 
 from .._checks import check_int
-from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, NoLabelError
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, NoLabelError, ServerUnavailableError
 from .._secrets import redact
 from .._sync import SyncRunner, close_when_dropped, in_thread, sync_twin
 from ..models.classifier import UNPARSED, Classifier, as_classifier
@@ -433,7 +433,7 @@ class AnchorsExplainer:
     async def _opinion(self, run: Explaining, sampler: TextSampler, rule: Rule) -> None:
         """The precision of ``rule`` under ``sampler`` on fresh samples, drawn apart from the search's
         (the anchor is the same with or without it). An opinion that cannot be had leaves the paid
-        explanation standing: a model or filler failing past its retries, or a cap that refuses it
+        explanation standing: a model or filler failing past its retries (or halted), or a cap that refuses it
         (``on_budget="return"``), make it missing, with the reason."""
         assert self.second_opinion is not None
         n, rng = self.second_opinion.samples, np.random.default_rng([run.seed, 0x5EC])
@@ -446,7 +446,7 @@ class AnchorsExplainer:
             run.budget_exhausted = True
             run.opinion = Opinion(sampler.perturbation, described, None, 0, missing=f"the cap refused it: {exc}")
             return
-        except ClassifierError as exc:
+        except (ClassifierError, ServerUnavailableError) as exc:
             run.opinion = Opinion(sampler.perturbation, described, None, 0, missing=redact(str(exc)))
             return
         assert isinstance(instance, TextInstance)

@@ -34,6 +34,7 @@ import numpy as np
 
 from .._checks import check_int
 from .._exceptions import ConfigError
+from .._secrets import hide
 from ..models.classifier import Label
 
 __all__ = [
@@ -254,7 +255,7 @@ class RuleMemory:
             "checksums": {name: _sha256(gen / name) for name in files},
             "entries": [asdict(e) for e in self.entries],
         }
-        (gen / "entries.json").write_text(json.dumps(meta))
+        (gen / "entries.json").write_text(hide(json.dumps(meta)))  # no credential in a file, in any text
         for path in gen.iterdir():
             _fsync(path)
         pointer = root / "CURRENT.tmp"

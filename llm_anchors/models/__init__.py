@@ -1,5 +1,6 @@
 """The explained model: `Classifier` and `Backend`, the LLM classifier, retries."""
 
+from .answer import Alternatives, LabelReader
 from .backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
 from .classifier import (
     UNPARSED,
@@ -16,6 +17,7 @@ from .retry import RetryPolicy, is_retryable
 
 __all__ = [
     "UNPARSED",
+    "Alternatives",
     "Backend",
     "BaseBackend",
     "BaseClassifier",
@@ -25,6 +27,7 @@ __all__ = [
     "CompletionParams",
     "Completions",
     "FunctionClassifier",
+    "LabelReader",
     "LLMClassifier",
     "Label",
     "Probabilities",

@@ -8,19 +8,19 @@ benchmarks that must repeat exactly.
 from __future__ import annotations
 
 import asyncio
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol, cast, runtime_checkable
 
 from .._complete import Completed
 from .._exceptions import ConfigError
 from ..money.charge import Charge
 from ..money.tokens import TokenCounter
+from .answer import Alternatives, log_probabilities
 
 __all__ = [
     "Backend", "BaseBackend", "Completion", "CompletionParams", "Completions", "MockBackend", "as_backend",
-    "finite_logprobs",
 ]  # fmt: skip
 
 
@@ -56,39 +56,25 @@ class CompletionParams:
         return cls(max_tokens=max_tokens)
 
 
-_ROUNDING = 1e-3  # a server's log-probability of a certain token may read slightly above 0
-
-
-def finite_logprobs(alternatives: Mapping[str, Any]) -> dict[str, float] | None:
-    """``alternatives`` without the log-probabilities that cannot be one (NaN, ±inf, above 0 by more
-    than rounding, anything but a number); None when none is left. −inf is probability 0: it names
-    nothing either."""
-    kept = {}
-    for token, logprob in alternatives.items():
-        if isinstance(logprob, int | float) and not isinstance(logprob, bool) and -math.inf < logprob <= _ROUNDING:
-            kept[str(token)] = min(float(logprob), 0.0)
-    return kept or None
-
-
 @dataclass(frozen=True)
 class Completion:
-    """One prompt's answer: the text, and the log-probabilities of the
-    alternatives for the first generated token when the server gave them.
-    ``cut``: the answer ended at the output bound before any text (a reasoning
-    model that spent the bound reasoning: ``finish_reason`` "length", empty).
-    ``chosen``: the first token the server says it generated (its alternative of
-    that name is its log-probability), when it says; a decision's choice."""
+    """One prompt's answer: the text, and the alternatives for the first generated token as the server
+    said them (token -> log-probability, or pairs in the order said), when it gave them.
+    ``cut``: the answer ended at the output bound before any text (a reasoning model that spent the
+    bound reasoning: ``finish_reason`` "length", empty). ``chosen``: the first token the server says
+    it generated (its alternative of that name is its log-probability), when it says; a decision's
+    choice. What is read of them is `answer`'s: the label from ``text``, and `alternatives`."""
 
     text: str
-    top_logprobs: dict[str, float] | None = None
+    top_logprobs: Alternatives | None = None
     cut: bool = False
     chosen: str | None = None
 
-    def __post_init__(self) -> None:
-        # A log-probability that is not a number (NaN, ±inf, a string) says nothing of its token: it
-        # is dropped here, where every backend's answer passes, so nothing downstream divides by it.
-        if self.top_logprobs is not None:
-            object.__setattr__(self, "top_logprobs", finite_logprobs(self.top_logprobs))
+    @cached_property
+    def alternatives(self) -> dict[str, float] | None:
+        """The first token's alternatives by token when they can be read whole (`log_probabilities`),
+        else None: then they say nothing."""
+        return None if self.cut else log_probabilities(self.top_logprobs, self.text, self.chosen)
 
 
 @dataclass(frozen=True)

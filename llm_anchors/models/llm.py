@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import re
 import warnings
 from collections.abc import Sequence
@@ -15,12 +14,11 @@ from .._exceptions import AnswerWarning, BadResponseError, ConfigError, OutputCu
 from ..money.charge import Charge
 from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, check_service_tier, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
+from .answer import MIN_PREFIX, LabelReader, normal
 from .backend import Backend, Completion, CompletionParams, as_backend
 from .classifier import UNPARSED, BaseClassifier, Batch, Label, Probabilities
 
 __all__ = ["PROMPT_SLACK", "LLMClassifier"]
-
-_MIN_PREFIX = 3  # a token shorter than this names a label only if it is the whole label
 
 _MILLION_EACH = Charge(prompt_tokens=1_000_000, completion_tokens=1_000_000)  # to compare two prices
 
@@ -33,18 +31,17 @@ class LLMClassifier(BaseClassifier):
     """Classifies a text by asking an LLM to complete ``prompt``.
 
     ``prompt`` holds ``{text}`` where the text goes; ``labels`` are the
-    words the model answers with. The label is the one the most probable
-    answer names, case, spacing and a leading quote aside: the label it
-    spells up to a word's end (the longest: "pos" names ``pos``, not
-    ``positive``), else the one label it begins by three letters or more
-    (an answer cut short). The most probable answer is the greedy text when
-    it begins with the most probable first token, else that token alone;
-    without log-probabilities, the text. An answer that names no label, or
+    words the model answers with. The label is the one the answer's text
+    names (`answer.LabelReader`), case, spacing and a leading quote aside:
+    the label it spells up to a word's end (the longest: "pos" names
+    ``pos``, not ``positive``), else the one label it begins by three
+    letters or more (an answer cut short). A text that names no label, or
     begins several, is `UNPARSED`, a class of its own, however likely a
-    label was among the other alternatives: the model did not answer with
-    it. Labels that may begin with the same token (``pos``, ``positive``;
-    ``very good``, ``very bad``) are given enough output tokens to spell
-    them by default, and one token is refused for labels sharing a word.
+    label was among the first token's alternatives: they score the labels
+    (`probabilities`) and never choose one. Labels that may begin with the
+    same token (``pos``, ``positive``; ``very good``, ``very bad``) are given
+    enough output tokens to spell them by default, and one token is refused
+    for labels sharing a word.
 
     Cost: ``price`` (default: the built-in price of the backend's model, with
     its service tiers, else an error for a hosted model, and for a model on
@@ -78,15 +75,15 @@ class LLMClassifier(BaseClassifier):
         if "{text}" not in prompt:
             raise ConfigError("the prompt template must contain {text}")
         clean = [str(label).strip() for label in labels]
-        if len(clean) < 2 or len({_normal(c) for c in clean}) != len(clean) or not all(clean):
+        if len(clean) < 2 or len({normal(c) for c in clean}) != len(clean) or not all(clean):
             raise ConfigError(f"need at least two distinct, non-empty labels, got {list(labels)!r}")
         if UNPARSED in clean:
             raise ConfigError(f"{UNPARSED!r} is reserved for answers that name no label")
         self.backend = complete
         self.prompt = prompt
         self.labels = clean
-        self._normal = {label: _normal(label) for label in clean}
-        if not all(self._normal.values()):
+        self._reader = LabelReader(clean)
+        if not all(normal(label) for label in clean):
             raise ConfigError(f"a label must hold a letter or a digit, got {list(labels)!r}")
         self.params = params or self._default_params()
         if (self.params.top_logprobs or getattr(complete, "decides", False)) and not self.params.answers:
@@ -316,76 +313,14 @@ class LLMClassifier(BaseClassifier):
             )
 
     def read(self, completion: Completion) -> Label:
-        """The label a completion names, or `UNPARSED` (`_greedy`: its most probable answer)."""
-        if completion.cut:
-            return UNPARSED
-        return self._named_by(_greedy(completion))
+        """The label a completion's text names, or `UNPARSED` (`answer`: its alternatives never choose)."""
+        return UNPARSED if completion.cut else self._reader.label(completion.text)
 
     def probabilities(self, completion: Completion) -> Probabilities | None:
-        """Each label's probability as the first token's alternatives say: the sum over the tokens that
-        could be the start of that label and of no other: spelling it whole (" Positive", "positive.",
-        the longest it spells, as `read` takes), or beginning it by any number of letters ("pos", "P").
-        A token that could start two labels ("positive" of "positive" and "positive mixed") counts for
-        neither. None without alternatives, or for an answer cut short: they then say nothing (they
-        guide the search only; the label is `read`'s)."""
-        alternatives = completion.top_logprobs
-        if completion.cut or not alternatives:
-            return None
-        out: Probabilities = dict.fromkeys(self._normal, 0.0)
-        for token, logprob in alternatives.items():
-            said = _normal(token)
-            if not said:
-                continue
-            could = set(self._begun(said))
-            if (spelled := self._spelled(said)) is not None:
-                could.add(spelled)
-            if len(could) == 1:
-                out[could.pop()] += math.exp(logprob)
-        return {label: min(p, 1.0) for label, p in out.items()}
-
-    def _named_by(self, answer: str) -> Label:
-        """The label ``answer`` spells (the longest, ending where a word ends: "pos" is not "positive"),
-        else the one label it begins, by at least `_MIN_PREFIX` letters (an answer cut short: "posit"),
-        else `UNPARSED`."""
-        said = _normal(answer)
-        if not said:
-            return UNPARSED
-        if (spelled := self._spelled(said)) is not None:
-            return spelled
-        begun = self._begun(said)
-        return begun[0] if len(begun) == 1 and len(said) >= _MIN_PREFIX else UNPARSED
-
-    def _begun(self, said: str) -> list[Label]:
-        """The labels the normalised answer ``said`` begins (by any number of letters)."""
-        return [label for label, n in self._normal.items() if n.startswith(said)]
-
-    def _spelled(self, said: str) -> Label | None:
-        """The longest label the normalised answer ``said`` spells whole (`_spells`), or None."""
-        spelled = [label for label, n in self._normal.items() if _spells(said, n)]
-        return max(spelled, key=lambda label: len(self._normal[label])) if spelled else None
-
-
-def _greedy(completion: Completion) -> str:
-    """The answer a completion gives: its text, unless its alternatives say for certain that another
-    first token was more probable than the one the text begins with (a sampled answer): then that token
-    alone. Among tokens equally probable, the one the text begins with (bfloat16 ties two labels often).
-    The text's own token must be among the alternatives, readable (``chosen``, else the longest
-    alternative the text begins with): a log-probability that is absent, not a number or out of range
-    says nothing, and never lets another token name the answer."""
-    text, alternatives = completion.text, completion.top_logprobs
-    if not alternatives:
-        return text
-    best = max(alternatives.values())
-    tops = [token for token, logprob in alternatives.items() if logprob == best]
-    said = _normal(text)
-    if any(said.startswith(_normal(top)) for top in tops):
-        return text
-    if completion.chosen is not None:
-        own = alternatives.get(completion.chosen)
-    else:
-        begun = [token for token in alternatives if _normal(token) and said.startswith(_normal(token))]
-        own = alternatives[max(begun, key=lambda t: len(_normal(t)))] if begun else None
-    return tops[0] if own is not None and own < best else text
+        """Each label's probability as the first token's alternatives say (`LabelReader.probabilities`);
+        None when they cannot be read whole, do not describe the label read, or for an answer cut short:
+        they then say nothing (they guide the search only; the label is `read`'s)."""
+        return self._reader.probabilities(completion.text, completion.alternatives, completion.chosen)
 
 
 def _same_model(said: str, asked: str) -> bool:
@@ -395,19 +330,6 @@ def _same_model(said: str, asked: str) -> bool:
     return said == asked or re.sub(r"-(\d{4}-\d{2}-\d{2}|\d{4})$", "", said) == asked
 
 
-def _spells(answer: str, label: str) -> bool:
-    """Whether ``answer`` is ``label`` up to a word's end (not the start of a longer word)."""
-    return answer.startswith(label) and not answer[len(label) :][:1].isalnum()
-
-
-def _normal(text: str) -> str:
-    """An answer or a label as compared: lower case, single spaces, no leading quote, mark or space."""
-    return " ".join(text.lower().split()).lstrip(_LEADING)
-
-
-_LEADING = "\"'`*_:([ "  # what a model may put before its answer (a quote, markdown's emphasis)
-
-
 def _spelling_bound(labels: Sequence[str]) -> int:
     """Output tokens that spell any of ``labels`` whole: two a word, and one more (a leading space)."""
     return 1 + 2 * max(len(label.split()) for label in labels)
@@ -415,12 +337,12 @@ def _spelling_bound(labels: Sequence[str]) -> int:
 
 def _alike(labels: Sequence[str]) -> tuple[str, str] | None:
     """Two labels whose first token may be the same (they share their first word, or their first
-    `_MIN_PREFIX` letters), which one output token may not tell apart; None if there are none."""
-    normal = [_normal(label) for label in labels]
-    for i, a in enumerate(normal):
-        for j in range(i + 1, len(normal)):
-            b = normal[j]
-            if a.split()[0] == b.split()[0] or a[:_MIN_PREFIX] == b[:_MIN_PREFIX] or a.startswith(b) or b.startswith(a):
+    `MIN_PREFIX` letters), which one output token may not tell apart; None if there are none."""
+    said = [normal(label) for label in labels]
+    for i, a in enumerate(said):
+        for j in range(i + 1, len(said)):
+            b = said[j]
+            if a.split()[0] == b.split()[0] or a[:MIN_PREFIX] == b[:MIN_PREFIX] or a.startswith(b) or b.startswith(a):
                 return labels[i], labels[j]
     return None
 

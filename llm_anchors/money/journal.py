@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigError
+from .._files import JsonLines
 from .charge import Charge
 
 __all__ = ["Journal", "JournalState", "plain", "read_journal"]
@@ -108,47 +109,9 @@ def read_journal(path: str | os.PathLike[str]) -> JournalState:
     return JournalState(settled, sum(open_.values(), Charge()), last)
 
 
-class Journal:
-    """An append-only JSON-lines ledger of a budget's reserve/settle/release steps."""
+class Journal(JsonLines):
+    """An append-only JSON-lines ledger of a budget's reserve/settle/release steps (`JsonLines`: a line cut
+    short dropped before appending; a failed write a `ConfigError`, and every later one)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.broken = ""
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._keep_whole_lines()
-            self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the budget's life)
-        except OSError as exc:
-            raise ConfigError(f"cannot write the budget journal {path}: {exc.strerror or exc}") from exc
-
-    def _keep_whole_lines(self) -> None:
-        """Drop a last line cut short by a killed process, so that appending stays readable."""
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        whole = data[: data.rfind(b"\n") + 1]
-        if len(whole) != len(data):
-            self.path.write_bytes(whole)
-
-    def write(self, record: dict[str, Any]) -> None:
-        """Append and flush one record. A write that fails (a full disk) is a `ConfigError` (a
-        reservation's call is then not sent), and so is every write after it: a line half
-        written stays the last, dropped when the journal is next opened."""
-        if self.broken:
-            raise ConfigError(self.broken)
-        try:
-            self._handle.write(json.dumps(record) + "\n")
-            self._handle.flush()
-        except OSError as exc:
-            self.broken = f"cannot write the budget journal {self.path}: {exc.strerror or exc}"
-            raise ConfigError(self.broken) from exc
-
-    def close(self) -> None:
-        """Close the file. A journal a write already failed on still holds the unwritten bytes, which
-        closing tries and fails to flush again: that failure was reported (`broken`), not raised twice."""
-        try:
-            self._handle.close()
-        except OSError as exc:
-            if not self.broken:
-                self.broken = f"cannot write the budget journal {self.path}: {exc.strerror or exc}"
-                raise ConfigError(self.broken) from exc
+        super().__init__(path, "the budget journal")

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from .._exceptions import ConfigError, SetAsideWarning
 from .._files import set_aside
+from .._secrets import hide
 from ..models.classifier import Label, Probabilities
 
 __all__ = ["CacheWriteWarning", "QueryCache"]
@@ -145,7 +146,8 @@ class QueryCache:
             try:
                 with self._lock:
                     row = self._db.execute(
-                        "SELECT label, probabilities FROM labels WHERE classifier = ? AND text = ?", key
+                        "SELECT label, probabilities FROM labels WHERE classifier = ? AND text = ?",
+                        (hide(classifier), hide(text)),  # as written: no credential on disk
                     ).fetchone()
                 answer = None if row is None else (_decode(row[0]), _decode_probabilities(row[1]))
             except (sqlite3.Error, KeyError, TypeError, ValueError):
@@ -189,7 +191,8 @@ class QueryCache:
         assert self._db is not None
         with self._lock:
             try:
-                encoded = [(classifier, text, _encode(label), _encode_probabilities(p)) for text, (label, p) in rows]
+                who = hide(classifier)  # no credential on disk: a text holding one is stored without it
+                encoded = [(who, hide(text), _encode(label), _encode_probabilities(p)) for text, (label, p) in rows]
                 self._db.execute("BEGIN")
                 self._db.executemany("INSERT OR REPLACE INTO labels VALUES (?, ?, ?, ?)", encoded)
                 self._db.execute("COMMIT")

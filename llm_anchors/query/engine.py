@@ -17,10 +17,11 @@ from .._exceptions import (
     BudgetExceeded,
     ClassifierError,
     RateLimitError,
+    ServerUnavailableError,
     UnreachableError,
 )
 from ..models.classifier import Batch, Classifier, Label, Probabilities, as_classifier, require_stable_identity
-from ..models.retry import RetryPolicy
+from ..models.retry import RetryPolicy, is_retryable
 from ..money.budget import Reservation, SpendCap
 from ..money.charge import Charge, disputed, implausible
 from .cache import QueryCache
@@ -149,6 +150,11 @@ class QueryEngine:
         self.billed_calls = 0
         """Calls of this engine (each attempt, for any explanation) that may have been billed: answered,
         timed out, cut short; not those refused or that never left."""
+        self.failed_in_a_row = 0
+        """Calls ended on the server's faults since the last that was answered (`RetryPolicy.halt_after`)."""
+        self.halted: ServerUnavailableError | None = None
+        """Why this engine sends nothing more (None: it sends): its server failed too many calls in a row.
+        `reopen` lets it send again."""
 
     async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
         """The label of every text, in order (see `answers`)."""
@@ -323,14 +329,32 @@ class QueryEngine:
             probabilities=probabilities,
         )
 
-    async def _retried(self, chunk: list[str], stats: QueryStats) -> Batch:
-        async for attempt in self.retry.retrying():
-            with attempt:
-                retry = attempt.retry_state.attempt_number > 1
-                return await self._paid_call(chunk, stats, retry)
-        raise AssertionError("unreachable: tenacity reraises the last error")
+    def reopen(self) -> None:
+        """Send again after `halted` (the server answers again)."""
+        self.halted, self.failed_in_a_row = None, 0
 
-    async def _paid_call(self, chunk: list[str], stats: QueryStats, retry: bool) -> Batch:
+    async def _retried(self, chunk: list[str], stats: QueryStats) -> Batch:
+        """One call under the retry policy's deadline; the `halt_after`-th call in a row to fail on the
+        server's faults halts the engine (`ServerUnavailableError`), and a halted engine sends nothing."""
+        if self.halted is not None:
+            raise self.halted
+        try:
+            batch = await self.retry.call(lambda number, deadline: self._paid_call(chunk, stats, number > 1, deadline))
+        except Exception as exc:
+            if is_retryable(exc):
+                self.failed_in_a_row += 1
+                if self.failed_in_a_row >= self.retry.halt_after and self.halted is None:
+                    self.halted = ServerUnavailableError(
+                        f"the model's server failed {self.failed_in_a_row} calls in a row (the last: {exc}); "
+                        "nothing more is sent: the same command goes on once it answers"
+                    )
+                if self.halted is not None:
+                    raise self.halted from exc
+            raise
+        self.failed_in_a_row = 0
+        return batch
+
+    async def _paid_call(self, chunk: list[str], stats: QueryStats, retry: bool, deadline: float) -> Batch:
         """Reserve the worst case, call, settle with what the call cost.
 
         Without a budget nothing is reserved, so counting tokens stays off the
@@ -352,7 +376,7 @@ class QueryEngine:
             stats.queries += len(chunk)
         sent = time.monotonic()
         try:
-            batch = await self.classifier.classify(chunk)
+            batch = await self._answered_by(chunk, deadline)
         except BaseException as exc:
             self.limiter.observe(len(chunk), time.monotonic() - sent, _load(exc))
             if isinstance(exc, Exception):
@@ -383,6 +407,20 @@ class QueryEngine:
             charge = disputed(worst, charge)
         self._settle(reservation, charge, stats)
         return batch
+
+    async def _answered_by(self, chunk: list[str], deadline: float) -> Batch:
+        """The classifier's answer to ``chunk``, cut at ``deadline`` (the loop's time: `RetryPolicy.call`)."""
+        try:
+            async with asyncio.timeout_at(deadline) as limit:
+                return await self.classifier.classify(chunk)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise BackendTimeoutError(
+                f"no answer within the call's deadline ({self.retry.max_elapsed:g} s: RetryPolicy.max_elapsed, "
+                "--max-elapsed)",
+                classifier=self.classifier.identity,
+            ) from None
 
     async def _quote(self, chunk: list[str]) -> Charge:
         return await self.classifier.quote(chunk)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigError, SetAsideWarning
-from .._files import aside
+from .._files import JsonLines, aside
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
 from ..memory.store import DamagedMemoryError, MemoryEntry, entry_from_dict, saved_entries
@@ -131,6 +131,7 @@ def kept_in(
             with contextlib.suppress(ConfigError):  # an explanation of another version: explained again
                 explainer.recall(text, Explanation.from_mapping(raw))
         remembered = len(memory)
+        lines_out = JsonLines(explained, "the memory's explanations", then=": the explanations before are kept")
 
         def keep(text: Any, explanation: Explanation) -> None:
             nonlocal remembered
@@ -138,11 +139,13 @@ def kept_in(
             if new or not (explanation.meta.memory and explanation.meta.memory.repeat):
                 line = {"text": text, "explanation": json.loads(explanation.to_json()),
                         "memory_entries": [asdict(e) for e in new]}  # fmt: skip
-                with explained.open("a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(line, default=str) + "\n")
+                lines_out.write(line)
             save_memory(explainer, path)
 
-        yield keep
+        try:
+            yield keep
+        finally:
+            lines_out.close()
 
 
 def _explained(path: Path) -> list[tuple[Any, Any, list[MemoryEntry]]]:

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._secrets import hide
 from .._version import __version__
 from .rows import ReportRow, read_rows
 
@@ -53,7 +54,7 @@ def write_report(
     page = report_html(run.rows, base, title=title or f"llm-anchors report: {Path(results).name}", failed=run.failed)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    out.write_text(hide(page), encoding="utf-8")
     return out
 
 

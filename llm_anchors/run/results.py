@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigError
+from .._files import JsonLines, open_lock
 from .._version import __version__
 from ..explain.explanation import Explanation
 from ..money.budget import Budget
@@ -68,7 +69,7 @@ class ResultsFile:
         self._lock = hold_lock(Path(f"{self.path}.lock"))
         try:
             self._read()
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open for the run)
+            self._lines = JsonLines(self.path, "the results file", then=_MAKE_ROOM)
         except OSError as exc:
             self._lock.close()
             raise ConfigError(f"cannot write the results file {self.path}: {exc.strerror or exc}") from exc
@@ -150,23 +151,11 @@ class ResultsFile:
         self.records[int(record["index"])] = record
 
     def _write(self, record: dict[str, Any]) -> None:
-        if self._broken:
-            raise ConfigError(self._broken)
-        try:
-            self._handle.write(json.dumps(record, default=str) + "\n")
-            self._handle.flush()
-        except OSError as exc:
-            self._broken = (
-                f"cannot write {self.path} ({exc.strerror or exc}): the explanations written so far are kept; "
-                "make room and run the same command again"
-            )
-            raise ConfigError(self._broken) from exc
+        self._lines.write(record)
 
     def close(self) -> None:
         try:
-            self._handle.close()
-        except OSError:
-            pass  # a flush that failed already said why
+            self._lines.close()
         finally:
             self._lock.close()
 
@@ -215,13 +204,13 @@ class ResultsFile:
         ]
 
 
+_MAKE_ROOM = ": the explanations written so far are kept; make room and run the same command again"
+
+
 def hold_lock(path: Path, held: Callable[[str], str] | None = None) -> Any:
     """Hold ``path`` locked (flock) for the run; `ConfigError` naming the holder when another run does
     (``held(process)``: what the message says; by default, that it writes the results file)."""
-    try:
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the run's lock {path}: {exc.strerror or exc}") from exc
+    handle = open_lock(path)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

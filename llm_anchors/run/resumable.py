@@ -23,7 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError
+from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError, ServerUnavailableError
 from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
@@ -92,7 +92,10 @@ class RunReport:
     passed: str = ""
     """Which cap settled spend passed, by how much ("": none)."""
     stopped: str = ""
-    """"" (every input done), "budget" (the run's cap), or "interrupted"."""
+    """"" (every input done), "budget" (the run's cap), "server" (its server stopped answering: `why`), or
+    "interrupted"."""
+    why: str = ""
+    """What stopped it, when that needs saying (the server's last error)."""
     elapsed_s: float = 0.0
     in_flight: tuple[int, int] | None = None
     """The texts in flight to the model the run settled on (`Limiter`), and the most a request carried
@@ -112,7 +115,8 @@ class RunReport:
             spent += (f"; {self.spent.disputed:,} calls reported usage that could not be true and count at their "
                       "worst case")  # fmt: skip
         reached = f"settled spend passed the cap ({self.passed})" if self.passed else "the run's cap is reached"
-        why = {"": "", "budget": f" — stopped: {reached}", "interrupted": " — interrupted"}[self.stopped]
+        why = {"": "", "budget": f" — stopped: {reached}", "interrupted": " — interrupted",
+               "server": f" — stopped: {self.why}"}[self.stopped]  # fmt: skip
         failed = f"; {self.failed:,} could not be explained (their lines say why)" if self.failed else ""
         if self.faulted:
             failed += (
@@ -322,6 +326,8 @@ async def record_stream(
         if ledger is None or (await ledger()).refused == refused_before:
             raise
         report.stopped = "budget"
+    except ServerUnavailableError as exc:  # nothing more is sent: the inputs left are the same command's
+        report.stopped, report.why = "server", redact(str(exc))
     except asyncio.CancelledError:
         report.stopped = "interrupted"
         raise

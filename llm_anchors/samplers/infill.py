@@ -78,7 +78,7 @@ class Filler(LLMClassifier):
 
     def read(self, completion: Completion) -> Label:
         """The alternatives as ``word=logprob`` pairs, or `UNPARSED` when none is a word."""
-        alternatives = completion.top_logprobs or ({completion.text: 0.0} if completion.text.strip() else {})
+        alternatives = completion.alternatives or ({completion.text: 0.0} if completion.text.strip() else {})
         pairs = [f"{t.strip()}={lp:.4f}" for t, lp in alternatives.items() if WORD.fullmatch(t.strip())]
         return "\t".join(pairs) if pairs else UNPARSED
 
