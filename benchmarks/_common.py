@@ -265,7 +265,7 @@ def stage_group(stage: str) -> str:
 
 STAGE_ORDER = (
     "root", "start", "prune", "round 1", "round 2", "rounds 3+", "verification", "memory probe", "memory",
-    "proxy probe", "proxy", "greedy", "certify", "fallback",
+    "proxy probe", "proxy", "growth", "certify", "fallback",
 )  # fmt: skip
 
 

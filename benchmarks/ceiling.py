@@ -31,7 +31,7 @@ from typing import Any, cast
 from llm_anchors.extend import Instance, Proposer
 from llm_anchors.propose import Growth, Proposals
 from llm_anchors.propose.base import Guide, Judge, Step
-from llm_anchors.search.base import Candidate
+from llm_anchors.search.base import RuleView
 from llm_anchors.search.rules import Rule
 
 __all__ = ["oracle", "oracle_answers", "split", "told_length"]
@@ -82,7 +82,7 @@ class _AtLeast:
     def __init__(self, guide: Guide, least: int) -> None:
         self._guide, self._least = guide, least
 
-    def refused(self, c: Candidate) -> bool:
+    def refused(self, c: RuleView) -> bool:
         return len(c.rule) < self._least or self._guide.refused(c)
 
     def __getattr__(self, name: str) -> Any:

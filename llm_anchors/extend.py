@@ -11,8 +11,9 @@ writing a new backend, classifier, sampler, cap or memory needs:
 - `TokenCounter` with `TokenCount`;
 - `SpendCap` (a cap held elsewhere than a `Budget`), with `Charge`, `Reservation`, `BudgetReport`;
 - `Memory` (MAnchors' memory kept elsewhere than a `RuleMemory`), with `MemoryEntry`;
-- `Proposer` (rules for MAnchors' guided search to test: it sees the search as a `Guide` and asks
-  it to `Judge` a rule or `Draw` samples), with `Proposals` (rules known beforehand);
+- `Proposer` (rules for MAnchors' guided search to test: it sees the search as a `Guide`, its rules as
+  read-only `RuleView`s, and asks it to `Judge` a rule or `Draw` samples), with `Proposals` (rules known
+  beforehand);
 - `Price`, `FREE` (a model declared free), `LOCAL` (assumed free, refused by a dollar cap);
 - `remember` (a credential known by value: `hide` then takes it out of every file and message),
   `refuse_credentials`, `redact`, `scrub`, `header_secrets` and `shown_url`: what a backend's messages
@@ -58,6 +59,7 @@ from .models import (
 from .money import FREE, LOCAL, BudgetReport, Charge, Price, Reservation, SpendCap, TokenCount, TokenCounter
 from .propose import Draw, Guide, Judge, Proposals, Proposer
 from .samplers import Instance, Refines, Sampler
+from .search.base import RuleView
 
 __all__ = [
     "FREE",
@@ -92,6 +94,7 @@ __all__ = [
     "Refines",
     "RequestRejectedError",
     "Reservation",
+    "RuleView",
     "Sampler",
     "SpendCap",
     "TokenCount",

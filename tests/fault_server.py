@@ -304,7 +304,7 @@ class FaultServer:
             other = " negative" if word != " negative" else " positive"
             pairs = [(word, -0.1), (other, -2.5)] if self.alternatives is None else self.alternatives(prompt, word)
             top = [{"token": t, "logprob": lp} for t, lp in pairs]
-            first = {"token": word, "top_logprobs": top}
+            first: dict[str, Any] = {"token": word, "top_logprobs": top}
             first |= next(({"logprob": lp} for t, lp in pairs if t == word), {})  # not said when not listed
             said_as = {
                 "content": {"content": [first]},

@@ -275,9 +275,9 @@ def test_growth_told_the_anchors_length_tests_no_shorter_rule_and_stops_at_its_f
 
     told = asyncio.run(explain(proposers=[told_length({text: ["x", "y", "z"]})]))
     assert len(told.data.anchor) == 3 and {"good", "great"} <= set(told.data.anchor)  # certified first: final
-    assert "greedy-2" not in told.meta.stages  # no rule shorter than told was tested
+    assert not [s for s in told.meta.stages if s.endswith("-2")]  # no rule shorter than told was tested
     alone = asyncio.run(explain(proposers=[told_length({"another text": ["good"]})]))
-    assert sorted(alone.data.anchor) == ["good", "great"] and "greedy-2" in alone.meta.stages
+    assert sorted(alone.data.anchor) == ["good", "great"] and "growth-2" in alone.meta.stages
 
 
 def test_a_measuring_devices_file_is_read_before_the_stream_runs(tmp_path, capsys):

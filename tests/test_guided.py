@@ -56,7 +56,7 @@ def samples(batches):
 def test_grows_the_conjunction_without_proposals(seed):
     result, batches = run_search(guided(), conj(1, 4, 10), seed=seed)
     assert result.rule == {1, 4, 10} and result.success
-    assert {r.stage.split("-")[0] for b in batches for r in b} <= {"root", "greedy"}
+    assert {r.stage.split("-")[0] for b in batches for r in b} <= {"root", "growth"}
 
 
 def test_growth_adds_only_words_the_model_weighs():
@@ -88,7 +88,7 @@ def test_a_right_proposal_is_certified_at_a_fraction_of_the_cost():
     result, batches = run_search(guided([{3, 7}]), conj(3, 7))
     assert result.rule == plain.rule == {3, 7} and result.success
     assert samples(batches) < samples(plain_batches) / 2
-    assert {r.stage for b in batches for r in b} <= {"root", "memory", "greedy-0", "greedy-1"}
+    assert {r.stage for b in batches for r in b} <= {"root", "memory", "growth-0", "growth-1"}
 
 
 def test_wrong_proposals_cost_a_probe_at_most_and_the_search_goes_on():
@@ -137,9 +137,9 @@ def test_growth_adds_at_once_the_words_its_fit_says_the_rule_needs():
     jumped, batches = run_search(guided(lookahead=0.8), conj(1, 4, 10))
     stepped, step_batches = run_search(guided(lookahead=None, refuse=None), conj(1, 4, 10))
     assert jumped.rule == stepped.rule == {1, 4, 10} and jumped.success
-    # greedy-1: one-word rules drawn to choose (the jump's first word kept), never tested
-    assert {r.stage for b in batches for r in b} == {"root", "greedy-1", "greedy-3"} and jumped.tested == 2
-    assert {"greedy-1", "greedy-2"} <= {r.stage for b in step_batches for r in b}
+    # growth-1: one-word rules drawn to choose (the jump's first word kept), never tested
+    assert {r.stage for b in batches for r in b} == {"root", "growth-1", "growth-3"} and jumped.tested == 2
+    assert {"growth-1", "growth-2"} <= {r.stage for b in step_batches for r in b}
     assert samples(batches) < samples(step_batches)
 
 
@@ -148,7 +148,7 @@ def test_a_rule_its_reused_samples_refuse_is_not_probed():
     # samples already put the KL upper bound below τ.
     result, batches = run_search(guided(lookahead=None), conj(1, 4, 10))
     assert result.rule == {1, 4, 10} and result.tested == 2
-    assert {r.stage for b in batches for r in b} == {"root", "greedy-1", "greedy-3"}
+    assert {r.stage for b in batches for r in b} == {"root", "growth-1", "growth-3"}
 
 
 def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
@@ -157,7 +157,7 @@ def test_an_accepted_jump_is_bisected_to_its_shortest_accepted_prefix():
     search = guided(lookahead=1.0, refuse=None)
     result, batches = run_search(search, conj(3))
     assert result.rule == {3} and result.success
-    assert max(int(r.stage.split("-")[1]) for b in batches for r in b if r.stage.startswith("greedy")) > 2
+    assert max(int(r.stage.split("-")[1]) for b in batches for r in b if r.stage.startswith("growth")) > 2
     assert result.certificate is not None and result.certificate.n >= 50 and result.tested > 2
 
 
@@ -179,10 +179,10 @@ def test_a_rule_is_sampled_per_feature_it_could_still_add_before_growth_chooses(
     # 12 features, 5 samples each: the root (refuted on its first 20) is topped up to 60 (under the cap of 75) ...
     _, batches = run_search(guided(early=None), conj(1, 4, 10))
     root = sum(r.n for b in batches for r in b if r.stage == "root")
-    assert root == 20 and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [60 - root]
+    assert root == 20 and [r.n for b in batches for r in b if r.stage == "growth-0"] == [60 - root]
     # ... and with 1 per feature, its 20 already exceed the 12 asked.
     _, batches = run_search(guided(per_feature=1), conj(1, 4, 10))
-    assert not any(r.stage == "greedy-0" for b in batches for r in b)
+    assert not any(r.stage == "growth-0" for b in batches for r in b)
 
 
 def test_a_rule_is_certified_on_samples_drawn_after_it_was_chosen_only():
@@ -228,7 +228,7 @@ def test_a_proxy_proposes_from_the_samples_labelled_so_far():
     result, batches = run_search(guided(proposer=Proxy(proposer)), conj(3, 7))
     assert result.rule == {3, 7} and result.success
     assert seen == [20]  # called once, after the root's samples (refuted on its first 20)
-    assert {r.stage for b in batches for r in b} <= {"root", "proxy", "greedy-0", "greedy-1"}
+    assert {r.stage for b in batches for r in b} <= {"root", "proxy", "growth-0", "growth-1"}
 
 
 def test_a_refused_proposal_is_not_chosen_again_by_growth():
@@ -299,7 +299,7 @@ def test_a_step_that_is_not_of_this_search_is_refused():
             other = GuidedSearch(F, pool(F), SearchParams())
             return Judge(other.candidate(frozenset({3})), "stranger")
 
-    with pytest.raises(ConfigError, match="stranger proposed"):
+    with pytest.raises(ConfigError, match="proposer 'stranger' proposed"):
         run_search(guided(proposer=Stranger()), conj(3))
 
 
@@ -334,11 +334,11 @@ def test_growth_chooses_as_soon_as_the_rule_it_would_test_agrees_on_early_reused
     # so growth tests {3} at once. {1, 4, 10} needs the three kept: growth draws 10 at a time until 10
     # reused samples agree, which takes the whole 60 (5 per feature).
     result, batches = run_search(guided(), conj(3))
-    assert result.rule == {3} and not any(r.stage == "greedy-0" for b in batches for r in b)
+    assert result.rule == {3} and not any(r.stage == "growth-0" for b in batches for r in b)
     result, batches = run_search(guided(draw_first=False), conj(1, 4, 10))
-    assert [r.n for b in batches for r in b if r.stage == "greedy-0"] == [10] * 4
+    assert [r.n for b in batches for r in b if r.stage == "growth-0"] == [10] * 4
     waited, batches = run_search(guided(early=None), conj(3))
-    assert waited.rule == {3} and [r.n for b in batches for r in b if r.stage == "greedy-0"] == [40]
+    assert waited.rule == {3} and [r.n for b in batches for r in b if r.stage == "growth-0"] == [40]
     with pytest.raises(ConfigError, match="early"):
         GrowthParams(early=0)
 
@@ -348,7 +348,7 @@ def test_while_growth_would_jump_it_draws_samples_that_keep_the_jumps_first_word
     # the jump it would test then (the fit's best), so the next rule's reused samples come twice as fast
     # once that word is one it needs. The draws count toward the root's 60 (5 per feature).
     result, batches = run_search(guided(), conj(1, 4, 10))
-    drawn = [r for b in batches for r in b if r.stage == "greedy-1"]
+    drawn = [r for b in batches for r in b if r.stage == "growth-1"]
     assert result.rule == {1, 4, 10} and result.success and result.tested == 2
     assert drawn and all(len(r.rule) == 1 and r.n == 10 for r in drawn) and sum(r.n for r in drawn) <= 40
     assert drawn[-1].rule < {1, 4, 10}
@@ -392,10 +392,10 @@ def soft(*features):
 def test_with_probabilities_growth_samples_a_rule_up_to_scored_samples_before_choosing():
     # 12 features, 10 samples each: 120 asked, capped at parent_samples (75) with labels alone ...
     _, batches = run_search(guided(early=None, per_feature=10), conj(1, 4, 10))
-    assert sum(r.n for b in batches for r in b if r.stage in ("root", "greedy-0")) == 75
+    assert sum(r.n for b in batches for r in b if r.stage in ("root", "growth-0")) == 75
     # ... and at scored_samples (40) when the model gives probabilities, which rank on fewer.
     _, batches = run_search(guided(early=None, per_feature=10), conj(1, 4, 10), score_of_present=soft(1, 4, 10))
-    assert sum(r.n for b in batches for r in b if r.stage in ("root", "greedy-0")) == 40
+    assert sum(r.n for b in batches for r in b if r.stage in ("root", "growth-0")) == 40
 
 
 def test_probabilities_find_the_same_anchors_on_fewer_samples():

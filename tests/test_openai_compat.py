@@ -14,7 +14,7 @@ from llm_anchors import (
     RateLimitError,
     RetryPolicy,
 )
-from llm_anchors.extend import Charge, CompletionParams, PromptCacheWarning
+from llm_anchors.extend import FREE, Charge, CompletionParams, PromptCacheWarning
 from tests.fault_server import FaultServer
 
 PROMPT = "Review: {text}\nSentiment:"
@@ -228,8 +228,11 @@ async def test_each_fault_maps_to_a_typed_error(kind, error):
 
 
 def explainer_for(url, timeout=0.3, **kw):
-    backend = OpenAICompatibleBackend(url, "fake", timeout=timeout, max_request_size=8)
-    return AnchorsExplainer(LLMClassifier(backend, PROMPT, LABELS), seed=3, request_size=20, retry=FAST_RETRY, **kw)
+    """An explainer of a model behind ``url`` taken for a remote server's (a request past its timeout is sent
+    again: on this machine it would be waited for)."""
+    backend = OpenAICompatibleBackend(url, "fake", timeout=timeout, max_request_size=8, local=False)
+    clf = LLMClassifier(backend, PROMPT, LABELS, price=FREE)
+    return AnchorsExplainer(clf, seed=3, request_size=20, retry=FAST_RETRY, **kw)
 
 
 @pytest.mark.slow

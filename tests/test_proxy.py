@@ -106,7 +106,7 @@ async def test_a_wrong_proxy_costs_the_model_nothing_and_the_model_finds_its_own
     assert exp.data.anchor == ("good",) and not exp.meta.proxy.certified
     assert exp.meta.proxy.proposals == (("fine",), ("a", "fine"))  # it proposed, and was heard
     # Both were refused by the model's samples they reuse: no query of the model was spent on them.
-    assert "root" in exp.meta.stages and set(exp.meta.stages) <= {"root", "greedy-0", "greedy-1"}
+    assert "root" in exp.meta.stages and set(exp.meta.stages) <= {"root", "growth-0", "growth-1"}
     assert m.proxy.trust < 0.5
 
 
@@ -115,7 +115,7 @@ async def test_no_proxy_and_a_miss_grows_the_rule(embedder):
     exp = await m.explain("a good and fine movie")
     assert exp.meta.proxy is None and exp.data.anchor == ("good",)
     assert not any(s.startswith(("proxy", "memory", "round")) for s in exp.meta.stages)
-    assert any(s.startswith("greedy") for s in exp.meta.stages)
+    assert any(s.startswith("growth") for s in exp.meta.stages)
 
 
 @pytest.mark.parametrize("bad", [{"samples": 0}, {"beam": -1}, {"threshold": 1.5}, {"surrogate_iterations": 0}])

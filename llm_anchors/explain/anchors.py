@@ -13,7 +13,7 @@ from .._checks import check_int
 from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, NoLabelError, ServerUnavailableError
 from .._secrets import redact
 from .._sync import SyncRunner, close_when_dropped, in_thread, sync_twin
-from ..models.classifier import UNPARSED, Classifier, as_classifier
+from ..models.classifier import UNPARSED, Classifier, Label, Probabilities, as_classifier
 from ..models.retry import RetryPolicy
 from ..money.budget import SpendCap
 from ..query.cache import QueryCache
@@ -27,7 +27,19 @@ from ..search.certify import Certifier
 from ..search.drive import drive
 from ..search.params import SearchParams
 from ..search.rules import Rule, covers, make_rule
-from .explaining import STRICT_RECHECK, Explaining, Made, asked_again, assemble, input_seed, scope
+from .explaining import (
+    ROUND,
+    STRICT_RECHECK,
+    Explaining,
+    Made,
+    asked_again,
+    assemble,
+    input_seed,
+    joined,
+    pieces,
+    scope,
+    split_samples,
+)
 from .explanation import Explanation, Level, Opinion
 from .meta import SecondOpinion, Settings
 from .perturbing import Fillers, infills, opinion_sampler
@@ -462,19 +474,55 @@ class AnchorsExplainer:
         return float((await self._label(run, texts, stage)).mean()), instance
 
     async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
-        """Draw, label and return the samples one round of the search asked for."""
-        drawn = await draw(self.sampler, run.instance, requests, run.rng)
-        batch = [t for batch_texts, _ in drawn for t in batch_texts]
-        stages = {r.stage for r in requests}
-        hits, scores = await self._scored(run, batch, stages.pop() if len(stages) == 1 else "mixed")
-        run.texts.extend(batch)
-        run.hits.extend(hits.tolist())
-        out, offset = [], 0
-        for batch_texts, present in drawn:
-            rows = slice(offset, offset + len(batch_texts))
-            out.append(Samples(present, hits[rows], scores[rows] if scores is not None else None))
-            offset += len(batch_texts)
-        return out
+        """Draw, label and return the samples one round of the search asked for, at most `ROUND` rendered
+        at a time (a draw of millions is refused by the cap before more are rendered). When the cap refuses
+        a call part-way (``on_budget="return"``), every sample already answered is returned (each one paid
+        for is kept) and the search's next round is refused at once."""
+        if run.refused is not None:
+            raise run.refused
+        got: list[list[Samples]] = [[] for _ in requests]
+        for piece in pieces(requests, ROUND):
+            drawn = await draw(self.sampler, run.instance, [r for _, r in piece], run.rng)
+            batch = [t for texts, _ in drawn for t in texts]
+            stages = {r.stage for _, r in piece}
+            stage, queries = stages.pop() if len(stages) == 1 else "mixed", run.stats.queries
+            kept = None
+            try:
+                hits, scores = await self._scored(run, batch, stage)
+            except BudgetExceeded as exc:
+                if self.on_budget == "raise":
+                    raise
+                kept, hits, scores = self._paid(run, batch, stage, queries)
+                run.refused, run.budget_exhausted = exc, True
+                if not kept.any() and not any(got):
+                    raise
+            run.texts.extend(batch if kept is None else [t for t, k in zip(batch, kept, strict=True) if k])
+            run.hits.extend((hits if kept is None else hits[kept]).tolist())
+            for (index, _), samples in zip(piece, split_samples(drawn, hits, scores, kept), strict=True):
+                got[index].append(samples)
+            if run.refused is not None:
+                break
+        width = len(run.instance.features)
+        return [joined(parts, width) for parts in got]
+
+    def _paid(
+        self, run: Explaining, texts: list[str], stage: str, queries: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Of ``texts``, whose call the cap refused part-way, those answered all the same (the engine's cache
+        holds each call's labels as it ends): which, and their labels and scores as `_scored` gives them."""
+        key = self.classifier.identity
+        cached = [self.engine.cache.answer(key, t) for t in texts]
+        kept = np.array([a is not None for a in cached], dtype=bool)
+        answers = [a for a in cached if a is not None]
+        hits, scores = self._recorded(run, [t for t, k in zip(texts, kept, strict=True) if k],
+                                      [a[0] for a in answers], [a[1] for a in answers], stage, queries)  # fmt: skip
+        full_hits = np.zeros(len(texts), dtype=bool)
+        full_hits[kept] = hits
+        full_scores = None
+        if scores is not None:
+            full_scores = np.full(len(texts), np.nan)
+            full_scores[kept] = scores
+        return kept, full_hits, full_scores
 
     async def _label(self, run: Explaining, texts: list[str], stage: str) -> np.ndarray:
         """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
@@ -485,6 +533,19 @@ class AnchorsExplainer:
         it gave none; None when it gave none at all)."""
         queries = run.stats.queries
         labels, probabilities = await self.engine.answers(texts, run.stats)
+        return self._recorded(run, texts, labels, probabilities, stage, queries)
+
+    def _recorded(
+        self,
+        run: Explaining,
+        texts: list[str],
+        labels: Sequence[Label],
+        probabilities: Sequence[Probabilities | None],
+        stage: str,
+        queries: int,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Count ``texts``' answers as samples of ``stage`` (and the queries paid since ``queries``): whether
+        each kept the input's label, and the probability it was given (None when none was)."""
         run.count(stage, len(labels), run.stats.queries - queries)
         run.samples += len(labels)
         run.unparsed += sum(1 for label in labels if label == UNPARSED)

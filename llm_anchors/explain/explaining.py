@@ -7,26 +7,29 @@ import hashlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 
-from .._exceptions import ConfigError, NondeterminismWarning
+from .._exceptions import BudgetExceeded, ConfigError, NondeterminismWarning
 from .._version import __version__
 from ..models.classifier import Label
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.text_instance import TextInstance
-from ..search.base import SearchResult
+from ..search.base import SampleRequest, Samples, SearchResult
 from ..search.certify import Certifier
 from ..search.rules import make_rule
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .meta import Cost, Meta, Recheck, Settings, Stage
 from .progress import Progress
 
-__all__ = ["SEEDING", "STRICT_RECHECK", "Explaining", "asked_again", "input_seed", "movers", "scope"]
+__all__ = [
+    "ROUND", "SEEDING", "STRICT_RECHECK", "Explaining", "asked_again", "input_seed", "joined", "movers", "pieces",
+    "scope", "split_samples",
+]  # fmt: skip
 
 R = TypeVar("R")
 STRICT_RECHECK = 5
@@ -68,6 +71,9 @@ class Explaining:
     samples: int = 0
     unparsed: int = 0
     budget_exhausted: bool = False
+    refused: BudgetExceeded | None = None
+    """The cap's refusal of a round the search was answered part of (`AnchorsExplainer._answer`): its next
+    round is refused at once."""
     progress: Callable[[Progress], None] | None = None
     texts: list[str] = field(default_factory=list)
     hits: list[bool] = field(default_factory=list)
@@ -212,3 +218,53 @@ def assemble(
         **extra,
     )
     return Explanation(meta, data)
+
+
+ROUND = 1_000
+"""The most samples of one round of a search rendered and labelled at a time."""
+
+
+def pieces(requests: Sequence[SampleRequest], size: int) -> Iterator[list[tuple[int, SampleRequest]]]:
+    """``requests`` (each with its index) in pieces of at most ``size`` samples: the whole round at once when it
+    holds no more (drawn as one, as always), else a request split where a piece is full."""
+    if sum(r.n for r in requests) <= size:
+        yield list(enumerate(requests))
+        return
+    piece: list[tuple[int, SampleRequest]] = []
+    total = 0
+    for index, request in enumerate(requests):
+        left = request.n
+        while left:
+            take = min(left, size - total)
+            piece.append((index, replace(request, n=take)))
+            total, left = total + take, left - take
+            if total == size:
+                yield piece
+                piece, total = [], 0
+    if piece:
+        yield piece
+
+
+def split_samples(
+    drawn: Sequence[tuple[list[str], np.ndarray]], hits: np.ndarray, scores: np.ndarray | None, kept: np.ndarray | None
+) -> list[Samples]:
+    """Per request drawn, its samples (only those ``kept``: answered, when the cap refused part of them)."""
+    out, offset = [], 0
+    for texts, present in drawn:
+        rows = np.arange(offset, offset + len(texts))
+        offset += len(texts)
+        mine = rows if kept is None else rows[kept[rows]]
+        local = mine - rows[0] if len(rows) else mine
+        out.append(Samples(present[local], hits[mine], scores[mine] if scores is not None else None))
+    return out
+
+
+def joined(parts: Sequence[Samples], width: int) -> Samples:
+    """One request's samples from the pieces it was drawn in (none: no sample, ``width`` features)."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return Samples(np.zeros((0, width), dtype=bool), np.zeros(0, dtype=bool))
+    scored = all(p.scores is not None for p in parts)
+    scores = np.concatenate([p.scores for p in parts if p.scores is not None]) if scored else None
+    return Samples(np.concatenate([p.present for p in parts]), np.concatenate([p.labels for p in parts]), scores)

@@ -46,7 +46,7 @@ from ..samplers.embedder import SentenceEmbedder
 from ..samplers.text import TextSampler
 from ..samplers.text_instance import TextInstance
 from ..samplers.text_memory import TextMemoryFeatures
-from ..search.base import SampleRequest, SearchResult
+from ..search.base import STAGES, SampleRequest, SearchResult
 from ..search.certify import Certifier
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer
@@ -410,11 +410,19 @@ class MAnchorsExplainer(AnchorsExplainer):
 
 def _made(make: ProposerFactory, instance: Instance, label: Hashable) -> Proposer | None:
     """The proposer ``make`` gives this input; `ConfigError` (before its search samples anything) for
-    anything that is not a `Proposer` (name, first, propose) or None."""
+    anything that is not a `Proposer` (name, first, propose) or None, or a proposer named as one of the
+    search's own (a step counts under its proposer's name)."""
     made = make(instance, label)
     if made is not None and not isinstance(made, Proposer):
         raise ConfigError(f"proposer {_named(make)} gave {type(made).__name__}, not a Proposer (name, first, propose)")
+    if made is not None and (not isinstance(made.name, str) or made.name.partition("-")[0] in _BUILT_IN):
+        raise ConfigError(f"proposer {_named(make)} is named {made.name!r}: the names of the search's own stages "
+                          f"({', '.join(sorted(_BUILT_IN))}) are not a user's proposer's")  # fmt: skip
     return made
+
+
+_BUILT_IN = frozenset(stage.partition("-")[0] for stage in STAGES)
+"""The names the search's own stages and proposers count under (`STAGES`: root, growth, memory, ...)."""
 
 
 def _named(factory: ProposerFactory) -> str:

@@ -74,7 +74,7 @@ class Completion:
     def alternatives(self) -> dict[str, float] | None:
         """The first token's alternatives by token when they can be read whole (`log_probabilities`),
         else None: then they say nothing."""
-        return None if self.cut else log_probabilities(self.top_logprobs, self.text, self.chosen)
+        return log_probabilities(self.top_logprobs, self.text, self.chosen)
 
 
 @dataclass(frozen=True)

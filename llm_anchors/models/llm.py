@@ -320,6 +320,8 @@ class LLMClassifier(BaseClassifier):
         """Each label's probability as the first token's alternatives say (`LabelReader.probabilities`);
         None when they cannot be read whole, do not describe the label read, or for an answer cut short:
         they then say nothing (they guide the search only; the label is `read`'s)."""
+        if completion.cut:
+            return None
         return self._reader.probabilities(completion.text, completion.alternatives, completion.chosen)
 
 

@@ -4,8 +4,11 @@ A proposer looks at what the search has paid for (its `Guide`: every sample labe
 reused samples, the rules tried, the anchor so far) and says what to do next: `Judge` a rule (the
 search chooses it, and the certifier judges it on samples drawn from then on) or `Draw` samples of
 a rule without testing it (to choose better). ``None``: it has nothing more. Nothing a proposer says
-certifies anything; the search writes nothing into a proposer, and a proposer changes only its own
-state, in `propose`.
+certifies anything, and nothing it is handed can change what the certifier counts: rules are
+read-only views (`RuleView`), arrays copies or read-only. The search writes nothing into a proposer,
+and a proposer changes only its own state, in `propose`. A step counts under its proposer's name
+(``stage``: the name, or the name, a dash and more); a step the search cannot take is a `ConfigError`
+naming the proposer.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .._exceptions import ConfigError
-from ..search.base import Candidate
+from ..search.base import RuleView
 from ..search.rules import Rule
 
 __all__ = ["Draw", "Guide", "Judge", "Proposals", "Proposer", "Step", "check_features"]
@@ -30,7 +33,7 @@ class Judge:
     first probe (by default the search's ``initial_probe``); ``final``: certified, it ends the search; ``traced``: a
     round of the search's trace."""
 
-    candidate: Candidate
+    candidate: RuleView
     stage: str
     probe: int | None = None
     final: bool = False
@@ -40,9 +43,9 @@ class Judge:
 
 @dataclass(frozen=True)
 class Draw:
-    """Draw ``n`` samples of ``candidate`` under ``stage`` without testing it."""
+    """Draw ``n`` (at least 1) samples of ``candidate`` under ``stage`` without testing it."""
 
-    candidate: Candidate
+    candidate: RuleView
     n: int
     stage: str
 
@@ -66,20 +69,20 @@ class Guide(Protocol):
     def pool(self) -> np.ndarray: ...
 
     @property
-    def best(self) -> Candidate | None: ...
+    def best(self) -> RuleView | None: ...
 
     @property
     def tried(self) -> Set[Rule]: ...
 
-    def candidate(self, rule: Rule, order: tuple[int, ...] | None = None) -> Candidate: ...
+    def candidate(self, rule: Rule, order: tuple[int, ...] | None = None) -> RuleView: ...
 
     def labelled(self) -> tuple[np.ndarray, np.ndarray]: ...
 
     def scored(self) -> np.ndarray | None: ...
 
-    def refused(self, c: Candidate) -> bool: ...
+    def refused(self, c: RuleView) -> bool: ...
 
-    def owed(self, c: Candidate) -> int: ...
+    def owed(self, c: RuleView) -> int: ...
 
     @property
     def threshold(self) -> float: ...

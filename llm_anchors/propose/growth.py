@@ -36,7 +36,7 @@ import numpy as np
 from .._checks import check_int, check_number
 from .._exceptions import ConfigError
 from .._logistic import ridge_logistic, sigmoid
-from ..search.base import Candidate
+from ..search.base import RuleView
 from ..search.rules import Rule
 from .base import Draw, Guide, Judge, Step
 
@@ -103,13 +103,13 @@ class _Reduction:
     ``kept`` (the shortest rule of the jump certified so far); ``testing``: the rule tested last;
     ``misses``: the dropped rules refused since the last certified."""
 
-    step: Candidate
+    step: RuleView
     start: int
     low: int
     high: int
-    kept: Candidate
+    kept: RuleView
     drops: list[int] | None = None
-    testing: Candidate | None = None
+    testing: RuleView | None = None
     misses: int = 0
 
 
@@ -120,8 +120,8 @@ class Growth:
     params: GrowthParams = field(default_factory=GrowthParams)
     name: str = "growth"
     first: bool = False
-    _path: list[Candidate] = field(default_factory=list, init=False, repr=False)
-    _stepped: Candidate | None = field(default=None, init=False, repr=False)  # the last step tested
+    _path: list[RuleView] = field(default_factory=list, init=False, repr=False)
+    _stepped: RuleView | None = field(default=None, init=False, repr=False)  # the last step tested
     _reduction: _Reduction | None = field(default=None, init=False, repr=False)
     _passed: set[Rule] = field(default_factory=set, init=False, repr=False)  # refused by reuse, grown past
     _done: bool = field(default=False, init=False, repr=False)
@@ -161,14 +161,14 @@ class Growth:
         self._aside = 0
         self._path.append(step)
         self._stepped = step
-        return Judge(step, f"greedy-{len(step.rule)}", traced=True)
+        return Judge(step, f"{self.name}-{len(step.rule)}", traced=True)
 
-    def _draw(self, guide: Guide, parent: Candidate, owed: int) -> Draw | None:
+    def _draw(self, guide: Guide, parent: RuleView, owed: int) -> Draw | None:
         """Samples of ``parent`` still to draw before growing from it: up to what choosing needs
         (``parent_samples``, ``per_feature`` per feature it could add); for a refused parent whose fresh
         precision is back at τ and whose bet could still certify it (``owed``: `Guide.owed`), what the
         bet needs; None when choosing can."""
-        p, stage = self.params, f"greedy-{len(parent.rule)}"
+        p, stage = self.params, f"{self.name}-{len(parent.rule)}"
         if owed and parent.fresh and sum(parent.fresh) >= guide.threshold * len(parent.fresh):
             return Draw(parent, owed, stage)  # refused on a bad start, since recovered: its bet decides
         most = p.parent_samples if guide.scored() is None else p.scored_samples
@@ -177,8 +177,8 @@ class Growth:
         return Draw(parent, wanted - have, stage) if have < wanted else None
 
     def _early(
-        self, guide: Guide, parent: Candidate, best: Candidate | None, draw: Draw, owed: int
-    ) -> tuple[Draw | None, tuple[Candidate | None, set[Rule]] | None]:
+        self, guide: Guide, parent: RuleView, best: RuleView | None, draw: Draw, owed: int
+    ) -> tuple[Draw | None, tuple[RuleView | None, set[Rule]] | None]:
         """``draw``, ``early_draw`` samples at a time, until the rule growth would test next has ``early``
         reused samples all keeping the label: then no draw, and that rule (not while a refused parent's
         bet could still certify it, or with ``early`` None). While that rule adds several features, the
@@ -194,13 +194,13 @@ class Growth:
         if p.draw_first and step is not None and len(step.rule) - len(parent.rule) > 1:
             order = step.order[: len(parent.rule) + 1]
             self._aside += n
-            return Draw(guide.candidate(frozenset(order), order), n, f"greedy-{len(order)}"), None
+            return Draw(guide.candidate(frozenset(order), order), n, f"{self.name}-{len(order)}"), None
         return Draw(parent, n, draw.stage), None
 
     def _tried(self, guide: Guide, rule: Rule) -> bool:
         return rule in guide.tried or rule in self._passed
 
-    def _grow(self, guide: Guide, parent: Candidate, best: Candidate | None) -> tuple[Candidate | None, set[Rule]]:
+    def _grow(self, guide: Guide, parent: RuleView, best: RuleView | None) -> tuple[RuleView | None, set[Rule]]:
         """The next rule to test: ``parent`` and the feature not tried before that keeps the label
         most, by a ridge-logistic fit of every sample of this input labelled so far (`credit`: of the
         probability the model gave the input's label, when it gives them; ties by precision on the
@@ -226,8 +226,8 @@ class Growth:
         return self._ahead(guide, step, (rank, weights, bias), floor, limit)
 
     def _ahead(
-        self, guide: Guide, step: Candidate, fits: tuple[np.ndarray, np.ndarray, float], floor: float, limit: int
-    ) -> tuple[Candidate, set[Rule]]:
+        self, guide: Guide, step: RuleView, fits: tuple[np.ndarray, np.ndarray, float], floor: float, limit: int
+    ) -> tuple[RuleView, set[Rule]]:
         """``step`` with the next most credited features (positive credit only, ``rank``) added while its
         reused samples refuse it or the fit of the labels (``weights``, ``bias``) predicts it below
         ``lookahead``; at most ``limit`` features, its coverage above ``floor``, never a rule tried
@@ -255,7 +255,7 @@ class Growth:
             cand = grown
         return cand, passed
 
-    def _predicted(self, guide: Guide, c: Candidate, weights: np.ndarray, bias: float) -> float:
+    def _predicted(self, guide: Guide, c: RuleView, weights: np.ndarray, bias: float) -> float:
         """The rule's precision as the fit predicts it (its mean over pool rows with the rule's
         features kept), corrected by the samples the rule reuses (the fit counting as
         ``fit_weight`` samples): a logistic fit cannot express a conjunction, its samples can."""
@@ -295,7 +295,7 @@ class Growth:
                 r.low = middle
                 continue
             r.testing = guide.candidate(rule, r.step.order[:middle])
-            return Judge(r.testing, f"greedy-{len(rule)}", traced=True)
+            return Judge(r.testing, f"{self.name}-{len(rule)}", traced=True)
         return None
 
     def _drop(self, guide: Guide, r: _Reduction) -> Judge | None:
@@ -311,7 +311,7 @@ class Growth:
                 self._passed.add(rule)
                 continue
             r.testing = cand
-            return Judge(cand, f"greedy-{len(rule)}", traced=True)
+            return Judge(cand, f"{self.name}-{len(rule)}", traced=True)
         return None
 
 

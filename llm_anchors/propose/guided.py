@@ -29,7 +29,7 @@ import numpy as np
 from .._checks import check_int, check_number
 from .._exceptions import ConfigError
 from ..search.bandit import kl_bounds
-from ..search.base import Candidate, SampleRequest, Samples, Search, SearchResult
+from ..search.base import Candidate, RuleView, SampleRequest, Samples, Search, SearchResult
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule
@@ -48,14 +48,17 @@ class GuidedParams:
         on their first few samples).
     refuse: a rule's reused samples refuse it when its KL upper bound at this level is below τ: a
         proposal is then passed over, and growth adds the next feature at once (None: never).
+    max_draw: the most samples one step may draw (a `Draw` asking more is a `ConfigError`); within it,
+        the cap stops a draw part-way and every sample paid for is kept.
     """
 
     probe: int = 20
     initial_probe: int = 10
     refuse: float | None = 0.5
+    max_draw: int = 10_000
 
     def __post_init__(self) -> None:
-        for name in ("probe", "initial_probe"):
+        for name in ("probe", "initial_probe", "max_draw"):
             check_int(name, getattr(self, name))
         check_number("refuse", self.refuse, high=1.0, optional=True)
 
@@ -100,8 +103,10 @@ class GuidedSearch(Search):
 
     @property
     def pool(self) -> np.ndarray:
-        """The coverage pool (unlabelled perturbations × features)."""
-        return self._pool
+        """The coverage pool (unlabelled perturbations × features), read-only."""
+        view = self._pool.view()
+        view.flags.writeable = False
+        return view
 
     @property
     def threshold(self) -> float:
@@ -109,31 +114,32 @@ class GuidedSearch(Search):
         return self.params.threshold
 
     @property
-    def best(self) -> Candidate | None:
+    def best(self) -> RuleView | None:
         """The shortest rule certified so far."""
-        return self._best
+        return RuleView(self._best) if self._best is not None else None
 
     @property
     def tried(self) -> Set[Rule]:
-        """Every rule tested or passed over."""
-        return self._tried
+        """Every rule tested or passed over (a copy)."""
+        return frozenset(self._tried)
 
-    def candidate(self, rule: Rule, order: tuple[int, ...] | None = None) -> Candidate:
-        """The rule as a candidate, with every sample so far that is one of its (see `Search._candidate`)."""
+    def candidate(self, rule: Rule, order: tuple[int, ...] | None = None) -> RuleView:
+        """The rule as the search knows it, with every sample so far that is one of its (see
+        `Search._candidate`): a read-only view."""
         check_features(rule, self.n_features)
-        return self._candidate(rule, order if order is not None else tuple(sorted(rule)))
+        return RuleView(self._candidate(rule, order if order is not None else tuple(sorted(rule))))
 
-    def refused(self, c: Candidate) -> bool:
+    def refused(self, c: RuleView | Candidate) -> bool:
         """The samples ``c`` reuses put its KL upper bound at level ``refuse`` below τ."""
         level = self.guided.refuse
         if level is None or not c.n:
             return False
         return kl_bounds(c.n, c.positives, math.log(1.0 / level))[1] < self.params.threshold
 
-    def owed(self, c: Candidate) -> int:
+    def owed(self, c: RuleView) -> int:
         """More fresh samples that would certify ``c``, a rule refused after it was chosen, if all kept the
         label (0: it is not refused, or could not be certified within its patience)."""
-        trial = c.trial
+        trial = self._own(c).trial
         if trial is None or trial.verdict != "refused":
             return 0
         soonest = self.certifier.soonest(trial)
@@ -160,15 +166,13 @@ class GuidedSearch(Search):
     def _ask(self, proposer: Proposer) -> Guided:
         """Do what ``proposer`` asks until it has nothing more; whether a final rule was certified."""
         while (step := proposer.propose(self)) is not None:
-            c = step.candidate
-            if not isinstance(step, Judge | Draw) or c is not self._cands.get(c.rule):
-                raise ConfigError(f"{proposer.name} proposed {step!r}: not a test or draw of this search's rules")
+            c = self._checked(proposer, step)
             if isinstance(step, Draw):
                 yield from self._sample([(c, step.n)], step.stage)
                 self._take(c)  # a refused rule drawn to choose from may be certified by its bet going on
                 continue
             if c.rule in self._tried:
-                raise ConfigError(f"{proposer.name} proposed {sorted(c.rule)} again: every rule is judged once")
+                raise ConfigError(f"proposer {proposer.name!r} proposed {sorted(c.rule)} again: a rule is judged once")
             self._tried.add(c.rule)
             if step.refusable and self.refused(c):
                 continue  # refused by samples it reuses: passed over, no share spent
@@ -185,6 +189,35 @@ class GuidedSearch(Search):
                 if step.final:
                     return True
         return False
+
+    def _checked(self, proposer: Proposer, step: object) -> Candidate:
+        """The search's own candidate a proposer's step names; a `ConfigError` naming the proposer and what it
+        returned when the search cannot take it: not a `Judge` or `Draw`, not a rule this search handed it,
+        a stage not its own, a draw of no sample."""
+        name = proposer.name
+        if not isinstance(step, Judge | Draw) or not isinstance(step.candidate, RuleView):
+            raise ConfigError(f"proposer {name!r} returned {step!r}: a Judge or Draw of a rule from guide.candidate")
+        c = step.candidate._candidate
+        if c is not self._cands.get(c.rule):
+            raise ConfigError(f"proposer {name!r} proposed {step!r}: not a rule of this search as it stands "
+                              "(ask guide.candidate for it)")  # fmt: skip
+        if not isinstance(step.stage, str) or not (step.stage == name or step.stage.startswith(f"{name}-")):
+            raise ConfigError(f"proposer {name!r} named the stage {step.stage!r}: its steps count under its own name "
+                              f"({name!r}, or {name}-…)")  # fmt: skip
+        most = self.guided.max_draw
+        if isinstance(step, Draw) and (
+            isinstance(step.n, bool) or not isinstance(step.n, int) or not 1 <= step.n <= most
+        ):
+            raise ConfigError(f"proposer {name!r} asked to draw {step.n!r} samples: a whole number from 1 to {most:,} "
+                              "(GuidedParams.max_draw)")  # fmt: skip
+        return c
+
+    def _own(self, view: RuleView) -> Candidate:
+        """The candidate ``view`` shows, when it is this search's current one for its rule."""
+        c = view._candidate
+        if c is not self._cands.get(c.rule):
+            raise ConfigError(f"{view!r} is not a rule of this search as it stands: ask guide.candidate for it")
+        return c
 
     def _take(self, c: Candidate) -> None:
         """``c`` is the anchor so far if it is certified and shorter (or as short and covering more)."""

@@ -29,6 +29,7 @@ __all__ = [
     "Candidate",
     "RoundTrace",
     "RuleStats",
+    "RuleView",
     "SampleRequest",
     "Samples",
     "Search",
@@ -57,7 +58,7 @@ STAGES = {
     "certify": "the certifier: samples of a chosen rule, drawn after it was chosen, that judge it",
     "memory": "guided search: a rule the memory proposed, judged on samples drawn after it was chosen",
     "proxy": "guided search: a rule the proxy proposed, judged on samples drawn after it was chosen",
-    "greedy-k": "guided search: growth, a rule of k features sampled (to choose the next, or to judge it)",
+    "growth-k": "guided search: growth, a rule of k features sampled (to choose the next, or to judge it)",
     "prune": "MAnchors' paper strategy: pruning the HT rule",
 }
 """What each stage name of a `SampleRequest` means (k counts from 1 at the
@@ -179,6 +180,65 @@ class Candidate:
 
     def stats(self) -> RuleStats:
         return RuleStats(tuple(sorted(self.rule)), self.order, self.n, self.positives, self.coverage)
+
+
+class RuleView:
+    """A rule the search knows, as a proposer sees it: read-only and live (it follows what the search
+    draws and judges). Nothing a proposer does to it reaches the samples, counts or trial the
+    certificate is computed from."""
+
+    __slots__ = ("_candidate",)
+    _candidate: Candidate
+
+    def __init__(self, candidate: Candidate) -> None:
+        object.__setattr__(self, "_candidate", candidate)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a proposer cannot change the search's rule {sorted(self.rule)} (its {name})")
+
+    def __repr__(self) -> str:
+        return f"RuleView({sorted(self.rule)}, n={self.n}, positives={self.positives})"
+
+    @property
+    def rule(self) -> Rule:
+        return self._candidate.rule
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """Its features in the order they were added."""
+        return self._candidate.order
+
+    @property
+    def coverage(self) -> float:
+        return self._candidate.coverage
+
+    @property
+    def n(self) -> int:
+        """Its samples (reused and drawn)."""
+        return self._candidate.n
+
+    @property
+    def positives(self) -> int:
+        """Of them, those that kept the label."""
+        return self._candidate.positives
+
+    @property
+    def mean(self) -> float:
+        return self._candidate.mean
+
+    @property
+    def laplace(self) -> float:
+        return self._candidate.laplace
+
+    @property
+    def certified(self) -> bool:
+        return self._candidate.certified
+
+    @property
+    def fresh(self) -> tuple[bool, ...] | None:
+        """The labels of the samples drawn since it was chosen to be tested (None: it was not)."""
+        fresh = self._candidate.fresh
+        return None if fresh is None else tuple(fresh)
 
 
 class SampleStore:
@@ -406,9 +466,10 @@ class Search:
             raise ValueError(f"sent {len(answers)} answers to {len(pulls)} sample requests")
         positives = []
         for (cand, k), got in zip(pulls, answers, strict=True):
-            if got.present.shape != (k, self.n_features) or got.labels.shape != (k,):
+            m = len(got.labels)  # fewer than asked only when the cap refused the rest: each one paid for is kept
+            if m > k or got.present.shape != (m, self.n_features) or got.labels.shape != (m,):
                 raise ValueError(f"asked for {k} samples, got {got.present.shape} / {got.labels.shape}")
-            if got.scores is not None and got.scores.shape != (k,):
+            if got.scores is not None and got.scores.shape != (m,):
                 raise ValueError(f"asked for {k} samples, got {got.scores.shape} scores")
             rows = self._store.add(cand.rule, got)
             if cand.fresh is not None:
@@ -416,10 +477,10 @@ class Search:
                 if cand.trial is not None and cand.trial.verdict == "refused":
                     self.certifier.judge(cand.trial, cand.fresh)  # its bet goes on (see `Certifier`)
             cand.rows.append(rows)
-            cand.n += k
+            cand.n += m
             cand.positives += int(got.labels.sum())
             positives.append(int(got.labels.sum()))
-            self._samples_used += k
+            self._samples_used += m
         return positives
 
     def _candidate(self, rule: Rule, order: tuple[int, ...]) -> Candidate:
