@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -31,6 +32,7 @@ from adapters.openai_wire import (
     request_body,
 )
 from adapters.token_counters import TiktokenCounter
+from adapters.transport import check_proxies
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError
 from llm_anchors.extend import (
     CompletionParams,
@@ -90,6 +92,7 @@ class OpenAIClientBackend:
         self._pace = Pace()  # a request that carries more than the server answers in ``timeout`` waits longer
         self._secrets = client_secrets(client)
         remember(*self._secrets)  # known by value: no file, report or message of this process shows them
+        check_proxies(os.environ, variables=("http_proxy", "https_proxy", "all_proxy"), schemes=_proxy_schemes())
         refuse_credentials({"model": model, "price_as": price_as}, *self._secrets)
         self.deployment = model
         self.priced_as = price_as or model
@@ -184,6 +187,14 @@ class OpenAIClientBackend:
         if self.endpoint == "decisions":
             return parse_decision("decisions", said, self.identity, params.answers)
         return parse_response(said, len(prompts), self.identity)
+
+
+def _proxy_schemes() -> tuple[str, ...]:
+    """The proxies httpx (the SDK's transport) speaks here: socks only with its extra (socksio) installed."""
+    import importlib.util
+
+    speaks_socks = importlib.util.find_spec("socksio") is not None
+    return ("http", "https", "socks5", "socks5h") if speaks_socks else ("http", "https")
 
 
 def client_secrets(client: Any) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from adapters.openai_wire import (
     request_body,
 )
 from adapters.token_counters import FallbackCounter, ServerTokenCounter, TiktokenCounter, fallback_counter
-from adapters.transport import Session, endpoint_url
+from adapters.transport import Session, check_proxies, endpoint_url
 from adapters.vllm_api import LabelTokens, VllmInfo, label_request, probe, read_label_logprobs
 from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ClassifierError, ConfigError
 from llm_anchors.extend import (
@@ -164,6 +164,7 @@ class OpenAICompatibleBackend:
         self._api_key = _Secret(key)
         self._extra_headers = _check_headers(headers or {})
         remember(*self._secrets())  # known by value: no file, report or message of this process shows them
+        check_proxies(os.environ)  # aiohttp reads them (trust_env): one it cannot use is refused now, not mid-run
         refuse_credentials({"model": model, "price_as": price_as, "base_url": urls}, *self._secrets())
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: Session | None = None
@@ -241,13 +242,22 @@ class OpenAICompatibleBackend:
         step = self.max_request_size
         parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
         try:
-            names = None
-            if (vllm := await self.vllm()) is not None:
-                await self._check_fits(prompts, params, vllm)
-                names = await self.label_tokens(params) if params.answers and params.top_logprobs else None
+            names = await self._before_sending(prompts, params)
             return combined(await asyncio.gather(*(self._request(part, params, names) for part in parts)))
         except ClassifierError as exc:  # whatever a server echoed: no key or header value goes further
             raise scrub(exc, self._secrets()) from None
+
+    async def _before_sending(self, prompts: Sequence[str], params: CompletionParams) -> dict[int, str] | None:
+        """On vLLM, the prompts checked against its context and the labels' token ids asked; a failure here is
+        of a request that never left for the model (``sent`` false: not billed, not counted as queries)."""
+        try:
+            if (vllm := await self.vllm()) is None:
+                return None
+            await self._check_fits(prompts, params, vllm)
+            return await self.label_tokens(params) if params.answers and params.top_logprobs else None
+        except BackendError as exc:
+            exc.sent = False
+            raise
 
     def _secrets(self) -> tuple[str | None, ...]:
         """What no message may show: the API key and the user's header values (`header_secrets`)."""

@@ -11,15 +11,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from adapters.openai_wire import PATHS, error_of
-from llm_anchors import BackendError, BackendTimeoutError, BadResponseError
+from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError
 from llm_anchors.extend import UnreachableError, shown_url
 
-__all__ = ["Session", "endpoint_url", "mapped_errors"]
+__all__ = ["Session", "check_proxies", "endpoint_url", "mapped_errors"]
+
+
+def check_proxies(
+    environ: Mapping[str, str], *, variables: Sequence[str] = ("http_proxy", "https_proxy"),
+    schemes: Sequence[str] = ("http", "https"),
+) -> None:  # fmt: skip
+    """A `ConfigError` naming the first proxy variable of ``environ`` (``variables``, in either case: what the
+    transport reads) a request could not go through: a URL that cannot be read, with no host, a port that
+    is not a number from 1 to 65535, or a scheme the transport does not speak (``schemes``; a socks proxy
+    without the package that speaks it). Its value is never shown: it may hold a password."""
+    for name, value in environ.items():
+        if name.lower() not in variables or not value:
+            continue
+        try:
+            parts = urlsplit(value if "://" in value else f"http://{value}")
+            parts.port  # noqa: B018 (reading it checks it)
+            host = parts.hostname
+        except ValueError as exc:
+            why = "its port is not a number from 1 to 65535" if "port" in str(exc).lower() else "it cannot be read"
+            raise ConfigError(f"${name} names no proxy a request can go through: {why}") from None
+        if not host:
+            raise ConfigError(f"${name} names no proxy a request can go through: it has no host")
+        if parts.scheme.lower() not in schemes:
+            raise ConfigError(f"${name} names a {parts.scheme} proxy, which this client does not speak (it speaks "
+                              f"{', '.join(schemes)}): give an http(s) proxy, or unset it")  # fmt: skip
 
 
 def endpoint_url(base_url: str, path: str, *, root: bool = False) -> str:

@@ -84,15 +84,27 @@ class BackendError(ClassifierError):
     """A model server could not answer.
 
     ``status`` is the HTTP status when there was one; ``retryable`` says
-    whether the same request may succeed later (5xx: yes; other 4xx: no).
+    whether the same request may succeed later (5xx: yes; other 4xx: no);
+    ``sent``: whether the request left for the model (False: a step before
+    it failed, a probe or a token count it needed); ``billable``: whether the
+    call may have been billed, so that it counts as queries and at its
+    worst case (an answer that came, however refused, was not; one that did
+    not come, or came garbled, may have been).
     """
 
-    def __init__(self, message: str, *, classifier: str, status: int | None = None) -> None:
+    bills = False  # what a failure of this kind costs when its request was sent
+
+    def __init__(self, message: str, *, classifier: str, status: int | None = None, sent: bool = True) -> None:
         super().__init__(message, classifier=classifier)
         self.status = status
+        self.sent = sent
 
     def _keywords(self) -> dict[str, Any]:
-        return {**super()._keywords(), "status": self.status}
+        return {**super()._keywords(), "status": self.status, "sent": self.sent}
+
+    @property
+    def billable(self) -> bool:
+        return self.sent and self.bills
 
     @property
     def retryable(self) -> bool:
@@ -117,6 +129,8 @@ class RateLimitError(BackendError):
 class BackendTimeoutError(BackendError):
     """The server did not answer in time, or the connection dropped."""
 
+    bills = True
+
     @property
     def retryable(self) -> bool:
         return True
@@ -140,8 +154,12 @@ class BadResponseError(BackendError):
     wrong shape is not retried.
     """
 
-    def __init__(self, message: str, *, classifier: str, status: int | None = None, transient: bool = False) -> None:
-        super().__init__(message, classifier=classifier, status=status)
+    bills = True
+
+    def __init__(
+        self, message: str, *, classifier: str, status: int | None = None, transient: bool = False, sent: bool = True
+    ) -> None:
+        super().__init__(message, classifier=classifier, status=status, sent=sent)
         self.transient = transient
 
     def _keywords(self) -> dict[str, Any]:
@@ -156,8 +174,10 @@ class RequestRejectedError(BackendError):
     """The server refused the request as sent (HTTP 400, or refused before sending): resending it
     cannot help. ``param`` names what it refused, when it says (vLLM: ``logprobs``, ``input_tokens``)."""
 
-    def __init__(self, message: str, *, classifier: str, status: int | None = 400, param: str | None = None) -> None:
-        super().__init__(message, classifier=classifier, status=status)
+    def __init__(
+        self, message: str, *, classifier: str, status: int | None = 400, param: str | None = None, sent: bool = True
+    ) -> None:
+        super().__init__(message, classifier=classifier, status=status, sent=sent)
         self.param = param
 
     def _keywords(self) -> dict[str, Any]:

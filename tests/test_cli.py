@@ -184,9 +184,12 @@ def keyword_sentiment(prompt: str) -> str:
     return "positive" if "good" in words and "great" in words else "negative"
 
 
-async def cli(*args: str, fsize: int | None = None, stdout: bool = False) -> tuple[int, str]:
+async def cli(
+    *args: str, fsize: int | None = None, stdout: bool = False, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """``llm-anchors ARGS`` in a subprocess, awaited (the test's fake server keeps answering meanwhile):
-    its exit code and its stderr (with ``stdout``: its stdout)."""
+    its exit code and its stderr (with ``stdout``: its stdout); ``env``: its environment (default: this
+    process's)."""
     import asyncio
     import os
     import resource
@@ -197,7 +200,7 @@ async def cli(*args: str, fsize: int | None = None, stdout: bool = False) -> tup
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**(env if env is not None else os.environ), "PYTHONPATH": str(ROOT)}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "llm_anchors.cli", *args, env=env,
         stdout=asyncio.subprocess.PIPE if stdout else asyncio.subprocess.DEVNULL,

@@ -214,8 +214,21 @@ async def test_vllm_tokenize_answering_tokens_that_are_not_ids_is_a_typed_error_
     async with Garbled(answer=sentiment) as server:
         clf = LLMClassifier(OpenAICompatibleBackend(server.base_url, "gemma-3-270m"), PROMPT, LABELS)
         try:
-            with pytest.raises(BadResponseError, match="not token ids"):
+            with pytest.raises(BadResponseError, match="not token ids") as raised:
                 await clf.classify([POSITIVE])
+            assert not raised.value.sent and not raised.value.billable
+            from llm_anchors import AnchorsExplainer
+
+            retry = RetryPolicy(max_attempts=2, initial_wait=0.01, max_wait=0.01, jitter=0.0)
+            async with AnchorsExplainer(clf, retry=retry) as explainer:
+                with pytest.raises(BadResponseError):
+                    await explainer.explain(" ".join([POSITIVE] * 2))
+                from llm_anchors.query import QueryStats
+
+                stats = QueryStats()
+                with pytest.raises(BadResponseError):
+                    await explainer.engine.classify(["a dull film"], stats)
+                assert stats.queries == 0 and explainer.engine.billed_calls == 0  # they never reached the model
         finally:
             await clf.aclose()
     assert server.prompts_served == 0

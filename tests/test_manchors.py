@@ -359,3 +359,26 @@ def test_a_store_made_for_another_model_is_refused_at_its_one_door(embedder):
     own = RuleMemory(dim, embedder_id, scope)
     m.memory_proposer.use(own)
     assert m.memory is own
+
+
+async def test_a_text_explained_again_draws_afresh_when_its_claim_or_the_memory_differs(tmp_path):
+    """The input's seed is derived from what decides its draws (issue 68): the settings (the claim among
+    them) and the rules the memory proposes, so a remembered anchor is never re-judged on the masks that
+    chose it; the same everything draws the same."""
+    text = STREAM[0]
+
+    async def explained(certify="default", load=None, save=None):
+        async with MAnchorsExplainer(clf(), seed=7, search=SearchParams(certify=certify)) as explainer:
+            if load is not None:
+                explainer.load(load)
+            exp = await explainer.explain(text)
+            if save is not None:
+                explainer.save(save)
+        return exp
+
+    first = await explained(save=tmp_path / "memory")
+    assert (await explained()).meta.input_seed == first.meta.input_seed  # determinism
+    assert (await explained(certify="strict")).meta.input_seed != first.meta.input_seed
+    again = await explained(load=tmp_path / "memory")  # a second explainer sharing the memory: not a repeat
+    assert again.meta.memory is not None and not again.meta.memory.repeat
+    assert again.meta.input_seed != first.meta.input_seed

@@ -234,28 +234,34 @@ def _calls_made(calls: int) -> str:
 
 
 async def _check(args: argparse.Namespace) -> int:
+    """The anchor's precision on fresh perturbations and its coverage; `EXIT_CAP` when the cap stopped the
+    measure first (what it measured printed, with its interval)."""
     sampler = _sampler(args)
     positions, coarse, instance = sampler.rule_of(args.text, args.anchor)  # refused before any model starts
     model = Model(args)
     with backend(args) as (base_urls, name, embedded):
         clf = model.classifier(base_urls, name, embedded=embedded)
-        async with AnchorsExplainer(clf, budget=_cap(args), **_settings(args)) as explainer:
+        async with AnchorsExplainer(clf, budget=_cap(args), **{**_settings(args), "on_budget": "return"}) as explainer:
             try:
                 with _stopped_after_spending(lambda: explainer.engine.billed_calls, _calls_made):
-                    precision = await explainer.estimate_precision(args.text, positions, coarse=coarse, n=args.n)
+                    measured = await explainer.measure_precision(args.text, positions, coarse=coarse, n=args.n)
             except _Stopped as stopped:
                 return stopped.code
             coverage = await explainer.estimate_coverage(args.text, positions, coarse=coarse)
     under = sampler.describe(instance)
-    found = {"anchor": args.anchor, "positions": list(positions), "coarse": coarse, "precision": precision,
-             "coverage": coverage, "n": args.n, "perturbation": args.perturbation, "perturbed_as": under}  # fmt: skip
+    found = {"anchor": args.anchor, "positions": list(positions), "coarse": coarse, "precision": measured.precision,
+             "interval": [measured.low, measured.high], "coverage": coverage, "n": measured.n, "asked": args.n,
+             "stopped_by_cap": measured.stopped, "perturbation": args.perturbation, "perturbed_as": under}  # fmt: skip
     priced = f"at most {args.n + 1:,} queries: the text and {args.n:,} fresh perturbations of the anchor (no search)"
     if args.json:
         print(hide(json.dumps(found)))
     else:
-        print(f"anchor      {args.anchor}\nprecision   {precision:.3f}  (on {args.n:,} fresh perturbations)\n"
-              f"coverage    {coverage:.3f}\nperturbed   {under}\ncost        {priced}")  # fmt: skip
-    return 0
+        on = f"{measured.n:,} fresh perturbations" + (f" of {args.n:,}: the cap stopped it" if measured.stopped else "")
+        print(
+            f"anchor      {args.anchor}\nprecision   {measured.precision:.3f}  (95% {measured.low:.3f}–"
+            f"{measured.high:.3f}, on {on})\ncoverage    {coverage:.3f}\nperturbed   {under}\ncost        {priced}"
+        )
+    return EXIT_CAP if measured.stopped else 0
 
 
 # -- llm-anchors run -----------------------------------------------------------

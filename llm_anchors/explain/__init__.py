@@ -2,6 +2,7 @@
 
 from ..propose.proxy import Proxy, ProxyRun
 from .anchors import AnchorsExplainer
+from .explaining import Measured
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .image import ImageExplainer
 from .manchors import MAnchorsExplainer, ProposerFactory
@@ -19,6 +20,7 @@ __all__ = [
     "ImageExplainer",
     "Level",
     "MAnchorsExplainer",
+    "Measured",
     "ProposerFactory",
     "MemorySettings",
     "MemoryUse",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, Literal, Self, overload
 
 import numpy as np
@@ -32,6 +32,7 @@ from .explaining import (
     STRICT_RECHECK,
     Explaining,
     Made,
+    Measured,
     asked_again,
     assemble,
     input_seed,
@@ -41,7 +42,7 @@ from .explaining import (
     split_samples,
 )
 from .explanation import Explanation, Level, Opinion
-from .meta import SecondOpinion, Settings
+from .meta import DRAWN_BY, SecondOpinion, Settings
 from .perturbing import Fillers, infills, opinion_sampler
 from .progress import Progress, StreamProgress, stream_reporter
 from .stream import InputError, in_order
@@ -317,6 +318,25 @@ class AnchorsExplainer:
         input's features; coarse to fine, the features under the coarse anchor ``coarse``
         (``exp.data.coarse.positions``): ``exp.data.features``. ``perturbation``: another operator's
         opinion of the rule (a text's: "unk", "delete", "similar", "infill"; default: the explainer's own)."""
+        measured = await self.measure_precision(text, positions, coarse=coarse, perturbation=perturbation, n=n,
+                                                seed=seed)  # fmt: skip
+        return measured.precision
+
+    estimate_precision_sync = sync_twin(estimate_precision)
+
+    async def measure_precision(
+        self,
+        text: Any,
+        positions: Sequence[int],
+        *,
+        coarse: Sequence[int] | None = None,
+        perturbation: Perturbation | None = None,
+        n: int = 1000,
+        seed: int = 2**31 - 1,
+    ) -> Measured:
+        """`estimate_precision` with what it rests on: the perturbations labelled, their 95% interval, and
+        whether the cap stopped it first (``on_budget="return"``: the precision of those answered, each one
+        paid for counted)."""
         check_int("n", n)
         sampler = self.sampler
         if perturbation is not None:
@@ -326,9 +346,19 @@ class AnchorsExplainer:
         run = self._start(text, seed)
         run.refine_to(self.sampler, coarse, positions)
         await self._label_input(run)
-        return (await self._fresh_precision(run, sampler, make_rule(positions), n, run.rng, "estimate"))[0]
+        instance = await self._prepared(run, run.instance, sampler)
+        texts, _ = await in_thread(sampler.sample, instance, make_rule(positions), n, run.rng)
+        queries = run.stats.queries
+        try:
+            hits = await self._label(run, texts, "estimate")
+        except BudgetExceeded:
+            if self.on_budget == "raise":
+                raise
+            kept, hits, _ = self._paid(run, texts, "estimate", queries)
+            return Measured.of(hits[kept], n, stopped=True)
+        return Measured.of(hits, n)
 
-    estimate_precision_sync = sync_twin(estimate_precision)
+    measure_precision_sync = sync_twin(measure_precision)
 
     async def estimate_coverage(
         self, text: Any, positions: Sequence[int], *, coarse: Sequence[int] | None = None, n: int = 10_000,
@@ -344,6 +374,12 @@ class AnchorsExplainer:
 
     # -- the steps of one explanation, reused by MAnchors -----------------
 
+    def drawn_by(self) -> dict[str, Any]:
+        """The settings that decide an explanation's draws (`DRAWN_BY`: the search's, the claim among them, the
+        sampler's, MAnchors' memory and proposers), as plain data: with the input, what they are seeded from
+        (`input_seed`). Not those of checks run after the search (a second opinion, asking again)."""
+        return {k: v for k, v in asdict(self.settings()).items() if k in DRAWN_BY}
+
     def _start(self, text: object, seed: int | None, budget: SpendCap | None = None) -> Explaining:
         check_int("seed", seed, minimum=0, optional=True)
         instance = self.sampler.features(text)
@@ -351,11 +387,12 @@ class AnchorsExplainer:
             seed = self.seed
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-        own = input_seed(seed, instance)
+        own = input_seed(seed, instance, self.drawn_by())
         rng, stats = np.random.default_rng(own), QueryStats(budget=budget)
         infill = QueryStats(budget=budget)
         started = time.perf_counter()
-        return Explaining(instance, own, rng, stats, started, Certifier(self.params), infill, run_seed=seed)
+        return Explaining(instance, own, rng, stats, started, Certifier(self.params), infill, run_seed=seed,
+                          choice_seed=input_seed(seed, instance))  # fmt: skip
 
     async def _label_target(self, run: Explaining) -> None:
         """Label the input, and make its instance ready to be perturbed (its fills, under ``infill``)."""

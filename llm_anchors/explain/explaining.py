@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -19,16 +20,17 @@ from ..models.classifier import Label
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.text_instance import TextInstance
+from ..search.bandit import kl_bounds
 from ..search.base import SampleRequest, Samples, SearchResult
 from ..search.certify import Certifier
-from ..search.rules import make_rule
+from ..search.rules import Rule, make_rule
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .meta import Cost, Meta, Recheck, Settings, Stage
 from .progress import Progress
 
 __all__ = [
-    "ROUND", "SEEDING", "STRICT_RECHECK", "Explaining", "asked_again", "input_seed", "joined", "movers", "pieces",
-    "scope", "split_samples",
+    "ROUND", "SEEDING", "STRICT_RECHECK", "Explaining", "Measured", "asked_again", "input_seed", "joined", "movers",
+    "pieces", "scope", "split_samples",
 ]  # fmt: skip
 
 R = TypeVar("R")
@@ -37,16 +39,23 @@ STRICT_RECHECK = 5
 that answers one text two ways is reported, and its certificate is said not to hold."""
 
 
-SEEDING = "numpy SeedSequence([seed, the 8 32-bit words of sha256 of the input's query and pinned parts])"
+SEEDING = (
+    "numpy SeedSequence([seed, the 8 32-bit words of sha256 of the input's query, its pinned parts and every "
+    "setting that shapes its explanation (the claim among them)]); when the memory proposes rules for it, "
+    "again with those rules: a rule is never judged on the draws that chose it"
+)
 """How an input's own seed is derived from the explainer's (recorded in every explanation's meta)."""
 
 
-def input_seed(seed: int, instance: Instance) -> int:
-    """The seed of one input's draws (`SEEDING`: its first 64 bits): the same for the same input and
-    seed, whatever the order inputs are explained in or finish, and another for any other input, so no
-    two inputs of a stream draw the same masks (a remembered anchor is never judged on the very masks
-    that chose it for another input)."""
-    said = json.dumps([instance.query, list(getattr(instance, "pinned", ()))], default=str)
+def input_seed(seed: int, instance: Instance, shaping: Any = None, proposed: Sequence[Rule] = ()) -> int:
+    """The seed of one input's draws (`SEEDING`: its first 64 bits): the same for the same input, settings
+    and seed, whatever the order inputs are explained in or finish; another for any other input (no two
+    inputs of a stream draw the same masks), any other ``shaping`` settings (the same text under the
+    strict claim after the default one), and any other rules the memory proposes (``proposed``: the same
+    text explained again draws afresh, so a remembered anchor is never re-judged on the masks that chose it)."""
+    rules = sorted(sorted(rule) for rule in proposed)
+    said = json.dumps([instance.query, list(getattr(instance, "pinned", ())), shaping, rules], default=str,
+                      sort_keys=True)  # fmt: skip
     words = np.frombuffer(hashlib.sha256(said.encode("utf-8", "surrogatepass")).digest(), dtype="<u4")
     high, low = np.random.SeedSequence([seed, *(int(w) for w in words)]).generate_state(2, np.uint32)
     return int(high) << 32 | int(low)
@@ -79,6 +88,10 @@ class Explaining:
     hits: list[bool] = field(default_factory=list)
     stages: dict[str, Stage] = field(default_factory=dict)
     run_seed: int | None = None
+    choice_seed: int = 0
+    """What seeds choices that judge nothing (whether the memory is asked for this input: its record's
+    arms): `input_seed` of the explainer's seed and the input alone, so that a setting leaves them as they are."""
+
     """The explainer's seed (or the one given to ``explain``) that the input's is derived from."""
 
     def data(self, result: SearchResult, n_examples: int, perturbation: str) -> AnchorData:
@@ -268,3 +281,22 @@ def joined(parts: Sequence[Samples], width: int) -> Samples:
     scored = all(p.scores is not None for p in parts)
     scores = np.concatenate([p.scores for p in parts if p.scores is not None]) if scored else None
     return Samples(np.concatenate([p.present for p in parts]), np.concatenate([p.labels for p in parts]), scores)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A rule's precision on fresh perturbations: on ``n`` labelled of ``asked``, its 95% interval (KL
+    bounds, 2.5% a side), and whether the cap stopped the measure before all were labelled."""
+
+    precision: float
+    n: int
+    asked: int
+    low: float
+    high: float
+    stopped: bool = False
+
+    @classmethod
+    def of(cls, hits: np.ndarray, asked: int, *, stopped: bool = False) -> Measured:
+        n, kept = len(hits), int(hits.sum())
+        low, high = kl_bounds(n, kept, math.log(1 / 0.025))
+        return cls(kept / n if n else float("nan"), n, asked, low, high, stopped)

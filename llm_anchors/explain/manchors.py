@@ -50,7 +50,7 @@ from ..search.base import STAGES, SampleRequest, SearchResult
 from ..search.certify import Certifier
 from ..search.rules import Rule
 from .anchors import AnchorsExplainer
-from .explaining import Explaining, scope
+from .explaining import Explaining, input_seed, scope
 from .explanation import Explanation
 from .meta import MemorySettings, MemoryUse, ProxyUse, Settings
 from .options import ExplainerOptions
@@ -305,8 +305,12 @@ class MAnchorsExplainer(AnchorsExplainer):
         proposers = [p for make in self.proposers if (p := _made(make, instance, run.target)) is not None]
         asked = None
         if lookup is not None:
-            asked = await memory.propose(instance, keys, lookup, run.target, run.seed)
+            asked = await memory.propose(instance, keys, lookup, run.target, run.choice_seed)
             proposers += asked.proposers
+            if asked.rules.rules:  # its draws seeded with them too: a rule is never judged on the masks that chose it
+                given = run.run_seed if run.run_seed is not None else run.seed
+                run.seed = input_seed(given, instance, self.drawn_by(), asked.rules.rules)
+                run.rng = np.random.default_rng(run.seed)
         proxied, proxy = await self._proxy_proposer(run, keys)
         proposers += [proxy] if proxy is not None else []
         pool = await self._coverage_pool(run)
@@ -347,12 +351,12 @@ class MAnchorsExplainer(AnchorsExplainer):
         proxy = self.proxy
         if proxy is None:
             return ProxyRun(), None
-        rng = np.random.default_rng([run.seed, 0x9A0])  # the proxy's draws leave the model's unchanged
+        rng = np.random.default_rng([run.choice_seed, 0x9A0])  # the proxy's draws leave the model's unchanged
         n = len(run.instance.features)
         max_size = min(self.params.max_anchor_size or n, n)
         if proxy.classifier is None:
             made, asked = proxy.surrogate_proposer(
-                self.sampler, run.instance, keys, run.target, rng, max_size, run.seed
+                self.sampler, run.instance, keys, run.target, rng, max_size, run.choice_seed
             )
             return ProxyRun(asked=asked), made
         proxied = await proxy.by_classifier(self.sampler, run.instance, run.target, rng, max_size,

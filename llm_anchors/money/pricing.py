@@ -201,7 +201,8 @@ def price_for(
     if local:
         return LOCAL
     raise ConfigError(
-        f"no price for hosted model {model!r}: give one (--price-file or price=) or mark the model local "
+        f"no price for hosted model {model!r}: price it as the model it runs (--price-as openai/gpt-4o-mini), "
+        "give its price (--price-file; in Python, price=), or declare it free (--free; in Python, price=FREE) "
         f"(genai-prices {_VERSION} knows the models of OpenAI, Anthropic, Google and others by their names)"
     )
 

@@ -13,7 +13,6 @@ from .._checks import check_int
 from .._exceptions import (
     BackendError,
     BackendTimeoutError,
-    BadResponseError,
     BudgetExceeded,
     ClassifierError,
     RateLimitError,
@@ -338,8 +337,11 @@ class QueryEngine:
         server's faults halts the engine (`ServerUnavailableError`), and a halted engine sends nothing."""
         if self.halted is not None:
             raise self.halted
+        counted: list[bool] = []  # the call's texts counted as queries (by its first attempt that reached the model)
         try:
-            batch = await self.retry.call(lambda number, deadline: self._paid_call(chunk, stats, number > 1, deadline))
+            batch = await self.retry.call(
+                lambda number, deadline: self._paid_call(chunk, stats, number > 1, deadline, counted)
+            )
         except Exception as exc:
             if is_retryable(exc):
                 self.failed_in_a_row += 1
@@ -354,7 +356,9 @@ class QueryEngine:
         self.failed_in_a_row = 0
         return batch
 
-    async def _paid_call(self, chunk: list[str], stats: QueryStats, retry: bool, deadline: float) -> Batch:
+    async def _paid_call(
+        self, chunk: list[str], stats: QueryStats, retry: bool, deadline: float, counted: list[bool]
+    ) -> Batch:
         """Reserve the worst case, call, settle with what the call cost.
 
         Without a budget nothing is reserved, so counting tokens stays off the
@@ -372,8 +376,6 @@ class QueryEngine:
             stats.reserved += worst
         if retry:
             stats.retries += 1
-        else:
-            stats.queries += len(chunk)
         sent = time.monotonic()
         try:
             batch = await self._answered_by(chunk, deadline)
@@ -382,10 +384,11 @@ class QueryEngine:
             if isinstance(exc, Exception):
                 reason = _reason(exc)
                 stats.failures[reason] = stats.failures.get(reason, 0) + 1
-            # A refusal (429, 5xx, 4xx) or a request that never left (no connection) is not billed; a
-            # timeout, a dropped connection or a garbled answer may have been: count the worst case.
-            billed = not isinstance(exc, BackendError) or isinstance(exc, (BackendTimeoutError, BadResponseError))
+            # A refusal (429, 5xx, 4xx) or a request that never left (no connection, a step before it failed)
+            # is not billed; a timeout, a dropped connection or a garbled answer may have been: its worst case.
+            billed = not isinstance(exc, BackendError) or exc.billable
             if billed:
+                self._count(chunk, stats, counted)
                 self.billed_calls += 1
                 if worst is None and isinstance(exc, Exception):
                     with contextlib.suppress(Exception):
@@ -395,6 +398,7 @@ class QueryEngine:
                 budget.release(reservation)
             raise
         self.limiter.observe(len(chunk), time.monotonic() - sent, "ok")
+        self._count(chunk, stats, counted)
         self.billed_calls += 1
         charge = replace(batch.charge, queries=len(chunk))
         stats.dearest_tier += batch.dearest_tier
@@ -407,6 +411,13 @@ class QueryEngine:
             charge = disputed(worst, charge)
         self._settle(reservation, charge, stats)
         return batch
+
+    @staticmethod
+    def _count(chunk: list[str], stats: QueryStats, counted: list[bool]) -> None:
+        """Count a call's texts as queries once: when an attempt of it first reached the model."""
+        if not counted:
+            stats.queries += len(chunk)
+            counted.append(True)
 
     async def _answered_by(self, chunk: list[str], deadline: float) -> Batch:
         """The classifier's answer to ``chunk``, cut at ``deadline`` (the loop's time: `RetryPolicy.call`)."""
