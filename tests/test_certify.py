@@ -98,13 +98,12 @@ def test_certify_is_default_or_strict():
 async def test_an_empty_anchor_names_the_words_whose_presence_holds_the_label_most():
     sentence = "a dull film with x y z w"
 
-    def mostly(texts):  # "dull" keeps the label always, else 93% of the time: the empty rule holds at τ 0.9
-        return [int(t == sentence or "dull" in t.split() or coin(t) < 0.93) for t in texts]
+    def mostly(texts):  # "dull" keeps the label always, else 75% of the time: the empty rule holds at τ 0.7
+        return [int(t == sentence or "dull" in t.split() or coin(t) < 0.75) for t in texts]
 
-    # Movers are an estimate on the root's samples: seed 1 draws some on which dull's effect shows (on about
-    # half of the seeds it is the first; on the rest the effects are within noise and none is named).
+    # (20 seeds of 20 certify the empty rule and name dull first: its effect, 0.25, is far above the noise.)
     async with AnchorsExplainer(
-        FunctionClassifier(mostly, name="mostly"), seed=1, search=SearchParams(threshold=0.9)
+        FunctionClassifier(mostly, name="mostly"), seed=0, search=SearchParams(threshold=0.7)
     ) as e:
         exp = await e.explain(sentence)
     assert exp.data.anchor == () and exp.data.movers[0][0] == "dull" and exp.data.movers[0][1] > 0

@@ -416,8 +416,13 @@ async def test_an_empty_finer_anchor_leaves_the_sentence_anchor():
     goals = " ".join(f"goal{i}" for i in range(40))
     text = f"It rained all day. Then {goals}. The crowd went home. Tickets were cheap."
     clf = FunctionClassifier(lambda ts: ["sport" if "goal" in t else "other" for t in ts], name="any-goal")
-    exp = await MAnchorsExplainer(clf, seed=0).explain(text)
-    assert exp.data.success and exp.data.coarse is None and exp.data.anchor == (f"Then {goals}.",)
+    # Where the word search finds one goal word it keeps it (a finer anchor); where it finds only the empty
+    # rule, the sentence is the anchor: never an empty anchor for a label that needs the sentence.
+    found = [(await MAnchorsExplainer(clf, seed=seed).explain(text)).data for seed in range(4)]
+    for data in found:
+        assert data.success and data.anchor != ()
+        assert data.anchor == (f"Then {goals}.",) if data.coarse is None else data.anchor[0].startswith("goal")
+    assert any(data.coarse is None for data in found)
 
 
 def thrown_by_unk(texts):

@@ -375,9 +375,9 @@ class AnchorsExplainer:
     # -- the steps of one explanation, reused by MAnchors -----------------
 
     def drawn_by(self) -> dict[str, Any]:
-        """The settings that decide an explanation's draws (`DRAWN_BY`: the search's, the claim among them, the
-        sampler's, MAnchors' memory and proposers), as plain data: with the input, what they are seeded from
-        (`input_seed`). Not those of checks run after the search (a second opinion, asking again)."""
+        """The settings that decide an explanation's draws (`DRAWN_BY`: the search's, the claim among them, and the
+        sampler's), as plain data: with the input (and the rules the memory proposes for it), what they are
+        seeded from (`input_seed`). Not those of what chooses the rules tested, nor of checks after the search."""
         return {k: v for k, v in asdict(self.settings()).items() if k in DRAWN_BY}
 
     def _start(self, text: object, seed: int | None, budget: SpendCap | None = None) -> Explaining:

@@ -33,11 +33,11 @@ __all__ = [
 
 
 NOT_SHAPING = ("budget", "on_budget", "max_concurrency", "request_size", "price")
-DRAWN_BY = ("search", "sampler", "memory")
-"""`Settings` fields that decide an explanation's draws (its input's seed is derived from them: `input_seed`)."""
 """`Settings` fields that change what an explanation spends or how fast, not what it finds: left out of
 what makes two inputs one explanation (exact repeats) and of a run's configuration (a resumed run may
 change them)."""
+DRAWN_BY = ("search", "sampler")
+"""`Settings` fields that decide an explanation's draws (its input's seed is derived from them: `input_seed`)."""
 
 
 @dataclass(frozen=True)
