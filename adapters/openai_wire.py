@@ -21,7 +21,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from adapters.decisions import Shape, decision_body, read_decision
-from llm_anchors import BackendError, BadResponseError, RateLimitError
+from llm_anchors import BackendError, BadResponseError, ConfigError, RateLimitError
 from llm_anchors.extend import (
     Alternatives,
     Charge,
@@ -229,7 +229,7 @@ def _completion(
 ) -> Completion:
     """One choice as a completion: its text, its first token's alternatives and the token chosen."""
     top, chosen = alternatives(choice) if alternatives is not None else _first_token(choice.get("logprobs"))
-    return Completion(_text(choice), top, _cut(choice), chosen)
+    return Completion(_text(choice), top, _cut(choice), chosen, _tokens(choice.get("logprobs")), _calls(choice))
 
 
 def _model_said(raw: dict[str, Any]) -> str | None:
@@ -299,13 +299,22 @@ def billed_usage(raw: dict[str, Any]) -> Charge:
 def request_body(
     endpoint: Literal["completions", "chat", "decisions", "systemone"],
     model: str,
-    prompts: list[str],
+    prompts: Sequence[Any],
     params: CompletionParams,
     effort: str | None,
 ) -> dict[str, Any]:
     """One request's body (either transport's): a list of prompts for completions, one for the others;
     a reasoning model (``effort``) gets its effort on chat, a bound covering its reasoning and no
-    temperature; a decision endpoint the labels as its choices (`adapters.decisions`)."""
+    temperature; a decision endpoint the labels as its choices (`adapters.decisions`). A prompt that is
+    a request's body (`llm_anchors.models.request.ChatRequest`) is sent as it is, with only what reading
+    probabilities needs added where the request allows them (no reasoning effort, none asked already)."""
+    if any(isinstance(p, dict) for p in prompts):
+        if endpoint != "chat" or len(prompts) != 1:
+            raise ConfigError("a request is sent to the chat endpoint, one a call: give --endpoint chat")
+        sent: dict[str, Any] = {"model": model, **prompts[0]}
+        if params.top_logprobs and effort is None and "reasoning_effort" not in sent and "logprobs" not in sent:
+            sent |= {"logprobs": True, "top_logprobs": params.top_logprobs}
+        return sent
     if endpoint in ("decisions", "systemone"):
         (prompt,) = prompts
         return decision_body(endpoint, model, prompt, params.answers)
@@ -360,8 +369,8 @@ def _count(raw: Any, key: str) -> int:
 
 
 def _cut(choice: dict[str, Any]) -> bool:
-    """Whether an answer ended at the output bound before any text (``finish_reason`` "length")."""
-    return choice.get("finish_reason") == "length" and not _text(choice).strip()
+    """Whether an answer ended at the output bound before any text or call (``finish_reason`` "length")."""
+    return choice.get("finish_reason") == "length" and not _text(choice).strip() and not _calls(choice)
 
 
 def _text(choice: dict[str, Any]) -> str:
@@ -401,3 +410,31 @@ def _first_token(logprobs: Any) -> tuple[list[tuple[str, Any]] | None, str | Non
 
 
 _ABSENT = object()
+
+
+def _tokens(logprobs: Any) -> tuple[tuple[str, list[tuple[str, Any]]], ...] | None:
+    """Every output token of the chat shape with its alternatives as said (its own log-probability added
+    when they do not list it): where a label sits inside the answer's JSON, its token is one of them."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not all(isinstance(c, dict) and isinstance(c.get("token"), str)
+                                                 for c in content):  # fmt: skip
+        return None
+    out = []
+    for entry in content:
+        pairs = [(str(t["token"]), t.get("logprob")) for t in entry.get("top_logprobs") or [] if isinstance(t, dict)]
+        if "logprob" in entry and all(token != entry["token"] for token, _ in pairs):
+            pairs.append((entry["token"], entry["logprob"]))
+        out.append((entry["token"], pairs))
+    return tuple(out)
+
+
+def _calls(choice: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The tools a chat answer called, with their arguments (JSON text)."""
+    message = choice.get("message")
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    out = []
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            out.append((function["name"], str(function.get("arguments") or "")))
+    return tuple(out)

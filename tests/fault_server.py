@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -71,7 +72,9 @@ class FaultServer:
         model_said: str | None = None,
         rate: float | None = None,
         logprobs_shape: str = "content",
+        refuse: Callable[[str], bool] | None = None,
     ) -> None:
+        self.refuse = refuse  # (prompt) -> whether the model refuses it (``message.refusal``)
         # How the first token's alternatives are said: "content" (chat's, with the token generated),
         # "content without token" (the same, not naming it), "legacy without tokens" (completions' older
         # shape, `top_logprobs: [{token: logprob}]` alone).
@@ -297,7 +300,8 @@ class FaultServer:
             word = " " + self.answer(prompt)
             cut = self.reasoning_tokens > 0 and self.honour_bound and bound < self.reasoning_tokens + 1
             out = bound if cut else self.reasoning_tokens + 1
-            self.answered.append({"prompt_tokens": len(prompt.split()), "completion_tokens": out, "tier": self.tier,
+            billed = _billed(path, body, prompt)
+            self.answered.append({"prompt_tokens": billed, "completion_tokens": out, "tier": self.tier,
                                 "reasoning_tokens": min(out, self.reasoning_tokens)})  # fmt: skip
             word = "" if cut else word
             finish = "length" if cut or self.reasoning_tokens == 0 else "stop"
@@ -313,7 +317,13 @@ class FaultServer:
             }[self.logprobs_shape]
             logprobs = None if "logprobs" not in body else said_as
             if path.endswith("/chat/completions"):
-                message = {"role": "assistant", "content": word}
+                message: dict[str, Any] = {"role": "assistant", "content": word}
+                if self.refuse is not None and self.refuse(prompt):  # OpenAI's structured outputs refusal
+                    message, logprobs = {"role": "assistant", "content": None, "refusal": "I can't help."}, None
+                    finish = "stop"
+                elif (shaped := _structured(body, word.strip(), pairs, "logprobs" in body)) is not None:
+                    message, logprobs = shaped
+                    finish = "stop"  # a whole JSON answer (a forced tool call's, too: OpenAI says "stop")
                 choices.append({"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish})
             else:
                 choices.append({"index": i, "text": word, "logprobs": logprobs, "finish_reason": finish})
@@ -327,9 +337,56 @@ class FaultServer:
         if self.tier or self.reasoning_tokens:
             return {"choices": choices, **said, "usage": self.true_usage(len(prompts))}
         # Like llama-server: for a list of prompts the usage covers the first one only.
-        n_tokens = len(prompts[0].split()) + 1
-        usage = {"prompt_tokens": n_tokens, "completion_tokens": 1}
+        n_tokens = _billed(path, body, prompts[0]) + 1
+        held = path.endswith("/chat/completions") and ("response_format" in body or "tool_choice" in body)
+        usage = {"prompt_tokens": n_tokens, "completion_tokens": 12 if held else 1}  # a JSON answer: a dozen tokens
         return {"choices": choices, "model": said["model"], "usage": usage}
+
+
+def _structured(
+    body: dict[str, Any], value: str, pairs: list[tuple[str, Any]], logprobs: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+    """The answer (message and logprobs) of a request held to a JSON schema (``response_format``) or to one
+    forced tool, in OpenAI's documented shapes: the label ``value`` in the schema's first enum field; the
+    content's tokens with their log-probabilities, ``pairs`` the alternatives of the value's first token (a
+    tool call's arguments have none). None for a request held to neither."""
+    fmt, choice = body.get("response_format"), body.get("tool_choice")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        field = _enum_field(fmt["json_schema"]["schema"])
+        tokens = ['{"', field, '": "', value, '"}']
+        content = "".join(tokens)
+        entries = []
+        for token in tokens:
+            top = [(t.strip(), lp) for t, lp in pairs] if token == value else [(token, -0.001)]
+            entries.append(
+                {
+                    "token": token,
+                    "logprob": top[0][1] if top else -0.001,
+                    "bytes": list(token.encode()),
+                    "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top],
+                }
+            )
+        return {"role": "assistant", "content": content, "refusal": None}, ({"content": entries} if logprobs else None)
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = choice["function"]["name"]
+        tool = next(t["function"] for t in body["tools"] if t["function"]["name"] == name)
+        arguments = json.dumps({_enum_field(tool["parameters"]): value})
+        call = {"id": "call_fault", "type": "function", "function": {"name": name, "arguments": arguments}}
+        return {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None}, None
+    return None
+
+
+def _enum_field(schema: dict[str, Any]) -> str:
+    return str(next(k for k, v in schema.get("properties", {}).items() if isinstance(v, dict) and "enum" in v))
+
+
+def _billed(path: str, body: dict[str, Any], prompt: str) -> int:
+    """The prompt tokens an answer bills: a chat request's every message (3 tokens of its own each, as
+    OpenAI counts them), its schema and its tools, and 3 to prime the reply; else the prompt's words."""
+    if not path.endswith("/chat/completions"):
+        return len(prompt.split())
+    billed = {k: body[k] for k in ("messages", "tools", "response_format") if k in body}
+    return len(json.dumps(billed).split()) + 3 * len(body["messages"]) + 3
 
 
 def _prompts(path: str, body: dict[str, Any]) -> list[str]:

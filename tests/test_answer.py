@@ -113,3 +113,72 @@ def test_a_token_that_could_start_two_labels_counts_for_neither_and_then_describ
     assert clf.probabilities(Completion("positive", said)) is None  # its token is not positive's alone
     got = clf.probabilities(Completion("Positive mixed", said, chosen="Positive mixed"))
     assert got == pytest.approx({"positive": 0.0, "positive mixed": p(-2.0), "negative": p(-3.0)})
+
+
+# The same rule where a request's label sits inside its JSON answer or a tool call's arguments (`read_at`):
+# name: (the answer's text, its tokens and their alternatives, the calls, the place, the label, its probabilities)
+J = '{"s": "positive"}'
+OPEN, CLOSE = ('{"s": "', []), ('"}', [])
+
+
+def value(*pairs):
+    """The value's token, "positive", with its alternatives."""
+    return ("positive", list(pairs))
+
+
+JSON_ROWS = {
+    "the value, a token of its own": (
+        J, [OPEN, value(("positive", -0.1), ("negative", -2.5)), CLOSE], (), ("s",), "positive",
+        {"positive": p(-0.1), "negative": p(-2.5)},
+    ),
+    "the value's token holds its quote": (
+        J, [('{"s":', []), (' "positive', [(' "positive', -0.2), (' "negative', -1.9), (" {", -3.0)]), CLOSE], (),
+        ("s",), "positive", {"positive": p(-0.2), "negative": p(-1.9)},
+    ),
+    "a trailing token the server trimmed": (
+        J, [OPEN, value(("positive", -0.1)), CLOSE, ("\n", [])], (), ("s",), "positive",
+        {"positive": p(-0.1), "negative": 0.0},
+    ),
+    "tokens that do not spell the text": (
+        J, [('{"t": "', []), value(("positive", -0.1)), CLOSE], (), ("s",), "positive", None,
+    ),
+    "an alternative above the value chooses nothing": (
+        J, [OPEN, value(("negative", -0.1), ("positive", -2.5)), CLOSE], (), ("s",), "positive",
+        {"positive": p(-2.5), "negative": p(-0.1)},
+    ),
+    "no tokens": (J, None, (), ("s",), "positive", None),
+    "a nested field": ('{"a": {"s": "negative"}}', None, (), ("a", "s"), "negative", None),
+    "not JSON": ('{"s": "positive"', None, (), ("s",), UNPARSED, None),
+    "the field missing": ('{"t": "positive"}', None, (), ("s",), UNPARSED, None),
+    "a value naming no label": ('{"s": "neutral"}', None, (), ("s",), UNPARSED, None),
+    "a value that is no string": ('{"s": 1}', None, (), ("s",), UNPARSED, None),
+    "a refusal (no content)": ("", None, (), ("s",), UNPARSED, None),
+}  # fmt: skip
+TOOL_ROWS = {
+    "the forced tool's argument": ([("route", '{"s": "negative"}')], "negative"),
+    "another tool's call": ([("other", '{"s": "negative"}')], UNPARSED),
+    "arguments cut short": ([("route", '{"s": "negat')], UNPARSED),
+    "no call": ([], UNPARSED),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JSON_ROWS))
+def test_a_json_field_names_the_label_and_its_value_s_first_token_scores_it(name):
+    from llm_anchors.models.answer import Place, read_at
+
+    text, tokens, calls, path, label, probabilities = JSON_ROWS[name]
+    said = read_at(LabelReader(["negative", "positive"]), Place("json", path), text, tokens, calls)
+    assert said[0] == label
+    if probabilities is None:
+        assert said[1] is None
+    else:
+        assert said[1] == pytest.approx(probabilities)
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_ROWS))
+def test_a_forced_tool_s_argument_names_the_label_and_carries_no_probabilities(name):
+    from llm_anchors.models.answer import Place, read_at
+
+    calls, label = TOOL_ROWS[name]
+    said = read_at(LabelReader(["negative", "positive"]), Place("tool", ("s",), "route"), "", None, calls)
+    assert said == (label, None)

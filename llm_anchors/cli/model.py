@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from .._exceptions import ConfigError
 from .._secrets import shown_url
 from ..models.backend import CompletionParams
 from ..models.llm import LLMClassifier
+from ..models.request import ChatRequest
 from ..money.pricing import FREE, load_prices
 
 __all__ = ["Model", "backend", "check_azure", "model_identity", "read_prompt", "served_as", "servers"]
@@ -27,6 +29,11 @@ class Model:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.prompt = read_prompt(args.prompt) if args.prompt else None
+        self.request = read_request(args.request, args.label_field) if args.request else None
+        if self.request is not None and self.prompt is not None:
+            raise ConfigError("--request is the whole request, its prompt among its messages: give no --prompt with it")
+        if self.request is None and args.label_field:
+            raise ConfigError("--label-field names where a --request's label is read: give the request")
         self.prices = load_prices(args.price_file) if args.price_file else None  # read before anything starts
         self.headers = headers_of(args.header)
         if args.azure_endpoint:
@@ -38,16 +45,27 @@ class Model:
 
     def classifier(self, base_urls: list[str], model: str, *, embedded: bool = False) -> LLMClassifier:
         from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-        from adapters.openai_compat import OpenAICompatibleBackend
+        from adapters.openai_compat import Endpoint, OpenAICompatibleBackend
 
-        args = self.args
-        labels = [label.strip() for label in args.labels.split(",")] if args.labels else list(DEFAULT_LABELS)
+        args, request = self.args, self.request
+        given = [label.strip() for label in args.labels.split(",")] if args.labels else []
+        labels = given or ([] if request is not None and request.enum else list(DEFAULT_LABELS))
+        if request is not None:
+            if args.endpoint not in ("auto", "chat"):
+                raise ConfigError("--request is sent to the chat endpoint: --endpoint must be chat (or auto)")
+            if args.max_output_tokens is not None:
+                raise ConfigError("--request bounds its own output: put max_completion_tokens in the request, not "
+                                  "--max-output-tokens")  # fmt: skip
+            if embedded:  # the local LLM answers in the place of the model the request names
+                request = request.with_model(model)
+            model = args.model or request.model or model
+        endpoint: Endpoint = "chat" if request is not None else args.endpoint
         backend: Any
         if args.azure_endpoint:
             backend = azure_backend(args, model, self.headers)
         else:
             backend = OpenAICompatibleBackend(
-                base_urls, model, endpoint=args.endpoint, max_request_size=8, timeout=args.timeout,
+                base_urls, model, endpoint=endpoint, max_request_size=8, timeout=args.timeout,
                 service_tier=args.service_tier, reasoning_effort=args.reasoning_effort or "auto",
                 headers=self.headers, price_as=args.price_as,
             )  # fmt: skip
@@ -57,8 +75,13 @@ class Model:
             reasons = backend.reasoning_effort is not None
             base = CompletionParams.for_reasoning() if reasons else CompletionParams()
             params = replace(base, max_tokens=args.max_output_tokens)
-        prompt = self.prompt or DEFAULT_PROMPT
+        prompt: str | ChatRequest = request or self.prompt or DEFAULT_PROMPT
         clf = LLMClassifier(backend, prompt, labels, params=params, price=price, prices=self.prices)
+        if args.max_usd is not None and clf.unbounded:
+            raise ConfigError(
+                "--max-usd cannot bound the request's output: it sets no max_completion_tokens and its schema allows "
+                "free text. Give the request a max_completion_tokens"
+            )
         if args.max_usd is not None and not clf.price.known:
             raise ConfigError(
                 f"--max-usd cannot cap model {model!r} at {', '.join(base_urls)}: it has no price (served on this "
@@ -162,11 +185,21 @@ def servers(args: argparse.Namespace) -> list[str]:
     return [args.azure_endpoint] if args.azure_endpoint else list(args.base_url or [])
 
 
-def read_prompt(value: str) -> str:
+def read_request(value: str, label: str | None) -> ChatRequest:
+    """``--request``: the JSON itself, or with ``@FILE`` the file's; `ConfigError` naming what cannot be read."""
+    said = read_prompt(value, "--request")
+    try:
+        body = json.loads(said)
+    except ValueError as exc:
+        raise ConfigError(f"--request {value[:40]}: not JSON ({exc})") from None
+    return ChatRequest(body, label=label)
+
+
+def read_prompt(value: str, flag: str = "--prompt") -> str:
     """The template itself, or with ``@FILE`` the file's text; `ConfigError` when it cannot be read."""
     if not value.startswith("@"):
         return value
     try:
         return Path(value[1:]).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--prompt {value}: cannot read the prompt file ({type(exc).__name__}: {exc})") from exc
+        raise ConfigError(f"{flag} {value}: cannot read the file ({type(exc).__name__}: {exc})") from exc

@@ -97,6 +97,17 @@ def _model_options() -> argparse.ArgumentParser:
         "{base_url}/decisions), systemone (vLLM's and llama-server's); auto: chat on api.openai.com, else completions",
     )
     common.add_argument("--prompt", default=None, help="prompt template with {text}, or @FILE to read it from")
+    common.add_argument(
+        "--request", default=None,
+        help="the chat request your code sends, as JSON (@FILE to read it): {text} in one message; sent as it is "
+        "to the chat endpoint, its label read where its schema's one enum field (or forced tool's) is, else its "
+        "content",
+    )  # fmt: skip
+    common.add_argument(
+        "--label-field", default=None,
+        help="with --request: the field (dotted) of its JSON or tool arguments the label is read from, when its "
+        "schema has several enum fields",
+    )  # fmt: skip
     common.add_argument("--labels", default=None, help="comma-separated label words (default: negative,positive)")
     common.add_argument("--seed", type=_number("natural"), default=0)
     common.add_argument("--threshold", type=_number("number"), default=0.95, help="precision an anchor must reach (τ)")

@@ -1,4 +1,4 @@
-"""The explained model: `Classifier` and `Backend`, the LLM classifier, retries."""
+"""The explained model: `Classifier` and `Backend`, the LLM classifier and the chat request it may send, retries."""
 
 from .answer import Alternatives, LabelReader
 from .backend import Backend, BaseBackend, Completion, CompletionParams, Completions, MockBackend, as_backend
@@ -13,6 +13,7 @@ from .classifier import (
     as_classifier,
 )
 from .llm import LLMClassifier
+from .request import ChatRequest
 from .retry import RetryPolicy, is_retryable
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "BaseBackend",
     "BaseClassifier",
     "Batch",
+    "ChatRequest",
     "Classifier",
     "Completion",
     "CompletionParams",

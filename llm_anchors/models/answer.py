@@ -13,13 +13,35 @@ still judges.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .classifier import UNPARSED, Label, Probabilities
 
-__all__ = ["MIN_PREFIX", "ROUNDING", "Alternatives", "LabelReader", "generated", "log_probabilities", "normal"]
+
+@dataclass(frozen=True)
+class Place:
+    """Where an answer names its label: its message's ``content``; a field (``path``) of the JSON its content
+    holds; or a field (``path``) of the arguments of its call of ``tool``."""
+
+    kind: Literal["content", "json", "tool"] = "content"
+    path: tuple[str, ...] = ()
+    tool: str | None = None
+
+    def __str__(self) -> str:
+        field = ".".join(self.path)
+        return {"content": "the message's content", "json": f"the JSON field {field!r}",
+                "tool": f"the argument {field!r} of the tool {self.tool!r}"}[self.kind]  # fmt: skip
+
+
+__all__ = [
+    "MIN_PREFIX", "ROUNDING", "Alternatives", "LabelReader", "Place", "Token", "generated", "log_probabilities",
+    "normal", "read_at",
+]  # fmt: skip
 
 Alternatives = Mapping[str, Any] | Sequence[tuple[str, Any]]
 """A first token's alternatives as a server said them: token -> log-probability, or (token,
@@ -139,3 +161,81 @@ class LabelReader:
             label for label, n in self._normal.items() if said.startswith(n) and not said[len(n) :][:1].isalnum()
         ]
         return max(spelled, key=lambda label: len(self._normal[label])) if spelled else None
+
+
+Token = tuple[str, Alternatives | None]
+"""One output token as the server said it, with its alternatives (its own log-probability among them)."""
+
+
+def read_at(
+    reader: LabelReader,
+    place: Place,
+    text: str,
+    tokens: Sequence[Token] | None = None,
+    calls: Sequence[tuple[str, str]] = (),
+) -> tuple[Label, Probabilities | None]:
+    """The label an answer names at ``place`` (`Place`), and the probabilities its tokens give the labels
+    there: for a JSON field, those of the token where the field's value begins (less what precedes the
+    value in that token); none for a tool call's argument (providers give no log-probabilities there).
+    An answer that does not parse, lacks the field, or holds there no string naming a label is
+    `UNPARSED`, never another label."""
+    if place.kind == "tool":
+        arguments = next((a for name, a in calls if place.tool in (None, name)), None)
+        value = _field(_json(arguments), place.path)
+        return (reader.label(value) if isinstance(value, str) else UNPARSED), None
+    value = _field(_json(text), place.path)
+    if not isinstance(value, str):
+        return UNPARSED, None
+    label = reader.label(value)
+    start = _value_start(text, place.path[-1], value) if place.path else None
+    at = _token_at(tokens, text, start) if tokens is not None and start is not None else None
+    if at is None or start is None:
+        return label, None
+    alternatives, chosen = at
+    rest = text[start:]
+    return label, reader.probabilities(rest, log_probabilities(alternatives, rest, chosen), chosen)
+
+
+def _json(text: str | None) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _field(value: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _value_start(text: str, key: str, value: str) -> int | None:
+    """Where, in the JSON ``text``, the string ``value`` of the field ``key`` begins (after its quote)."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(rf"{re.escape(json.dumps(key))}\s*:\s*\"", text):
+        try:
+            said, _ = decoder.raw_decode(text, match.end() - 1)
+        except ValueError:
+            continue
+        if said == value:
+            return match.end()
+    return None
+
+
+def _token_at(tokens: Sequence[Token], text: str, start: int) -> tuple[list[tuple[str, Any]], str] | None:
+    """The alternatives of the token in which ``text`` reaches ``start``, and the token generated, each less
+    what precedes ``start`` in it (an alternative that does not begin so is left out); None when the
+    tokens do not spell the text up to that token's end (what follows it, a server may trim)."""
+    offset = 0
+    for token, said in tokens:
+        if text[offset : offset + len(token)] != token:
+            return None
+        if offset <= start < offset + len(token):
+            prefix = text[offset:start]
+            pairs = list(said.items()) if isinstance(said, Mapping) else list(said or [])
+            kept = [(t[len(prefix) :], lp) for t, lp in pairs if isinstance(t, str) and t.startswith(prefix)]
+            return kept, token[len(prefix) :]
+        offset += len(token)
+    return None

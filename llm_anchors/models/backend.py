@@ -17,7 +17,7 @@ from .._complete import Completed
 from .._exceptions import ConfigError
 from ..money.charge import Charge
 from ..money.tokens import TokenCounter
-from .answer import Alternatives, log_probabilities
+from .answer import Alternatives, Token, log_probabilities
 
 __all__ = [
     "Backend", "BaseBackend", "Completion", "CompletionParams", "Completions", "MockBackend", "as_backend",
@@ -69,6 +69,10 @@ class Completion:
     top_logprobs: Alternatives | None = None
     cut: bool = False
     chosen: str | None = None
+    tokens: tuple[Token, ...] | None = None
+    """Every output token with its alternatives, when the server gave them (a label read inside JSON)."""
+    calls: tuple[tuple[str, str], ...] = ()
+    """The tools the answer called, each with its arguments (JSON text)."""
 
     @cached_property
     def alternatives(self) -> dict[str, float] | None:

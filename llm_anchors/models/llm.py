@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 import warnings
 from collections.abc import Sequence
@@ -14,9 +15,10 @@ from .._exceptions import AnswerWarning, BadResponseError, ConfigError, OutputCu
 from ..money.charge import Charge
 from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, check_service_tier, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
-from .answer import MIN_PREFIX, LabelReader, normal
+from .answer import MIN_PREFIX, LabelReader, normal, read_at
 from .backend import Backend, Completion, CompletionParams, as_backend
 from .classifier import UNPARSED, BaseClassifier, Batch, Label, Probabilities
+from .request import ChatRequest
 
 __all__ = ["PROMPT_SLACK", "LLMClassifier"]
 
@@ -63,8 +65,8 @@ class LLMClassifier(BaseClassifier):
     def __init__(
         self,
         backend: Backend,
-        prompt: str,
-        labels: Sequence[str],
+        prompt: str | ChatRequest,
+        labels: Sequence[str] = (),
         *,
         params: CompletionParams | None = None,
         price: Price | None = None,
@@ -72,20 +74,30 @@ class LLMClassifier(BaseClassifier):
         token_counter: TokenCounter | None = None,
     ) -> None:
         complete = as_backend(backend)
-        if "{text}" not in prompt:
+        self.request = prompt if isinstance(prompt, ChatRequest) else None
+        served = getattr(complete, "served_model", getattr(complete, "model", None))
+        if self.request is not None and None not in (self.request.model, served) and self.request.model != served:
+            raise ConfigError(f"the request names model {self.request.model!r}, the backend serves {served!r}: the "
+                              "price and the cache are the backend's, so they must be one")  # fmt: skip
+        if self.request is None and (not isinstance(prompt, str) or "{text}" not in prompt):
             raise ConfigError("the prompt template must contain {text}")
+        labels = _labels_of(self.request, labels)
         clean = [str(label).strip() for label in labels]
         if len(clean) < 2 or len({normal(c) for c in clean}) != len(clean) or not all(clean):
             raise ConfigError(f"need at least two distinct, non-empty labels, got {list(labels)!r}")
         if UNPARSED in clean:
             raise ConfigError(f"{UNPARSED!r} is reserved for answers that name no label")
         self.backend = complete
-        self.prompt = prompt
+        self.prompt = prompt if isinstance(prompt, str) else json.dumps(prompt.body, sort_keys=True)
         self.labels = clean
         self._reader = LabelReader(clean)
         if not all(normal(label) for label in clean):
             raise ConfigError(f"a label must hold a letter or a digit, got {list(labels)!r}")
+        self.unbounded = False
+        """A request whose output neither a field nor its schema bounds: a dollar cap cannot hold it."""
         self.params = params or self._default_params()
+        if self.request is not None and self.request.max_output is not None:  # what the server is sent bounds it
+            self.params = replace(self.params, max_tokens=self.request.max_output)
         if (self.params.top_logprobs or getattr(complete, "decides", False)) and not self.params.answers:
             self.params = replace(self.params, answers=tuple(clean))
         if not isinstance(self.params.max_tokens, int) or self.params.max_tokens < 1:
@@ -109,7 +121,16 @@ class LLMClassifier(BaseClassifier):
 
     def _default_params(self) -> CompletionParams:
         """One token, unless two labels may begin with the same one (then enough to spell them), or
-        a reasoning model's room to reason."""
+        a reasoning model's room to reason; for a request, the output it bounds (`ChatRequest.max_output`,
+        else the longest answer its schema allows, in bytes, twice, and room for spacing, when it does not
+        reason: reasoning tokens are billed as output, and only ``max_completion_tokens`` bounds them)."""
+        if self.request is not None:
+            bound = self.request.max_output
+            longest = self.request.schema_output()
+            if bound is None and longest is not None and "reasoning_effort" not in self.request.body:
+                bound = 2 * len(longest.encode()) + 16
+            self.unbounded = bound is None
+            return CompletionParams(max_tokens=bound or _UNBOUNDED)
         if getattr(self.backend, "decides", False):
             return CompletionParams.for_decisions()
         if self.backend.reasoning_effort is not None:
@@ -149,11 +170,12 @@ class LLMClassifier(BaseClassifier):
 
     @property
     def identity(self) -> str:
-        digest = hashlib.sha256(self.prompt.encode()).hexdigest()[:16]
+        said = f"request:{self.request.identity}" if self.request is not None else "prompt:" + hashlib.sha256(
+            self.prompt.encode()).hexdigest()[:16]  # fmt: skip
         p = self.params
         effort = self.backend.reasoning_effort
         return (
-            f"llm:{self.backend.identity}|prompt:{digest}|labels:{','.join(self.labels)}"
+            f"llm:{self.backend.identity}|{said}|labels:{','.join(self.labels)}"
             f"|max_tokens:{p.max_tokens}|temperature:{p.temperature}|top_logprobs:{p.top_logprobs}"
             + (f"|reasoning_effort:{effort}" if effort is not None else "")
         )
@@ -173,8 +195,25 @@ class LLMClassifier(BaseClassifier):
         if close is not None:
             await close()
 
-    def render(self, text: str) -> str:
-        return self.prompt.replace("{text}", text)
+    def render(self, text: str) -> Any:
+        """What is sent for ``text``: the prompt with it in place, or the request's body (`ChatRequest.render`);
+        a request that bounds its output by its schema only is sent that bound (``max_tokens``, which every
+        OpenAI-compatible server honours: JSON may hold any whitespace), so the worst case reserved is one the
+        server keeps."""
+        if self.request is None:
+            return self.prompt.replace("{text}", text)
+        body = self.request.render(text)
+        if self.request.max_output is None and not self.unbounded:
+            body["max_tokens"] = self.params.max_tokens
+        return body
+
+    def _billed_text(self, rendered: Any) -> str:
+        """What is billed as input of a rendered prompt, as text to count: a request's every message, its schema
+        and its tools (as JSON: more tokens than a provider's own rendering of them)."""
+        if isinstance(rendered, str):
+            return rendered
+        return json.dumps({k: rendered[k] for k in ("messages", "tools", "response_format") if k in rendered},
+                          ensure_ascii=False)  # fmt: skip
 
     def billed_at(self, served: str | None) -> Price | None:
         """The rates of a call the server says it served at ``served`` (None: it did not say, so the
@@ -187,8 +226,10 @@ class LLMClassifier(BaseClassifier):
         """Worst-case cost of classifying ``texts`` (``estimated`` when its tokens are): every prompt
         as counted (`PROMPT_SLACK` more a prompt when counted exactly), ``params.max_tokens`` output
         tokens each, at the dearest rates of the dearest tier (a server may serve another than asked)."""
-        count = await self.token_counter.count([self.render(t) for t in texts])
-        prompt = count.total + (0 if count.estimated else PROMPT_SLACK * len(texts))
+        rendered = [self.render(t) for t in texts]
+        count = await self.token_counter.count([self._billed_text(r) for r in rendered])
+        slack = sum(PROMPT_SLACK * len(r["messages"]) if isinstance(r, dict) else PROMPT_SLACK for r in rendered)
+        prompt = count.total + (0 if count.estimated else slack)
         completion = len(texts) * self.params.max_tokens
         usd = max(p.worst_case(prompt, completion) for p in (self.price, *self._other_models()))
         return Charge(len(texts), prompt, completion, usd, count.estimated, unpriced=not self.price.known)
@@ -196,8 +237,19 @@ class LLMClassifier(BaseClassifier):
     async def _counted(self, texts: Sequence[str]) -> Charge:
         """The tokens of a call the server did not say (or not all of): the prompts as counted,
         ``params.max_tokens`` output tokens each."""
-        count = await self.token_counter.count([self.render(t) for t in texts])
+        count = await self.token_counter.count([self._billed_text(self.render(t)) for t in texts])
         return Charge(len(texts), count.total, len(texts) * self.params.max_tokens, estimated=count.estimated)
+
+    async def cacheable_share(self, texts: Sequence[str]) -> float | None:
+        """The share of ``texts``' prompt tokens that is the constant prefix (all up to ``{text}``) a provider's
+        prompt cache may hold: 0 below its minimum; None for a provider that caches none."""
+        minimum = CACHE_MINIMUM.get(self.price.provider)
+        if minimum is None or not texts:
+            return None
+        before = self.request.constant()[0] if self.request is not None else self.prompt.split("{text}", 1)[0]
+        prefix = (await self.token_counter.count([before])).total
+        total = (await self.token_counter.count([self._billed_text(self.render(t)) for t in texts])).total
+        return 0.0 if prefix < minimum or not total else min(1.0, prefix * len(texts) / total)
 
     async def check_cache_layout(self) -> str:
         """Why the provider's prompt cache cannot serve this prompt well ("" when it can), said once as a
@@ -207,7 +259,7 @@ class LLMClassifier(BaseClassifier):
         if self._layout_checked or minimum is None:
             return ""
         self._layout_checked = True
-        before, _, after = self.prompt.partition("{text}")
+        before, after = self.request.constant() if self.request is not None else self.prompt.split("{text}", 1)
         counted = await self.token_counter.count([before, after])
         prefix, suffix = counted.tokens
         why = ""
@@ -313,8 +365,13 @@ class LLMClassifier(BaseClassifier):
             )
 
     def read(self, completion: Completion) -> Label:
-        """The label a completion's text names, or `UNPARSED` (`answer`: its alternatives never choose)."""
-        return UNPARSED if completion.cut else self._reader.label(completion.text)
+        """The label a completion names where it is read (its text; a request's JSON field or tool argument:
+        `answer.read_at`), or `UNPARSED` (`answer`: its alternatives never choose)."""
+        if completion.cut:
+            return UNPARSED
+        if self.request is not None and self.request.place.kind != "content":
+            return read_at(self._reader, self.request.place, completion.text, completion.tokens, completion.calls)[0]
+        return self._reader.label(completion.text)
 
     def probabilities(self, completion: Completion) -> Probabilities | None:
         """Each label's probability as the first token's alternatives say (`LabelReader.probabilities`);
@@ -322,6 +379,8 @@ class LLMClassifier(BaseClassifier):
         they then say nothing (they guide the search only; the label is `read`'s)."""
         if completion.cut:
             return None
+        if self.request is not None and self.request.place.kind != "content":
+            return read_at(self._reader, self.request.place, completion.text, completion.tokens, completion.calls)[1]
         return self._reader.probabilities(completion.text, completion.alternatives, completion.chosen)
 
 
@@ -330,6 +389,21 @@ def _same_model(said: str, asked: str) -> bool:
     and case aside), or a dated snapshot of it (``gpt-4o-mini-2024-07-18`` for ``gpt-4o-mini``)."""
     said, asked = said.rpartition("/")[2].lower(), asked.rpartition("/")[2].lower()
     return said == asked or re.sub(r"-(\d{4}-\d{2}-\d{2}|\d{4})$", "", said) == asked
+
+
+_UNBOUNDED = 4096
+"""The output tokens reserved for a request that bounds its output neither by a field nor by its schema
+(`LLMClassifier.unbounded`: a dollar cap refuses such a request)."""
+
+
+def _labels_of(request: ChatRequest | None, given: Sequence[str]) -> Sequence[str]:
+    """The labels: those given, else the ones the request's schema names where its label is read; the same
+    ones when both say (in any order)."""
+    named = request.enum if request is not None else ()
+    if named and given and sorted(str(g).strip() for g in given) != sorted(named):
+        raise ConfigError(f"the labels {list(given)!r} are not the values the request's schema allows at "
+                          f"{request.place if request is not None else ''}: {list(named)!r}")  # fmt: skip
+    return list(given) or list(named)
 
 
 def _spelling_bound(labels: Sequence[str]) -> int:

@@ -66,6 +66,10 @@ class Forecast:
     partial: bool = False
     explainer: str = ""
     """The explainer the pilot ran, which the forecast prices ("MAnchors' guided search, its memory on")."""
+    cached_share: float | None = None
+    """The share of the pilot's prompt tokens that is the prompt's constant prefix, which the provider's prompt
+    cache may hold (billed at its cached rate when it does: the pilot's spend, and so the forecast, is as
+    billed); None: the provider caches no prompt (a local server), or the classifier has no prompt."""
 
     def summary(self) -> str:
         spent = f"spent {self.pilot_queries:,} queries and ${self.pilot_usd}, and its labels are the run's"
@@ -80,8 +84,14 @@ class Forecast:
             f"explaining the {self.inputs - self.pilot:,} inputs left of {self.inputs:,}{by} will take about "
             f"{self.queries_expected:,} queries ({self.queries_low:,}–{self.queries_high:,}) and "
             f"${self.usd_expected} (${self.usd_low}–${self.usd_high}; 95% ranges of a log-normal model of the "
-            f"pilot's cost per word); the pilot of {self.pilot:,} inputs{stopped} {spent}"
+            f"pilot's cost per word); the pilot of {self.pilot:,} inputs{stopped} {spent}{self._cached()}"
         )
+
+    def _cached(self) -> str:
+        if self.cached_share is None:
+            return ""
+        return (f"; {self.cached_share:.0%} of each prompt is its constant prefix (system, examples), billed at the "
+                "cached rate when the provider's cache holds it")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {k: str(v) if isinstance(v, Decimal) else v for k, v in asdict(self).items()}
@@ -154,7 +164,15 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
         planned=len(chosen),
         partial=stopped,
         explainer=described(explainer),
+        cached_share=await _cached_share(explainer, [e.data.query for e in explained.values()]),
     )
+
+
+async def _cached_share(explainer: AnchorsExplainer, texts: Sequence[str]) -> float | None:
+    """`LLMClassifier.cacheable_share` of the texts the pilot explained (None: a classifier with no prompt)."""
+    share = getattr(explainer.classifier, "cacheable_share", None)
+    said = await share(texts) if share is not None and texts else None
+    return None if said is None else round(said, 4)
 
 
 def described(explainer: AnchorsExplainer) -> str:

@@ -51,7 +51,8 @@ def write_report(
     """
     run = read_rows(results)
     base = read_rows(baseline).rows if baseline is not None else None
-    page = report_html(run.rows, base, title=title or f"llm-anchors report: {Path(results).name}", failed=run.failed)
+    page = report_html(run.rows, base, title=title or f"llm-anchors report: {Path(results).name}", failed=run.failed,
+                       request=run.config.get("request"))  # fmt: skip
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(hide(page), encoding="utf-8")
@@ -64,13 +65,15 @@ def report_html(
     *,
     title: str,
     failed: Mapping[int, str] | None = None,
+    request: Mapping[str, Any] | None = None,
 ) -> str:
-    """The report page, as a string; ``failed``: the inputs that could not be explained, with the reason."""
+    """The report page, as a string; ``failed``: the inputs that could not be explained, with the reason;
+    ``request``: the chat request explained, as a report may show it (`ChatRequest.shown`)."""
     matched = _matched(rows, baseline) if baseline is not None else None
     failed = failed or {}
     body = "\n".join(
         [
-            f"<header><h1>{_e(title)}</h1><p class=muted>{_provenance(rows)}</p></header>",
+            f"<header><h1>{_e(title)}</h1><p class=muted>{_provenance(rows)}{_request(request)}</p></header>",
             _summary(rows, matched, len(failed)),
             _spend_chart(rows, matched),
             _top_words(rows),
@@ -420,6 +423,14 @@ def _provenance(rows: Sequence[ReportRow]) -> str:
     under = Counter(r.perturbation for r in rows if r.perturbation)
     perturbed = "".join(f"<br>perturbed as: {_e(p)} ({n:,} inputs)" for p, n in sorted(under.items()))
     return f"{_e('; '.join(made) or 'no explanations yet')} · written {when} by llm-anchors {__version__}{perturbed}"
+
+
+def _request(request: Mapping[str, Any] | None) -> str:
+    """HTML: the chat request explained, by its fingerprint and the parts that hold no message's text."""
+    if not request:
+        return ""
+    parts = {k: v for k, v in request.items() if k != "id"}
+    return f"<br>request {_e(request.get('id', ''))}: <code>{_e(json.dumps(parts, ensure_ascii=False))}</code>"
 
 
 def _usd(value: Decimal) -> str:

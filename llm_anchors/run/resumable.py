@@ -46,7 +46,8 @@ __all__ = [
 def run_config(explainer: AnchorsExplainer, **more: Any) -> dict[str, Any]:
     """What shapes a run's explanations, as plain JSON: the explainer, the model's identity (its
     parts by name: ``classifier.prompt``, ``classifier.labels``...), every search and sampler
-    setting and the seed, not caps, concurrency or ``max_words`` (`NOT_SHAPING`); and ``more``
+    setting and the seed, not caps, concurrency or ``max_words`` (`NOT_SHAPING`), a chat request's parts a
+    report shows (`ChatRequest.shown`); and ``more``
     (``model=``: what tells the model from another under the same name, its server)."""
     settings = {k: v for k, v in asdict(explainer.settings()).items() if k not in NOT_SHAPING}
     settings["sampler"] = {k: v for k, v in settings["sampler"].items() if k != "max_words"}
@@ -54,6 +55,8 @@ def run_config(explainer: AnchorsExplainer, **more: Any) -> dict[str, Any]:
     parts = identity.split("|")
     model: Any = dict(p.split(":", 1) for p in parts) if all(":" in p for p in parts) else identity
     config = {"explainer": explainer.name, "classifier": model, "seed": explainer.seed, **settings, **more}
+    if (request := getattr(explainer.classifier, "request", None)) is not None:
+        config["request"] = request.shown()  # what the report says of it: no message's text
     plain: dict[str, Any] = json.loads(json.dumps(config, default=str))
     return plain
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,8 @@ class RunRows:
 
     rows: list[ReportRow]
     failed: dict[int, str]
+    config: dict[str, Any] = field(default_factory=dict)
+    """The run's configuration (`run_config`), as its first line says."""
 
 
 def read_rows(path: str | Path) -> RunRows:
@@ -130,7 +132,14 @@ def read_rows(path: str | Path) -> RunRows:
             raise ConfigError(f"{path}:{number}: the line of input {index} is {exc}") from None
         rows[index] = ReportRow.of(index, str(record.get("input_sha256", "")), explanation)
         explained_at[index] = number
-    return RunRows(list(rows.values()), failed)
+    return RunRows(list(rows.values()), failed, _config(path))
+
+
+def _config(path: Path) -> dict[str, Any]:
+    """The run's configuration, from the first line (`_records` has checked it is one)."""
+    with path.open("rb") as handle:
+        first = json.loads(handle.readline() or b"{}")
+    return dict(first.get("run", {}).get("config") or {}) if isinstance(first, dict) else {}
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
