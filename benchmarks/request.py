@@ -1,7 +1,7 @@
 """The classifier as deployed: the same sentences explained through today's template and through a chat
 request holding it (issue 69), on the embedded local LLM.
 
-    python -m benchmarks.request --n 40 --max-queries 400      # starts the embedded llama-server
+    python -m benchmarks.request --n 40 --max-queries 400      # starts the embedded llama-server (~17 min)
 
 Arm ``template``: the README's classifier, the few-shot template on the completions endpoint, the label the
 first word of the answer. Arm ``request``: a chat request whose system message is that template's
