@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
+from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
 from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import Budget, LLMClassifier, MAnchorsExplainer
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.models import ChatRequest
 
 from ._common import anchor_shape, ci, short_order, summarize, table, write_json
+from .baseline_llm import server_url
 
 MODEL = "gemma-3-270m-q4_k_m"
 METRICS = ("queries", "samples", "prompt_tokens", "completion_tokens", "unparsed", "precision", "coverage", "length")
@@ -74,15 +74,6 @@ async def explain_arm(arm: str, base_url: str, texts: Sequence[str], args: argpa
             })  # fmt: skip
             print(f"[{arm} {i + 1}/{len(texts)}] {rows[-1]['time_s']:6.1f}s {exp}", flush=True)
     return rows
-
-
-@contextlib.contextmanager
-def server_url(base_url: str | None) -> Iterator[str]:
-    if base_url:
-        yield base_url
-        return
-    with LlamaServer() as server:
-        yield server.base_url
 
 
 async def run(args: argparse.Namespace, base_url: str) -> dict[str, list[dict[str, Any]]]:
