@@ -21,8 +21,8 @@ import warnings
 from decimal import Decimal
 from typing import Any
 
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import Budget, LLMClassifier, MAnchorsExplainer, RetryPolicy
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.extend import PromptCacheWarning
 from tests.fault_server import FaultServer
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import aiohttp
 
-from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import AnchorsExplainer, LLMClassifier
+from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.datasets import load_rt_polarity
 
 from ._common import RESULTS, ROW_METRICS, anchor_shape, explain_rows, short_order, summarize, table, write_json

@@ -19,9 +19,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from adapters.llamacpp import DEFAULT_LABELS
-from adapters.openai_client import Endpoint, OpenAIClientBackend
 from llm_anchors import LLMClassifier, MAnchorsExplainer, RetryPolicy
+from llm_anchors.backends.llamacpp import DEFAULT_LABELS
+from llm_anchors.backends.openai_client import Endpoint, OpenAIClientBackend
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.run import ResultsFile, estimate, explain_resumable, read_results
 from tests.fault_server import FaultServer

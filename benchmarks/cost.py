@@ -35,11 +35,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from adapters.decisions import INSTRUCTIONS
-from adapters.llamacpp import DEFAULT_LABELS
-from adapters.openai_wire import reasoning_effort_for
-from adapters.token_counters import TiktokenCounter
 from llm_anchors import AnchorsExplainer, Budget, LLMClassifier, MAnchorsExplainer
+from llm_anchors.backends.decisions import INSTRUCTIONS
+from llm_anchors.backends.llamacpp import DEFAULT_LABELS
+from llm_anchors.backends.openai_wire import reasoning_effort_for
+from llm_anchors.backends.token_counters import TiktokenCounter
 from llm_anchors.datasets import shuffled
 from llm_anchors.extend import Charge, CompletionParams, Completions, MockBackend, Price
 from llm_anchors.money import price_for
@@ -138,7 +138,7 @@ def priced(run: dict[str, Any], name: str, reasoning: int = 0) -> dict[str, Any]
 
 
 def as_decisions(run: dict[str, Any], model: str) -> dict[str, Any]:
-    """``run`` as decision calls (`adapters.decisions`): the same queries, each input without the chat
+    """``run`` as decision calls (`llm_anchors.backends.decisions`): the same queries, each input without the chat
     format's 7 tokens and with the choice question's (its instructions and the labels, by tiktoken;
     a template's own tokens around them assumed none), the same cached prefix, one output token."""
     usage: Charge = run["usage"]

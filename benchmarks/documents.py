@@ -293,7 +293,7 @@ def first_words(text: str, words: int) -> str:
 
 
 async def llm_rows(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
-    from adapters.llamacpp import embedded_classifier
+    from llm_anchors.backends.llamacpp import embedded_classifier
 
     texts, topics = load_bbc_news(args.split, args.data)
     order = [int(i) for i in shuffled(len(texts), args.shuffle_seed)[: args.n]]
@@ -317,7 +317,7 @@ async def llm_rows(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
 
 
 def run_llm(args: argparse.Namespace) -> None:
-    from adapters.llamacpp import LlamaServer
+    from llm_anchors.backends.llamacpp import LlamaServer
 
     with LlamaServer(ctx=args.ctx) as server:
         result = asyncio.run(llm_rows(args, server.base_url))

@@ -91,7 +91,7 @@ def markdown(summaries: dict[str, dict[str, Any]], operators: list[str], title: 
 def classifier(args: argparse.Namespace) -> tuple[Any, list[str], Any]:
     """The model explained, the texts, and what to close (the embedded server, which also fills
     ``infill``'s blanks beside the forest: ``args.filler``)."""
-    from adapters.llamacpp import LlamaServer, embedded_classifier
+    from llm_anchors.backends.llamacpp import LlamaServer, embedded_classifier
 
     args.filler, server = None, None
     if args.classifier == "llm" or "infill" in args.operators:

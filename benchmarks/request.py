@@ -21,9 +21,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import Budget, LLMClassifier, MAnchorsExplainer
+from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.models import ChatRequest
 

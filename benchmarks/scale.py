@@ -57,8 +57,8 @@ def rf_explainer(model: Any, kind: str = "anchors") -> AnchorsExplainer:
 
 
 def llm_explainer(url: str, model: str) -> AnchorsExplainer:
-    from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 
     backend = OpenAICompatibleBackend(url, model, max_request_size=REQUEST_SIZE)
     return AnchorsExplainer(LLMClassifier(backend, DEFAULT_PROMPT, list(DEFAULT_LABELS)), seed=0, max_concurrency=8)

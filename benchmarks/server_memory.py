@@ -44,8 +44,8 @@ def perturbations(n: int, seed: int = 0) -> list[str]:
 
 
 async def measure(cache_ram: int | None, prompts: list[str]) -> dict[str, Any]:
-    from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
-    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 
     with LlamaServer(cache_ram_mib=cache_ram) as server:
         backend = OpenAICompatibleBackend(server.base_url, "gemma", max_request_size=8)

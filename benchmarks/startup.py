@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.llamacpp import LlamaServer
+from llm_anchors.backends.llamacpp import LlamaServer
 
 from ._common import write_json
 

@@ -95,8 +95,8 @@ def classifiers(
         order = stream_order(texts, args, held_out=1000)
         yield (lambda name: forest(model, f"tfidf-rf-{name}", args)), texts, order, None
         return
-    from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
-    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 
     texts, _ = load_rt_polarity(args.data)
     order = stream_order(texts, args, held_out=120)

@@ -22,11 +22,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
-from adapters.openai_compat import OpenAICompatibleBackend
-from adapters.vllm import SERVED_NAME, VllmServer
-from adapters.vllm_api import label_request
 from llm_anchors import AnchorsExplainer, LLMClassifier
+from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT, LlamaServer
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
+from llm_anchors.backends.vllm import SERVED_NAME, VllmServer
+from llm_anchors.backends.vllm_api import label_request
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import Completion
 

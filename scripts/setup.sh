@@ -9,5 +9,5 @@ PY=${PYTHON:-python3}
 quiet() { grep -v "^WARNING: Location" || true; }
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | quiet
 .venv/bin/python -m pip install -q -e '.[test]' 2>&1 | quiet
-.venv/bin/python -c "import llm_anchors, adapters, sklearn, pytest_asyncio"  # fail loudly if the install did not take
-.venv/bin/python -m adapters.llamacpp build >/dev/null
+.venv/bin/python -c "import llm_anchors, llm_anchors.backends, sklearn, pytest_asyncio"  # fail loudly if the install did not take
+.venv/bin/python -m llm_anchors.backends.llamacpp build >/dev/null

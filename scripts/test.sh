@@ -33,13 +33,13 @@ serve() {
 }
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 
-serve adapters.llamacpp "local LLM (llama-server)" 120
+serve llm_anchors.backends.llamacpp "local LLM (llama-server)" 120
 export LLM_ANCHORS_LLAMA_URL=$url
 .venv/bin/pytest -m "llm or browser or slow" --durations=15 "$@"
 kill $server; wait $server 2>/dev/null || true
 
 [ $vllm = 1 ] || exit 0
-.venv/bin/python -m adapters.vllm setup >/dev/null  # once per machine: ~2.5 min, 4 GB
-serve adapters.vllm "local LLM (vLLM)" 600
+.venv/bin/python -m llm_anchors.backends.vllm setup >/dev/null  # once per machine: ~2.5 min, 4 GB
+serve llm_anchors.backends.vllm "local LLM (vLLM)" 600
 export LLM_ANCHORS_VLLM_URL=$url
 .venv/bin/pytest -m vllm --durations=10 "$@"

@@ -81,7 +81,7 @@ def llama_url():
     if url := os.environ.get("LLM_ANCHORS_LLAMA_URL"):
         yield url
         return
-    from adapters.llamacpp import LlamaServer
+    from llm_anchors.backends.llamacpp import LlamaServer
 
     with LlamaServer() as server:
         yield server.base_url
@@ -94,7 +94,7 @@ def vllm_url():
     if url := os.environ.get("LLM_ANCHORS_VLLM_URL"):
         yield url
         return
-    from adapters.vllm import VllmServer
+    from llm_anchors.backends.vllm import VllmServer
 
     with VllmServer() as server:
         yield server.base_url

@@ -22,13 +22,13 @@ def modules() -> dict[str, Path]:
         found[name.removesuffix("/__init__")] = path
     found.pop("__init__", None)
     found.pop("_version", None)
+    found.pop("backends/_vllm_convert/convert", None)  # a script vLLM's own Python runs, never imported
     return found
 
 
 def local_imports(name: str, path: Path) -> set[str]:
-    """The modules ``name`` imports from the package (by table name), and "adapters" if it imports those:
-    every form (``from .x import y``, ``from llm_anchors.x import y``, ``import llm_anchors.x``, ``import
-    adapters.x``), at the top or inside a function."""
+    """The modules ``name`` imports from the package (by table name): every form (``from .x import y``,
+    ``from llm_anchors.x import y``, ``import llm_anchors.x``), at the top or inside a function."""
     here = name.split("/") if path.name != "__init__.py" else [*name.split("/"), "__init__"]
     known = modules()
     found = set()
@@ -39,14 +39,12 @@ def local_imports(name: str, path: Path) -> set[str]:
                 target = "/".join([*base, *(node.module or "").split(".")]).strip("/")
             else:
                 target = _in_package(node.module or "")
-            names = [f"{target}/{alias.name}".strip("/") for alias in node.names]
-            found.update(c for c in [target, *names] if c in known)
-            found.update(["adapters"] if (node.module or "").split(".")[0] == "adapters" and not node.level else [])
+            names = [m for alias in node.names if (m := f"{target}/{alias.name}".strip("/")) in known]
+            found.update(names or ([target] if target in known else []))  # `from . import m` imports m
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 target = _in_package(alias.name)
                 found.update([target] if target in known else [])
-                found.update(["adapters"] if alias.name.split(".")[0] == "adapters" else [])
     return found
 
 
@@ -61,11 +59,12 @@ def test_every_import_form_is_read(tmp_path):
     assert "explain/explanation" in imports  # a relative import
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "import llm_anchors.money.budget\nfrom llm_anchors.search import rules\nimport adapters.llamacpp\n"
+        "import llm_anchors.money.budget\nfrom llm_anchors.search import rules\nimport llm_anchors.backends.llamacpp\n"
+        "from llm_anchors.query import QueryEngine\n"
         "def f():\n    from llm_anchors.explain.anchors import AnchorsExplainer\n"
     )
     found = local_imports("money/charge", sample)
-    assert found == {"money/budget", "search", "search/rules", "adapters", "explain/anchors"}
+    assert found == {"money/budget", "search/rules", "query", "backends/llamacpp", "explain/anchors"}
 
 
 def test_every_module_is_in_the_table_once():
@@ -74,13 +73,13 @@ def test_every_module_is_in_the_table_once():
     assert sorted(order) == sorted(modules())
 
 
-def test_modules_import_only_from_lower_layers_and_never_adapters_but_the_cli():
+def test_modules_import_only_from_lower_layers_and_the_backends_only_from_the_cli():
     order = layer_order()
     wrong = [
         f"{name} imports {target}"
         for name, path in modules().items()
         for target in local_imports(name, path)
-        if (target == "adapters" and name.split("/")[0] != "cli")
+        if (target.startswith("backends") and not name.startswith(("backends", "cli")))
         or (target in order and order.index(target) > order.index(name))
     ]
     assert not wrong
@@ -117,7 +116,7 @@ def test_scripts_run_by_path_are_isolated_in_a_folder_of_their_own(tmp_path):
     import subprocess
     import sys
 
-    from adapters import vllm
+    from llm_anchors.backends import vllm
 
     assert [p.name for p in vllm.CONVERTER.parent.glob("*.py")] == [vllm.CONVERTER.name]
     command = vllm.conversion(Path(sys.executable), Path("m.gguf"), Path("out"))

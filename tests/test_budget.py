@@ -6,7 +6,6 @@ from decimal import Decimal
 
 import pytest
 
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import (
     AnchorsExplainer,
     Budget,
@@ -17,6 +16,7 @@ from llm_anchors import (
     RetryPolicy,
     SearchParams,
 )
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.extend import Charge, Price
 from tests.conftest import needs_all
 from tests.fault_server import FaultServer

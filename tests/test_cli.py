@@ -723,8 +723,8 @@ async def test_a_finished_out_refuses_another_configuration_before_anything_star
 async def test_explain_runs_manchors_guided_search_and_anchors_only_when_told(tmp_path):
     import json
 
-    from adapters.openai_compat import OpenAICompatibleBackend
     from llm_anchors import LLMClassifier, MAnchorsExplainer
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
     from tests.fault_server import FaultServer
 
     sentence = "a good and great film with a fine plot"

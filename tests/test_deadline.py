@@ -88,8 +88,8 @@ async def test_a_timeout_beyond_the_deadline_is_refused_before_anything_starts()
 async def test_the_pace_never_waits_past_the_deadline():
     """A request's patience follows its prompts (a slow answer makes the next wait longer), but one call's
     patience never passes its deadline: the engine cuts it (`RetryPolicy.max_elapsed`)."""
-    from adapters.openai_compat import OpenAICompatibleBackend
     from llm_anchors import LLMClassifier
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
     from llm_anchors.extend import FREE
 
     async with FaultServer(answer=keyword_sentiment, latency=(1.0, 1.0)) as server:

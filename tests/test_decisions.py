@@ -8,10 +8,10 @@ from decimal import Decimal
 import openai
 import pytest
 
-from adapters.decisions import INSTRUCTIONS
-from adapters.openai_client import OpenAIClientBackend
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import UNPARSED, AnchorsExplainer, Budget, LLMClassifier, RetryPolicy
+from llm_anchors.backends.decisions import INSTRUCTIONS
+from llm_anchors.backends.openai_client import OpenAIClientBackend
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.money import price_for
 from llm_anchors.money.journal import read_journal
 from tests.fault_server import FaultServer
@@ -117,7 +117,7 @@ async def test_cli_run_report_and_estimate_on_the_decisions_endpoint(tmp_path):
 
 
 def test_a_decisions_probabilities_that_cannot_all_be_read_say_nothing_and_the_choice_stands():
-    from adapters.decisions import read_decision
+    from llm_anchors.backends.decisions import read_decision
 
     def said(*pairs):
         listed = [{"value": v, "probability": p} for v, p in pairs]

@@ -529,8 +529,8 @@ def fill_or_sentiment(prompt: str) -> str:
 
 
 async def test_infill_asks_the_filler_once_per_content_word_and_reports_its_cost_apart():
-    from adapters.openai_compat import OpenAICompatibleBackend
     from llm_anchors import Budget, LLMClassifier
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
     from llm_anchors.extend import FREE
     from tests.fault_server import FaultServer
 

@@ -8,9 +8,9 @@ import math
 import openai
 import pytest
 
-from adapters.openai_client import OpenAIClientBackend
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import BadResponseError, ConfigError, LLMClassifier, RetryPolicy
+from llm_anchors.backends.openai_client import OpenAIClientBackend
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.extend import AnswerWarning
 from tests.fault_server import FaultServer
 from tests.test_cli import cli, inputs, lines

@@ -2,7 +2,8 @@ import os
 
 import pytest
 
-from adapters.llamacpp import (
+from llm_anchors import AnchorsExplainer, LLMClassifier, RetryPolicy
+from llm_anchors.backends.llamacpp import (
     DEFAULT_LABELS,
     LlamaServer,
     LlamaServerError,
@@ -10,8 +11,7 @@ from adapters.llamacpp import (
     find_binary,
     find_model,
 )
-from adapters.openai_compat import OpenAICompatibleBackend
-from llm_anchors import AnchorsExplainer, LLMClassifier, RetryPolicy
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.cli import main as cli_main
 from llm_anchors.extend import CompletionParams
 from tests.fault_server import FaultServer
@@ -42,7 +42,7 @@ def test_server_that_dies_at_start_reports_its_log(tmp_path):
 
 
 def test_the_prompt_cache_is_bounded_and_the_servers_memory_readable():
-    from adapters.llamacpp import LlamaServer
+    from llm_anchors.backends.llamacpp import LlamaServer
 
     server = LlamaServer(port=1, binary="/x", model="/y")
     assert server.command()[-2:] == ["--cache-ram", "256"]
@@ -152,7 +152,7 @@ def test_cli_embedded_default(capsys):
 
 
 async def test_counted_prompt_tokens_match_the_servers_usage(llama_url):
-    from adapters.token_counters import ServerTokenCounter
+    from llm_anchors.backends.token_counters import ServerTokenCounter
     from llm_anchors.datasets import load_rt_polarity
 
     texts, _ = load_rt_polarity()
@@ -194,7 +194,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     import time
 
     script = (
-        "from adapters.llamacpp import LlamaServer; import time, sys\n"
+        "from llm_anchors.backends.llamacpp import LlamaServer; import time, sys\n"
         "s = LlamaServer(); s.start(); print(s._process.pid, flush=True); time.sleep(600)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

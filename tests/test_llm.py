@@ -191,7 +191,7 @@ def test_optional_backend_members_are_read_when_present():
     ],
 )
 async def test_a_prompt_the_provider_cannot_cache_is_said_once(prompt, why):
-    from adapters.token_counters import TiktokenCounter
+    from llm_anchors.backends.token_counters import TiktokenCounter
 
     clf = LLMClassifier(MockBackend(sentiment), prompt, LABELS, price=price_for("gpt-4o-mini"),
                         token_counter=TiktokenCounter("gpt-4o-mini"))  # fmt: skip
@@ -203,7 +203,7 @@ async def test_a_prompt_the_provider_cannot_cache_is_said_once(prompt, why):
 
 
 async def test_a_long_static_prefix_first_is_cacheable():
-    from adapters.token_counters import TiktokenCounter
+    from llm_anchors.backends.token_counters import TiktokenCounter
 
     rubric = "Rubric: " + "be fair and precise. " * 300 + "\nReview: {text}\nSentiment:"
     clf = LLMClassifier(MockBackend(sentiment), rubric, LABELS, price=price_for("gpt-4o-mini"),

@@ -5,8 +5,8 @@ from decimal import Decimal
 import openai
 import pytest
 
-from adapters.openai_client import OpenAIClientBackend
 from llm_anchors import AnchorsExplainer, Budget, ConfigError, LLMClassifier, RetryPolicy
+from llm_anchors.backends.openai_client import OpenAIClientBackend
 from llm_anchors.extend import PromptTooLongError, RequestRejectedError
 from llm_anchors.money import price_for
 from tests.fault_server import FaultServer
@@ -89,7 +89,7 @@ async def test_the_sdks_errors_are_the_projects():
 def test_a_too_long_prompt_from_openai_is_an_input_error():
     import httpx2 as httpx
 
-    from adapters.openai_client import map_sdk_error
+    from llm_anchors.backends.openai_client import map_sdk_error
 
     request = httpx.Request("POST", "https://api.openai.com/v1/chat/completions")
     body = {"error": {"message": "maximum context length", "type": "invalid_request_error", "param": "messages",
@@ -194,7 +194,7 @@ async def test_estimate_run_and_report_through_the_users_client(tmp_path, azure)
 
 
 async def test_the_proxy_in_the_environment_carries_every_request(monkeypatch):
-    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 
     async with (
         FaultServer(answer=sentiment) as server,
@@ -216,7 +216,7 @@ async def test_the_proxy_in_the_environment_carries_every_request(monkeypatch):
 def test_a_429_waits_as_openais_rate_limit_headers_say():
     import httpx2 as httpx
 
-    from adapters.openai_client import map_sdk_error
+    from llm_anchors.backends.openai_client import map_sdk_error
 
     request = httpx.Request("POST", "https://api.openai.com/v1/chat/completions")
     headers = {"x-ratelimit-reset-requests": "1.5s", "x-ratelimit-reset-tokens": "6m0s", "x-request-id": "req_9"}

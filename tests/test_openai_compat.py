@@ -2,8 +2,6 @@ import time
 
 import pytest
 
-from adapters.openai_compat import OpenAICompatibleBackend
-from adapters.openai_wire import parse_response, parse_retry_after
 from llm_anchors import (
     AnchorsExplainer,
     BackendError,
@@ -14,6 +12,8 @@ from llm_anchors import (
     RateLimitError,
     RetryPolicy,
 )
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
+from llm_anchors.backends.openai_wire import parse_response, parse_retry_after
 from llm_anchors.extend import FREE, Charge, CompletionParams, PromptCacheWarning
 from tests.fault_server import FaultServer
 
@@ -368,7 +368,7 @@ USAGE_SHAPES = {
 
 @pytest.mark.parametrize("shape", list(USAGE_SHAPES))
 def test_each_provider_s_usage_is_read_as_it_bills_it(shape):
-    from adapters.openai_wire import billed_usage
+    from llm_anchors.backends.openai_wire import billed_usage
 
     raw, expected = USAGE_SHAPES[shape]
     assert billed_usage(raw) == Charge(**expected)
@@ -469,7 +469,7 @@ async def test_a_server_that_serves_another_tier_than_asked_is_billed_at_it_with
 
 
 def test_a_call_split_over_tiers_is_billed_at_the_dearest_tier_said():
-    from adapters.openai_wire import _served_tier
+    from llm_anchors.backends.openai_wire import _served_tier
 
     assert _served_tier([None, None]) is None and _served_tier(["flex", None, "flex"]) == "flex"
     assert (

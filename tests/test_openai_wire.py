@@ -11,14 +11,14 @@ import openai
 import pytest
 from aiohttp import web
 
-from adapters.openai_client import OpenAIClientBackend
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import (
     BackendError,
     BackendTimeoutError,
     BadResponseError,
     RateLimitError,
 )
+from llm_anchors.backends.openai_client import OpenAIClientBackend
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.extend import CompletionParams, PromptTooLongError, RequestRejectedError, UnreachableError
 
 LABELS = ("negative", "positive")
@@ -129,7 +129,7 @@ async def test_a_provider_failure_is_the_same_error_over_both_transports(path):
 
 def test_the_waits_and_ids_are_read_as_the_provider_says():
     """What the comparison above compares holds what the headers said (not only the same on both)."""
-    from adapters.openai_wire import error_of
+    from llm_anchors.backends.openai_wire import error_of
 
     limited = error_of(429, "{}", {"x-ratelimit-reset-requests": "1.5s", "x-ratelimit-reset-tokens": "6m0s"}, "who")
     assert isinstance(limited, RateLimitError) and limited.retry_after == 360.0 and limited.retryable

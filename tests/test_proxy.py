@@ -160,8 +160,8 @@ async def test_a_proxy_classifier_under_a_spent_cap_ends_the_stream_without_losi
 
 
 async def test_a_proxy_classifier_s_connections_close_with_the_explainer(embedder):
-    from adapters.openai_compat import OpenAICompatibleBackend
     from llm_anchors import LLMClassifier
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
     from tests.fault_server import FaultServer
 
     async with FaultServer(answer=lambda p: "positive" if "good" in p.split() else "negative") as server:

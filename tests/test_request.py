@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import UNPARSED, ConfigError, LLMClassifier
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.models import ChatRequest
 from tests.fault_server import FaultServer
 from tests.test_cli import cli

@@ -79,7 +79,7 @@ async def test_a_proxy_the_environment_cannot_give_is_a_clear_error_before_anyth
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.2", "localhost.", "[::1]", "LOCALHOST"])
 def test_every_address_of_this_machine_is_local(host):
-    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 
     assert OpenAICompatibleBackend(f"http://{host}:8000/v1", "m").is_local
 

@@ -13,8 +13,8 @@ import warnings
 
 import pytest
 
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import LLMClassifier, MAnchorsExplainer, RetryPolicy
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from llm_anchors.datasets import load_rt_polarity, shuffled
 from llm_anchors.samplers import SentenceEmbedder
 from tests.fault_server import FaultServer

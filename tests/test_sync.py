@@ -6,9 +6,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from adapters.openai_compat import OpenAICompatibleBackend
 from llm_anchors import AnchorsExplainer, ConfigError, LLMClassifier
 from llm_anchors._sync import SyncRunner
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 from tests.fault_server import FaultServer
 
 

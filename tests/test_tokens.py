@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from adapters.token_counters import TiktokenCounter
+from llm_anchors.backends.token_counters import TiktokenCounter
 from llm_anchors.money import EstimateCounter
 
 
@@ -25,7 +25,7 @@ def test_tiktoken_is_found_offline_where_tiktoken_looks_and_the_environment_is_l
     tiktoken looks ($DATA_GYM_CACHE_DIR here), and no variable of the process's environment is written."""
     code = (
         "import asyncio, os; before = dict(os.environ)\n"
-        "from adapters.token_counters import TiktokenCounter\n"
+        "from llm_anchors.backends.token_counters import TiktokenCounter\n"
         "count = asyncio.run(TiktokenCounter('gpt-4o-mini', per_message=0).count(['hello world']))\n"
         "print(count.tokens, dict(os.environ) == before)"
     )

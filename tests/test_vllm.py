@@ -5,9 +5,9 @@ from decimal import Decimal
 
 import pytest
 
-from adapters.openai_compat import OpenAICompatibleBackend
-from adapters.vllm_api import answer_spellings, read_label_logprobs
 from llm_anchors import AnchorsExplainer, InvalidInputError, LLMClassifier
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
+from llm_anchors.backends.vllm_api import answer_spellings, read_label_logprobs
 from llm_anchors.extend import Completion, CompletionParams, Price, PromptTooLongError, RequestRejectedError
 from tests.fake_vllm import FakeVllm
 from tests.fault_server import FaultServer
@@ -156,11 +156,11 @@ async def test_tokens_are_counted_by_the_servers_tokenizer_with_its_bos():
 
 
 def test_vllm_not_set_up_is_a_clear_error(monkeypatch, tmp_path):
-    from adapters.vllm import VllmServer, VllmServerError, find_python
+    from llm_anchors.backends.vllm import VllmServer, VllmServerError, find_python
 
     monkeypatch.setenv("LLM_ANCHORS_CACHE", str(tmp_path))
     monkeypatch.delenv("VLLM_PYTHON", raising=False)
-    with pytest.raises(VllmServerError, match="python -m adapters.vllm setup"):
+    with pytest.raises(VllmServerError, match="python -m llm_anchors.backends.vllm setup"):
         VllmServer().start()
     monkeypatch.setenv("VLLM_PYTHON", str(tmp_path / "nope"))
     with pytest.raises(VllmServerError, match="VLLM_PYTHON"):
@@ -168,7 +168,7 @@ def test_vllm_not_set_up_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_the_cpu_builds_environment_and_command(tmp_path):
-    from adapters.vllm import VllmServer
+    from llm_anchors.backends.vllm import VllmServer
 
     python = tmp_path / "venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
@@ -193,8 +193,8 @@ def test_serve_and_base_url_together_are_refused(capsys):
 
 @pytest.mark.parametrize("bad", [{"threads": 0}, {"max_model_len": -1}, {"kv_cache_gib": 1.5}])
 def test_a_vllm_server_with_impossible_settings_is_refused_before_it_starts(bad):
-    from adapters.vllm import VllmServer
     from llm_anchors import ConfigError
+    from llm_anchors.backends.vllm import VllmServer
 
     with pytest.raises(ConfigError, match=next(iter(bad))):
         VllmServer(**bad)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-from adapters.openai_compat import OpenAICompatibleBackend
-from adapters.vllm import SERVED_NAME, VllmServer
 from llm_anchors import AnchorsExplainer, LLMClassifier
+from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
+from llm_anchors.backends.vllm import SERVED_NAME, VllmServer
 from llm_anchors.extend import PromptTooLongError
 from llm_anchors.money.journal import read_journal
 from tests.test_cli import cli, lines

@@ -44,8 +44,8 @@ class Model:
             self.classifier(urls, args.model or "default")
 
     def classifier(self, base_urls: list[str], model: str, *, embedded: bool = False) -> LLMClassifier:
-        from adapters.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
-        from adapters.openai_compat import Endpoint, OpenAICompatibleBackend
+        from llm_anchors.backends.llamacpp import DEFAULT_LABELS, DEFAULT_PROMPT
+        from llm_anchors.backends.openai_compat import Endpoint, OpenAICompatibleBackend
 
         args, request = self.args, self.request
         given = [label.strip() for label in args.labels.split(",")] if args.labels else []
@@ -116,7 +116,7 @@ def check_azure(args: argparse.Namespace) -> None:
 
 def azure_backend(args: argparse.Namespace, deployment: str, headers: dict[str, str]) -> Any:
     """The deployment on Azure OpenAI, through the openai package's `AsyncAzureOpenAI`."""
-    from adapters.openai_client import OpenAIClientBackend
+    from llm_anchors.backends.openai_client import OpenAIClientBackend
 
     try:
         import openai
@@ -135,12 +135,12 @@ def azure_backend(args: argparse.Namespace, deployment: str, headers: dict[str, 
 async def model_identity(clf: LLMClassifier, embedded: bool) -> dict[str, Any]:
     """What tells this model from another under the same name: the embedded model's file, or the
     servers' addresses and what they say they serve."""
-    from adapters.llamacpp import find_model
-    from adapters.openai_compat import OpenAICompatibleBackend
+    from llm_anchors.backends.llamacpp import find_model
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
 
     backend = clf.backend
     if embedded and isinstance(backend, OpenAICompatibleBackend) and (vllm := await backend.vllm()) is not None:
-        from adapters.vllm import find_model as converted
+        from llm_anchors.backends.vllm import find_model as converted
 
         return {"embedded": converted().name, "vllm": vllm.version}
     if embedded or not isinstance(backend, OpenAICompatibleBackend):
@@ -155,13 +155,13 @@ def backend(args: argparse.Namespace) -> Iterator[tuple[list[str], str, bool]]:
         yield served_as(args)
         return
     if args.serve == "vllm":
-        from adapters.vllm import VllmServer
+        from llm_anchors.backends.vllm import VllmServer
 
         print("starting the local LLM (Gemma 3 270M on vLLM, about a minute)…", file=sys.stderr, flush=True)
         with VllmServer() as vllm:
             yield [vllm.base_url], served_as(args)[1], True
         return
-    from adapters.llamacpp import LlamaServer
+    from llm_anchors.backends.llamacpp import LlamaServer
 
     print("starting the local LLM (Gemma 3 270M on llama-server)…", file=sys.stderr, flush=True)
     with LlamaServer() as server:
@@ -174,7 +174,7 @@ def served_as(args: argparse.Namespace) -> tuple[list[str], str, bool]:
     if urls := servers(args):
         return urls, args.model or "default", False
     if args.serve == "vllm":
-        from adapters.vllm import SERVED_NAME
+        from llm_anchors.backends.vllm import SERVED_NAME
 
         return ["http://127.0.0.1:1/v1"], args.model or SERVED_NAME, True
     return ["http://127.0.0.1:1/v1"], args.model or "gemma-3-270m-q4_k_m", True

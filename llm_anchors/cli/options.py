@@ -87,7 +87,7 @@ def _model_options() -> argparse.ArgumentParser:
         choices=["llama", "vllm"],
         default=None,
         help="without --base-url, the embedded local LLM on llama.cpp's server (default) or on vLLM's CPU build "
-        "(`python -m adapters.vllm setup` first)",
+        "(`python -m llm_anchors.backends.vllm setup` first)",
     )
     common.add_argument(
         "--endpoint",

@@ -1,6 +1,6 @@
 """The `Backend` protocol: how an LLM is asked to complete prompts.
 
-Adapters (``adapters/``) implement it for real servers; `MockBackend`
+Backends (``llm_anchors.backends``) implement it for real servers; `MockBackend`
 answers from a Python function, with a set latency, for tests and
 benchmarks that must repeat exactly.
 """

@@ -2,8 +2,8 @@
 
 `EstimateCounter` (a conservative estimate: bytes / 3, rounded up, plus a
 margin, marked as an estimate in every report) is the fallback when a
-backend offers no exact counter. Exact counters live with the adapters that
-use them (``adapters/token_counters.py``: tiktoken, a server's /tokenize).
+backend offers no exact counter. Exact counters live with the backends that
+use them (``llm_anchors/backends/token_counters.py``: tiktoken, a server's /tokenize).
 """
 
 from __future__ import annotations

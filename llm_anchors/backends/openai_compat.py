@@ -2,8 +2,8 @@
 
 Endpoints: ``/completions`` with a list of prompts per request (vLLM and llama-server take one),
 ``/chat/completions`` (one prompt a request: hosted chat models) and the decision endpoints. The
-wire format is `adapters.openai_wire`'s (the SDK transport, `adapters.openai_client`, reads and
-writes the same); the session and its error map are `adapters.transport`'s.
+wire format is `llm_anchors.backends.openai_wire`'s (the SDK transport, `llm_anchors.backends.openai_client`, reads and
+writes the same); the session and its error map are `llm_anchors.backends.transport`'s.
 """
 
 from __future__ import annotations
@@ -18,24 +18,8 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
-from adapters.decisions import DecisionCounter, Shape
-from adapters.openai_wire import (
-    NO_TIER_FOR_DECISIONS,
-    PATHS,
-    REASONING_EFFORTS,
-    Pace,
-    combined,
-    is_loopback,
-    parse_decision,
-    parse_response,
-    reasoning_effort_for,
-    request_body,
-)
-from adapters.token_counters import FallbackCounter, ServerTokenCounter, TiktokenCounter, fallback_counter
-from adapters.transport import Session, check_proxies, endpoint_url
-from adapters.vllm_api import LabelTokens, VllmInfo, label_request, probe, read_label_logprobs
-from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ClassifierError, ConfigError
-from llm_anchors.extend import (
+from .. import BackendError, BackendTimeoutError, BadResponseError, ClassifierError, ConfigError
+from ..extend import (
     CompletionParams,
     Completions,
     PromptTooLongError,
@@ -47,6 +31,22 @@ from llm_anchors.extend import (
     scrub,
     shown_url,
 )
+from .decisions import DecisionCounter, Shape
+from .openai_wire import (
+    NO_TIER_FOR_DECISIONS,
+    PATHS,
+    REASONING_EFFORTS,
+    Pace,
+    combined,
+    is_loopback,
+    parse_decision,
+    parse_response,
+    reasoning_effort_for,
+    request_body,
+)
+from .token_counters import FallbackCounter, ServerTokenCounter, TiktokenCounter, fallback_counter
+from .transport import Session, check_proxies, endpoint_url
+from .vllm_api import LabelTokens, VllmInfo, label_request, probe, read_label_logprobs
 
 __all__ = ["OpenAICompatibleBackend"]
 
@@ -189,7 +189,7 @@ class OpenAICompatibleBackend:
 
     @property
     def decides(self) -> bool:
-        """A decision endpoint: it answers with the labels' probabilities (`adapters.decisions`)."""
+        """A decision endpoint: it answers with the labels' probabilities (`llm_anchors.backends.decisions`)."""
         return self.endpoint in ("decisions", "systemone")
 
     @property

@@ -18,8 +18,20 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from adapters.decisions import DecisionCounter
-from adapters.openai_wire import (
+from .. import BackendError, BackendTimeoutError, BadResponseError, ConfigError
+from ..extend import (
+    CompletionParams,
+    Completions,
+    TokenCounter,
+    UnreachableError,
+    header_secrets,
+    refuse_credentials,
+    remember,
+    scrub,
+    shown_url,
+)
+from .decisions import DecisionCounter
+from .openai_wire import (
     NO_TIER_FOR_DECISIONS,
     REASONING_EFFORTS,
     Pace,
@@ -31,20 +43,8 @@ from adapters.openai_wire import (
     reasoning_effort_for,
     request_body,
 )
-from adapters.token_counters import TiktokenCounter
-from adapters.transport import check_proxies
-from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError
-from llm_anchors.extend import (
-    CompletionParams,
-    Completions,
-    TokenCounter,
-    UnreachableError,
-    header_secrets,
-    refuse_credentials,
-    remember,
-    scrub,
-    shown_url,
-)
+from .token_counters import TiktokenCounter
+from .transport import check_proxies
 
 __all__ = ["OpenAIClientBackend", "client_secrets", "map_sdk_error"]
 
@@ -59,7 +59,7 @@ class OpenAIClientBackend:
         runs ``gpt-4o``); default ``model``.
     endpoint: "chat" (one prompt a request), "completions" (a list of prompts a request) or
         "decisions" (``client.decisions.create``: one input a request, the labels as a choice
-        question's choices: `adapters.decisions`).
+        question's choices: `llm_anchors.backends.decisions`).
     timeout: seconds for one request; max_connections: requests in flight.
     service_tier, reasoning_effort, local: as `OpenAICompatibleBackend` has them.
     """
@@ -131,7 +131,7 @@ class OpenAIClientBackend:
 
     @property
     def decides(self) -> bool:
-        """A decision endpoint: it answers with the labels' probabilities (`adapters.decisions`)."""
+        """A decision endpoint: it answers with the labels' probabilities (`llm_anchors.backends.decisions`)."""
         return self.endpoint == "decisions"
 
     @property
@@ -217,7 +217,7 @@ def map_sdk_error(exc: BaseException, who: str, secrets: Sequence[str | None] = 
 
 
 def _mapped(exc: BaseException, who: str, secrets: Sequence[str | None]) -> BackendError | None:
-    """What `adapters.transport.mapped_errors` and `error_of` make of the same failure over aiohttp."""
+    """What `transport.mapped_errors` and `error_of` make of the same failure over aiohttp."""
     import openai
 
     if not isinstance(exc, openai.APIError):

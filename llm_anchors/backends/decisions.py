@@ -25,8 +25,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from llm_anchors import BadResponseError, ConfigError
-from llm_anchors.extend import AnswerWarning, Completion, TokenCount, TokenCounter
+from .. import BadResponseError, ConfigError
+from ..extend import AnswerWarning, Completion, TokenCount, TokenCounter
 
 __all__ = ["INSTRUCTIONS", "DecisionCounter", "Shape", "decision_body", "probabilities", "read_decision", "unasked"]
 

@@ -1,10 +1,10 @@
-"""HTTP over aiohttp for the adapters: the URL join every request uses, one map of aiohttp's errors
+"""HTTP over aiohttp for the backends: the URL join every request uses, one map of aiohttp's errors
 to the project's (`mapped_errors`, as httpx maps httpcore's), and the session the OpenAI-compatible
 backend sends through (`Session`).
 
 Every failure a request meets leaves here as one of llm-anchors' errors: no connection made is an
 `UnreachableError` (never billed), no answer in time or a dropped connection a `BackendTimeoutError`,
-an error status what `adapters.openai_wire.error_of` says.
+an error status what `openai_wire.error_of` says.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from adapters.openai_wire import PATHS, error_of
-from llm_anchors import BackendError, BackendTimeoutError, BadResponseError, ConfigError
-from llm_anchors.extend import UnreachableError, shown_url
+from .. import BackendError, BackendTimeoutError, BadResponseError, ConfigError
+from ..extend import UnreachableError, shown_url
+from .openai_wire import PATHS, error_of
 
 __all__ = ["Session", "check_proxies", "endpoint_url", "mapped_errors"]
 

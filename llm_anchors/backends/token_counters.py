@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.transport import endpoint_url, mapped_errors
-from adapters.vllm_api import probe
-from llm_anchors import BackendError, BadResponseError, ConfigError
-from llm_anchors.extend import TokenCount, TokenCounter, shown_url
+from .. import BackendError, BadResponseError, ConfigError
+from ..extend import TokenCount, TokenCounter, shown_url
+from .transport import endpoint_url, mapped_errors
+from .vllm_api import probe
 
 __all__ = [
     "FallbackCounter", "NoTokenizeError", "ServerTokenCounter", "TiktokenCounter", "fallback_counter",
@@ -124,7 +124,7 @@ def fallback_counter(model: str, per_message: int = 0) -> TokenCounter:
     marked over-estimate (UTF-8 bytes / 3 + 8)."""
     import importlib.util
 
-    from llm_anchors.money.tokens import EstimateCounter
+    from ..money.tokens import EstimateCounter
 
     if importlib.util.find_spec("tiktoken") is not None and importlib.util.find_spec("bpe_openai") is not None:
         import tiktoken
@@ -193,7 +193,7 @@ class ServerTokenCounter:
         return TokenCount([counts[p] for p in prompts])
 
     async def _probe(self) -> Any:
-        """The vLLM server at ``base_url`` (`adapters.vllm_api.probe`), None for any other; asked once."""
+        """The vLLM server at ``base_url`` (`vllm_api.probe`), None for any other; asked once."""
         if not self._probed:
             session = self._get_session()
 

@@ -1,5 +1,5 @@
 """The OpenAI wire format, read and written the same way by both transports (aiohttp's
-`adapters.openai_compat`, the user's own SDK client in `adapters.openai_client`).
+`llm_anchors.backends.openai_compat`, the user's own SDK client in `llm_anchors.backends.openai_client`).
 
 What a request carries (`request_body`), how an answer and its usage read (`parse_response`,
 `parse_decision`, `billed_usage`), how a call sent as several requests adds up (`combined`), what an
@@ -20,9 +20,8 @@ from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from adapters.decisions import Shape, decision_body, read_decision
-from llm_anchors import BackendError, BadResponseError, ConfigError, RateLimitError
-from llm_anchors.extend import (
+from .. import BackendError, BadResponseError, ConfigError, RateLimitError
+from ..extend import (
     Alternatives,
     Charge,
     Completion,
@@ -32,6 +31,7 @@ from llm_anchors.extend import (
     RequestRejectedError,
     redact,
 )
+from .decisions import Shape, decision_body, read_decision
 
 __all__ = [
     "NO_TIER_FOR_DECISIONS", "PATHS", "REASONING_EFFORTS", "Pace", "billed_usage", "combined", "error_of",
@@ -245,7 +245,7 @@ def _tier_said(raw: dict[str, Any]) -> str | None:
 
 
 def parse_decision(shape: Shape, raw: dict[str, Any], who: str, labels: Sequence[str] = ()) -> Completions:
-    """Read a decision endpoint's answer (`adapters.decisions`): one completion (only the classes asked,
+    """Read a decision endpoint's answer (`llm_anchors.backends.decisions`): one completion (only the classes asked,
     ``labels``, read), its usage, its tier."""
     item = read_decision(shape, raw, who, labels)
     tier = _tier_said(raw)
@@ -305,7 +305,7 @@ def request_body(
 ) -> dict[str, Any]:
     """One request's body (either transport's): a list of prompts for completions, one for the others;
     a reasoning model (``effort``) gets its effort on chat, a bound covering its reasoning and no
-    temperature; a decision endpoint the labels as its choices (`adapters.decisions`). A prompt that is
+    temperature; a decision endpoint the labels as its choices (`llm_anchors.backends.decisions`). A prompt that is
     a request's body (`llm_anchors.models.request.ChatRequest`) is sent as it is, with only what reading
     probabilities needs added where the request allows them (no reasoning effort, none asked already)."""
     if any(isinstance(p, dict) for p in prompts):

