@@ -48,3 +48,44 @@ async def test_estimate_is_conservative_and_marked(text):
     exact = await TiktokenCounter("gpt-4o", per_message=0).count([text])
     assert estimate.estimated
     assert estimate.total >= exact.total
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "falls_back"),
+    [(429, "RateLimitError", False), (503, "BackendError", False), (404, "NoTokenizeError", True),
+     (501, "NoTokenizeError", True)],
+)  # fmt: skip
+async def test_tokenize_goes_through_the_backend_s_session_and_error_map(status, error, falls_back):
+    """/tokenize is asked with the backend's own headers, and its error statuses mean what they mean for any
+    request (a 429 is a `RateLimitError`); only "no such page" falls back to another count."""
+    from aiohttp import web
+
+    from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
+
+    seen: list[str | None] = []
+
+    async def tokenize(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("X-Tenant"))
+        return web.json_response({"error": {"message": "no"}}, status=status, headers={"Retry-After": "1"})
+
+    app = web.Application()
+    app.router.add_post("/tokenize", tokenize)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{port}/v1", "m", headers={"X-Tenant": "t1"}, api_key="k")
+    try:
+        counter = backend.token_counter()
+        assert counter is not None
+        if falls_back:
+            assert (await counter.count(["a b c"])).estimated
+        else:
+            with pytest.raises(Exception) as raised:
+                await counter.count(["a b c"])
+            assert type(raised.value).__name__ == error
+        assert seen and set(seen) == {"t1"}
+    finally:
+        await backend.aclose()
+        await runner.cleanup()

@@ -25,22 +25,17 @@ from ..extend import (
     TokenCounter,
     UnreachableError,
     header_secrets,
-    refuse_credentials,
-    remember,
     scrub,
     shown_url,
 )
 from .decisions import DecisionCounter
+from .openai_base import OpenAIBackend
 from .openai_wire import (
-    NO_TIER_FOR_DECISIONS,
-    REASONING_EFFORTS,
     Pace,
-    combined,
     error_of,
     is_loopback,
     parse_decision,
     parse_response,
-    reasoning_effort_for,
     request_body,
 )
 from .token_counters import TiktokenCounter
@@ -51,7 +46,7 @@ __all__ = ["OpenAIClientBackend", "client_secrets", "map_sdk_error"]
 Endpoint = Literal["chat", "completions", "decisions"]
 
 
-class OpenAIClientBackend:
+class OpenAIClientBackend(OpenAIBackend):
     """Completes prompts through ``client`` (an ``openai.AsyncOpenAI`` or ``AsyncAzureOpenAI``).
 
     model: what the client sends (for Azure, the deployment's name).
@@ -59,10 +54,11 @@ class OpenAIClientBackend:
         runs ``gpt-4o``); default ``model``.
     endpoint: "chat" (one prompt a request), "completions" (a list of prompts a request) or
         "decisions" (``client.decisions.create``: one input a request, the labels as a choice
-        question's choices: `llm_anchors.backends.decisions`).
-    timeout: seconds for one request; max_connections: requests in flight.
-    service_tier, reasoning_effort, local: as `OpenAICompatibleBackend` has them.
+        question's choices: `decisions`).
+    Every other setting as `OpenAIBackend` has it.
     """
+
+    ENDPOINTS = ("chat", "completions", "decisions")
 
     def __init__(
         self,
@@ -80,44 +76,17 @@ class OpenAIClientBackend:
     ) -> None:
         if not callable(getattr(client, "with_options", None)) or not hasattr(client, "chat"):
             raise ConfigError(f"client must be an openai AsyncOpenAI or AsyncAzureOpenAI, got {type(client).__name__}")
-        if not model:
-            raise ConfigError("model must be named (for Azure OpenAI, the deployment)")
-        if endpoint not in ("chat", "completions", "decisions"):
-            raise ConfigError(f"endpoint must be chat, completions or decisions, got {endpoint!r}")
-        if reasoning_effort is not None and reasoning_effort not in (*REASONING_EFFORTS, "auto"):
-            efforts = ", ".join(REASONING_EFFORTS)
-            raise ConfigError(f"reasoning_effort must be one of {efforts}, got {reasoning_effort!r}")
-        self._client = client.with_options(max_retries=0, timeout=timeout)
-        self._timeout = timeout
-        self._pace = Pace()  # a request that carries more than the server answers in ``timeout`` waits longer
-        self._secrets = client_secrets(client)
-        remember(*self._secrets)  # known by value: no file, report or message of this process shows them
+        self._client_secrets = client_secrets(client)
+        super().__init__(model, price_as=price_as, endpoint=endpoint, timeout=timeout,
+                         max_request_size=max_request_size, max_connections=max_connections,
+                         service_tier=service_tier, reasoning_effort=reasoning_effort, local=local)  # fmt: skip
         check_proxies(os.environ, variables=("http_proxy", "https_proxy", "all_proxy"), schemes=_proxy_schemes())
-        refuse_credentials({"model": model, "price_as": price_as}, *self._secrets)
-        self.deployment = model
-        self.priced_as = price_as or model
-        self.endpoint = endpoint
-        self._request_size = max_request_size if endpoint == "completions" else 1
+        self._client = client.with_options(max_retries=0, timeout=timeout)
+        self._pace = Pace()  # a request that carries more than the server answers in ``timeout`` waits longer
         self._semaphore = asyncio.Semaphore(max_connections)  # bound to a loop at its first wait
-        if service_tier is not None and endpoint == "decisions":
-            raise ConfigError(NO_TIER_FOR_DECISIONS)
-        self._service_tier = service_tier
-        self._effort = reasoning_effort_for(self.priced_as) if reasoning_effort == "auto" else reasoning_effort
-        self._local = local
 
-    @property
-    def identity(self) -> str:
-        return f"openai-client:{self.priced_as}:{self.deployment}:{self.endpoint}"
-
-    @property
-    def model(self) -> str:
-        """The model's name for its price (``price_as``)."""
-        return self.priced_as
-
-    @property
-    def served_model(self) -> str:
-        """The name requests send (for Azure, the deployment's)."""
-        return self.deployment
+    def _secrets(self) -> tuple[str | None, ...]:
+        return self._client_secrets
 
     @property
     def api_url(self) -> str:
@@ -127,64 +96,42 @@ class OpenAIClientBackend:
     def is_local(self) -> bool:
         """Served from this machine (``local``, else its URL is loopback): priced as local, and a request is
         waited for until it answers."""
-        return self._local if self._local is not None else is_loopback(str(self._client.base_url))
-
-    @property
-    def decides(self) -> bool:
-        """A decision endpoint: it answers with the labels' probabilities (`llm_anchors.backends.decisions`)."""
-        return self.endpoint == "decisions"
-
-    @property
-    def service_tier(self) -> str | None:
-        return self._service_tier
-
-    @property
-    def reasoning_effort(self) -> str | None:
-        return self._effort
-
-    @property
-    def max_request_size(self) -> int:
-        return self._request_size
+        return self.local if self.local is not None else is_loopback(str(self._client.base_url))
 
     def token_counter(self) -> TokenCounter | None:
         """tiktoken with the encoding of the priced model (o200k_base for a name it does not know); a
         decision's question on top (`DecisionCounter`)."""
-        if self.endpoint == "decisions":
-            return DecisionCounter(TiktokenCounter(self.priced_as, per_message=0))
-        return TiktokenCounter(self.priced_as, per_message=7 if self.endpoint == "chat" else 0)
+        if self.decides:
+            return DecisionCounter(TiktokenCounter(self.model, per_message=0))
+        return TiktokenCounter(self.model, per_message=self.per_message)
 
     def __repr__(self) -> str:
-        return f"OpenAIClientBackend({self.api_url!r}, model={self.deployment!r}, price_as={self.priced_as!r})"
-
-    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
-        step = self._request_size
-        parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
-        return combined(await asyncio.gather(*(self._request(part, params) for part in parts)))
+        return f"OpenAIClientBackend({self.api_url!r}, model={self.served_model!r}, price_as={self.model!r})"
 
     async def aclose(self) -> None:
         """The client is the user's: it stays open (they close it)."""
 
-    async def _request(self, prompts: list[str], params: CompletionParams) -> Completions:
-        body = request_body(self.endpoint, self.deployment, prompts, params, self._effort)
-        if self._service_tier is not None:
-            body["service_tier"] = self._service_tier
+    async def _request(self, prompts: list[str], params: CompletionParams, context: Any) -> Completions:
+        body = request_body(self.endpoint, self.served_model, prompts, params, self.reasoning_effort)
+        if self.service_tier is not None:
+            body["service_tier"] = self.service_tier
         resource = {"decisions": self._client.decisions, "chat": self._client.chat.completions,
                     "completions": self._client.completions}[self.endpoint]  # fmt: skip
         async with self._semaphore:
             try:
                 started = time.monotonic()
-                patience = None if self.is_local else self._pace.deadline(len(prompts), self._timeout)
+                patience = None if self.is_local else self._pace.deadline(len(prompts), self.timeout)
                 answer = (await resource.with_raw_response.create(**body, timeout=patience)).parse()
                 self._pace.add((time.monotonic() - started) / len(prompts))
             except Exception as exc:
-                mapped = map_sdk_error(exc, self.identity, self._secrets)
+                mapped = map_sdk_error(exc, self.identity, self._secrets())
                 if mapped is None:
                     raise
                 raise mapped from None  # the SDK's error holds the server's body whole, secrets and all
         if not callable(getattr(answer, "model_dump", None)):  # the SDK hands back a body it could not read
             raise BadResponseError("answer is not JSON", classifier=self.identity, transient=True)
         said = answer.model_dump(mode="json", exclude_unset=True, warnings=False)  # read as said, NaN and all
-        if self.endpoint == "decisions":
+        if self.decides:
             return parse_decision("decisions", said, self.identity, params.answers)
         return parse_response(said, len(prompts), self.identity)
 

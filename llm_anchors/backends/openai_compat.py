@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import os
 import re
 import time
@@ -18,7 +17,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
-from .. import BackendError, BackendTimeoutError, BadResponseError, ClassifierError, ConfigError
+from .. import BackendError, BackendTimeoutError, BadResponseError, ConfigError
 from ..extend import (
     CompletionParams,
     Completions,
@@ -26,22 +25,16 @@ from ..extend import (
     TokenCounter,
     header_secrets,
     redact,
-    refuse_credentials,
-    remember,
-    scrub,
     shown_url,
 )
 from .decisions import DecisionCounter, Shape
+from .openai_base import OpenAIBackend
 from .openai_wire import (
-    NO_TIER_FOR_DECISIONS,
     PATHS,
-    REASONING_EFFORTS,
     Pace,
-    combined,
     is_loopback,
     parse_decision,
     parse_response,
-    reasoning_effort_for,
     request_body,
 )
 from .token_counters import FallbackCounter, ServerTokenCounter, TiktokenCounter, fallback_counter
@@ -75,20 +68,18 @@ def _check_url(url: Any, key: str | None) -> None:
 Endpoint = Literal["auto", "completions", "chat", "decisions", "systemone"]
 
 
-class OpenAICompatibleBackend:
-    """Completes prompts on one model served at one or more base URLs.
+class OpenAICompatibleBackend(OpenAIBackend):
+    """Completes prompts on one model served at one or more base URLs, over aiohttp.
 
     base_url: ``http://host:port/v1``, or a list of replicas of the same
         model; requests are spread over them in turn.
-    endpoint: "completions" (list prompts), "chat", or "auto" (chat for
+    endpoint: "completions" (list prompts), "chat", "decisions", "systemone" or "auto" (chat for
         api.openai.com, completions elsewhere).
     api_key: taken from ``$api_key_env`` (OPENAI_API_KEY) when not given;
         never logged, never part of ``identity`` or ``repr``.
     timeout: seconds a request to a remote server is waited for (longer when it carries more than
         the server answers in that time); a server on this machine is waited for until it answers,
         never sent the request again. Both end at the call's deadline (`RetryPolicy.max_elapsed`).
-    max_request_size: prompts per /completions request.
-    max_connections: HTTP requests in flight from this backend.
     service_tier: asked of the server with every request (OpenAI's ``"flex"``:
         about half the price, slower; ``"priority"``; ``"auto"``, the
         project's default) and priced at the tier the server says it served.
@@ -105,6 +96,7 @@ class OpenAICompatibleBackend:
     local: whether the server runs on this machine (default: whether every URL
         is a loopback one, `is_loopback`): a local model whose name has no price
         costs nothing, and a request to it is waited for until it answers.
+    Every other setting as `OpenAIBackend` has it.
     """
 
     def __init__(
@@ -131,41 +123,19 @@ class OpenAICompatibleBackend:
             raise ConfigError("base_url must be one or more http(s) URLs, got none")
         for url in urls:
             _check_url(url, key)
-        if not model:
-            raise ConfigError("model must be named")
-        if endpoint not in ("auto", "completions", "chat", "decisions", "systemone"):
-            raise ConfigError(f"endpoint must be auto, completions, chat, decisions or systemone, got {endpoint!r}")
-        if not 0 < timeout < math.inf or max_request_size < 1 or max_connections < 1:  # nan is not a timeout
-            raise ConfigError("timeout (finite), max_request_size and max_connections must be positive")
-        self.base_urls = [endpoint_url(u, "") for u in urls]  # no trailing slash
-        self.served_model = model
-        self.model = price_as or model  # what its price is looked up as (Backend.model)
-        self.endpoint: Literal["completions", "chat", "decisions", "systemone"] = (
-            ("chat" if any(urlparse(u).hostname == "api.openai.com" for u in urls) else "completions")
-            if endpoint == "auto"
-            else endpoint
-        )
-        self.timeout = timeout
-        self.max_request_size = max_request_size if self.endpoint == "completions" else 1
-        self.max_connections = max_connections
-        self.extra_body = dict(extra_body or {})
-        if service_tier is not None and (not isinstance(service_tier, str) or not service_tier.strip()):
-            raise ConfigError(f"service_tier must be a tier's name (flex, priority, ...), got {service_tier!r}")
-        if service_tier is not None and self.decides:
-            raise ConfigError(NO_TIER_FOR_DECISIONS)
-        self._service_tier = service_tier
-        if service_tier is not None:
-            self.extra_body["service_tier"] = service_tier
-        if reasoning_effort is not None and reasoning_effort not in (*REASONING_EFFORTS, "auto"):
-            raise ConfigError(
-                f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, got {reasoning_effort!r}"
-            )
-        self._effort = reasoning_effort_for(self.model) if reasoning_effort == "auto" else reasoning_effort
         self._api_key = _Secret(key)
         self._extra_headers = _check_headers(headers or {})
-        remember(*self._secrets())  # known by value: no file, report or message of this process shows them
+        self.base_urls = [endpoint_url(u, "") for u in urls]  # no trailing slash
+        if endpoint == "auto":
+            endpoint = "chat" if self.is_openai else "completions"
+        super().__init__(model, price_as=price_as, endpoint=endpoint, timeout=timeout,
+                         max_request_size=max_request_size, max_connections=max_connections,
+                         service_tier=service_tier, reasoning_effort=reasoning_effort, local=local,
+                         named={"base_url": urls})  # fmt: skip
         check_proxies(os.environ)  # aiohttp reads them (trust_env): one it cannot use is refused now, not mid-run
-        refuse_credentials({"model": model, "price_as": price_as, "base_url": urls}, *self._secrets())
+        self.extra_body = dict(extra_body or {})
+        if service_tier is not None:
+            self.extra_body["service_tier"] = service_tier
         self._next_url = itertools.cycle(self.base_urls)
         self._transport: Session | None = None
         self._counter: FallbackCounter | None = None
@@ -174,33 +144,12 @@ class OpenAICompatibleBackend:
         self._vllm: VllmInfo | None = None
         self._labels = LabelTokens()
         self._pace = Pace()
-        self._local = local
-
-    @property
-    def identity(self) -> str:
-        priced = f":priced-as:{self.model}" if self.model != self.served_model else ""
-        return f"openai-compat:{self.served_model}:{self.endpoint}{priced}"
 
     @property
     def is_local(self) -> bool:
         """Served from this machine (``local``, else every URL loopback): a model whose name has no price costs
         nothing, and a request is waited for until it answers."""
-        return self._local if self._local is not None else all(is_loopback(u) for u in self.base_urls)
-
-    @property
-    def decides(self) -> bool:
-        """A decision endpoint: it answers with the labels' probabilities (`llm_anchors.backends.decisions`)."""
-        return self.endpoint in ("decisions", "systemone")
-
-    @property
-    def service_tier(self) -> str | None:
-        """The tier every request asks for (None: the server's standard)."""
-        return self._service_tier
-
-    @property
-    def reasoning_effort(self) -> str | None:
-        """How hard the model is asked to reason (None: it is not a reasoning model)."""
-        return self._effort
+        return self.local if self.local is not None else all(is_loopback(u) for u in self.base_urls)
 
     @property
     def api_url(self) -> str:
@@ -216,7 +165,7 @@ class OpenAICompatibleBackend:
         llama.cpp: one counter, which the backend's own length check shares), and where the server
         has none (a gateway), or on another chat server, tiktoken for a model it knows by name, else
         a marked over-estimate: never an error."""
-        per_message = 7 if self.endpoint == "chat" else 0
+        per_message = self.per_message
         if self.decides:
             return DecisionCounter(fallback_counter(self.model) if self.is_openai else self._server_counter())
         if self.is_openai:
@@ -229,7 +178,7 @@ class OpenAICompatibleBackend:
         """The first server's /tokenize (tiktoken or an estimate once it says it has none), made once."""
         if self._counter is None:
             server = ServerTokenCounter(
-                self.base_urls[0], model=self.served_model, headers=self._headers(), vllm=self.server_vllm
+                self.base_urls[0], model=self.served_model, session=self._get_transport, vllm=self.server_vllm
             )
             self._counter = FallbackCounter(server, fallback_counter(self.model))
         return self._counter
@@ -237,15 +186,6 @@ class OpenAICompatibleBackend:
     def __repr__(self) -> str:
         urls = [shown_url(u) for u in self.base_urls]
         return f"OpenAICompatibleBackend({urls!r}, model={self.served_model!r}, endpoint={self.endpoint!r})"
-
-    async def complete(self, prompts: Sequence[str], params: CompletionParams) -> Completions:
-        step = self.max_request_size
-        parts = [list(prompts[i : i + step]) for i in range(0, len(prompts), step)]
-        try:
-            names = await self._before_sending(prompts, params)
-            return combined(await asyncio.gather(*(self._request(part, params, names) for part in parts)))
-        except ClassifierError as exc:  # whatever a server echoed: no key or header value goes further
-            raise scrub(exc, self._secrets()) from None
 
     async def _before_sending(self, prompts: Sequence[str], params: CompletionParams) -> dict[int, str] | None:
         """On vLLM, the prompts checked against its context and the labels' token ids asked; a failure here is
@@ -381,7 +321,7 @@ class OpenAICompatibleBackend:
             raise BackendTimeoutError(f"no answer from {where} in {patience:.0f} s", classifier=self.identity) from None
 
     def _body(self, prompts: list[str], params: CompletionParams) -> dict[str, Any]:
-        return request_body(self.endpoint, self.served_model, prompts, params, self._effort) | self.extra_body
+        return request_body(self.endpoint, self.served_model, prompts, params, self.reasoning_effort) | self.extra_body
 
     def _headers(self) -> dict[str, str]:
         """Every request's headers: the API key as a bearer token, and the user's (``headers``)."""

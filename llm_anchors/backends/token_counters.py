@@ -25,7 +25,7 @@ from typing import Any
 
 from .. import BackendError, BadResponseError, ConfigError
 from ..extend import TokenCount, TokenCounter, shown_url
-from .transport import endpoint_url, mapped_errors
+from .transport import Session, endpoint_url
 from .vllm_api import probe
 
 __all__ = [
@@ -144,9 +144,12 @@ class ServerTokenCounter:
     llama-server and on vLLM. ``add_special`` counts the BOS token the
     server adds to a completion prompt. The counts of at most
     ``max_entries`` prompts are kept (least recently used dropped): a long
-    stream counts millions of distinct perturbations. Whether the server is
-    vLLM (its request shape) is ``vllm()``'s answer, the backend's own
-    (`OpenAICompatibleBackend.vllm`); by default the same probe, asked once.
+    stream counts millions of distinct perturbations. ``session``: the
+    backend's (`transport.Session`: its headers, timeout and error map, so a
+    429 here is a `RateLimitError` as anywhere); by default one of its own.
+    Whether the server is vLLM (its request shape) is ``vllm()``'s answer,
+    the backend's own (`OpenAICompatibleBackend.vllm`); by default the same
+    probe, asked once.
     """
 
     def __init__(
@@ -156,33 +159,31 @@ class ServerTokenCounter:
         model: str | None = None,
         max_concurrency: int = 16,
         max_entries: int = 100_000,
-        headers: dict[str, str] | None = None,
+        session: Callable[[], Session] | None = None,
         vllm: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         self.url = endpoint_url(base_url, "/tokenize", root=True)
         self._base = base_url
-        self._headers = dict(headers or {})  # the backend's (its key, a gateway's): never shown
         self.shown = shown_url(endpoint_url(base_url, "", root=True))  # for messages: no credential
         self.model = model
+        self._session = session or self._own_session
+        self._own: Session | None = None
         self._vllm = vllm or self._probe
         self._probed: list[Any] = []  # the probe's answer, once asked
         self.max_concurrency = max_concurrency
         self.max_entries = max_entries
         self._cache: OrderedDict[str, int] = OrderedDict()
-        self._session: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def count(self, prompts: Sequence[str]) -> TokenCount:
         counts = {p: self._cache[p] for p in dict.fromkeys(prompts) if p in self._cache}
         missing = [p for p in dict.fromkeys(prompts) if p not in counts]
         if missing:
             semaphore = asyncio.Semaphore(self.max_concurrency)
-            session = self._get_session()
             vllm = await self._vllm() is not None
 
             async def one(prompt: str) -> None:
                 async with semaphore:
-                    counts[prompt] = await self._tokenize(session, prompt, vllm)
+                    counts[prompt] = await self._tokenize(prompt, vllm)
 
             await asyncio.gather(*(one(p) for p in missing))
         for prompt, n in counts.items():
@@ -195,47 +196,36 @@ class ServerTokenCounter:
     async def _probe(self) -> Any:
         """The vLLM server at ``base_url`` (`vllm_api.probe`), None for any other; asked once."""
         if not self._probed:
-            session = self._get_session()
-
-            async def get(url: str) -> Any:
-                with mapped_errors(url, self.shown):
-                    async with session.get(url) as response:
-                        return await response.json(content_type=None) if response.status == 200 else None
-
             root = endpoint_url(self._base, "", root=True)
-            self._probed = [await probe(get, root, endpoint_url(self._base, ""), self.model or "")]
+            self._probed = [await probe(self._session().get_json, root, endpoint_url(self._base, ""), self.model or "")]
         return self._probed[0]
 
-    async def _tokenize(self, session: Any, prompt: str, vllm: bool) -> int:
+    async def _tokenize(self, prompt: str, vllm: bool) -> int:
         body: dict[str, Any] = {"content": prompt, "add_special": True}
         if vllm:
             body = {"model": self.model, "prompt": prompt, "add_special_tokens": True}
-        with mapped_errors(self.url, self.shown):
-            async with session.post(self.url, json=body) as response:
-                status = response.status
-                raw = None if status >= 400 else await response.json(content_type=None)
-        if status in (404, 405, 501):  # no /tokenize here (a gateway, a proxy): counted another way
-            raise NoTokenizeError(f"/tokenize answered {status}", classifier=self.shown, status=status)
-        if status >= 400:
-            raise BackendError(f"/tokenize answered {status}", classifier=self.shown, status=status)
-        if isinstance(raw, dict) and isinstance(raw.get("count"), int):
+        try:
+            raw = await self._session().post_json(self.url, body, self.shown)
+        except BackendError as exc:
+            if exc.status in (404, 405, 501):  # no /tokenize here (a gateway, a proxy): counted another way
+                raise NoTokenizeError(
+                    f"/tokenize answered {exc.status}", classifier=self.shown, status=exc.status
+                ) from None
+            raise
+        if isinstance(raw.get("count"), int):
             return int(raw["count"])
-        if isinstance(raw, dict) and isinstance(raw.get("tokens"), list):
+        if isinstance(raw.get("tokens"), list):
             return len(raw["tokens"])
         raise BadResponseError("/tokenize answer has no tokens", classifier=self.shown)
 
-    def _get_session(self) -> Any:
-        import aiohttp
-
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=30), headers=self._headers, trust_env=True
-            )
-            self._loop = loop
-        return self._session
+    def _own_session(self) -> Session:
+        """A session of this counter's own (when no backend lends one), made in the running loop."""
+        if self._own is None or self._own.loop is not asyncio.get_running_loop():
+            self._own = Session({}, 30.0, self.max_concurrency)
+        return self._own
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close a session of its own (a backend's is the backend's to close)."""
+        if self._own is not None:
+            await self._own.aclose()
+            self._own = None
