@@ -32,6 +32,7 @@ from .explain import (
 )
 from .models import UNPARSED, FunctionClassifier, LLMClassifier, RetryPolicy
 from .money import Budget
+from .propose import MemoryParams
 from .query import CacheWriteWarning, QueryCache
 from .samplers import ImageClassifier, ImageSampler, TabularClassifier, TabularSampler, TextSampler
 from .search import SearchParams
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidInputError",
     "LLMAnchorsError",
     "LLMClassifier",
+    "MemoryParams",
     "MAnchorsExplainer",
     "NondeterminismWarning",
     "QueryCache",

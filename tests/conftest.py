@@ -15,6 +15,9 @@ import os
 import numpy as np
 import pytest
 
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+os.environ["LLM_ANCHORS_DATA"] = FIXTURES  # the tests read the excerpts the repository ships (tests/data/README.md)
+
 
 def needs_all(*words: str):
     """Label 1 iff every one of ``words`` occurs in the text, else 0."""

@@ -144,3 +144,20 @@ async def test_in_thread_gives_the_result_and_the_error_of_its_function():
     assert await in_thread(sum, [1, 2, 3]) == 6
     with pytest.raises(ZeroDivisionError):
         await in_thread(lambda: 1 / 0)
+
+
+@pytest.mark.parametrize("name", ["AnchorsExplainer", "MAnchorsExplainer", "TabularExplainer", "ImageExplainer"])
+def test_every_public_coroutine_method_of_an_explainer_has_a_sync_twin(name):
+    """The README's rule: each async method has a ``_sync`` twin; an async iterator (``explain_stream``) has none."""
+    import inspect
+
+    import llm_anchors
+
+    kind = getattr(llm_anchors, name)
+    coroutines = [m for m, f in inspect.getmembers(kind, inspect.iscoroutinefunction) if not m.startswith("_")]
+    assert "explain" in coroutines and "estimate_coverage" in coroutines
+    missing = [
+        m for m in coroutines if m not in ("aclose", "__aenter__", "__aexit__") and not hasattr(kind, f"{m}_sync")
+    ]
+    assert missing == []
+    assert inspect.isasyncgenfunction(kind.explain_stream) or not inspect.iscoroutinefunction(kind.explain_stream)

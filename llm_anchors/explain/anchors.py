@@ -372,6 +372,8 @@ class AnchorsExplainer:
         pool = await in_thread(self.sampler.sample_present, run.instance, frozenset(), n, run.rng)
         return float(covers(make_rule(positions), pool).mean())
 
+    estimate_coverage_sync = sync_twin(estimate_coverage)
+
     # -- the steps of one explanation, reused by MAnchors -----------------
 
     def drawn_by(self) -> dict[str, Any]:
