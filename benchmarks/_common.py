@@ -229,7 +229,9 @@ async def explain_rows(
             "memory_certified": bool(exp.meta.memory and exp.meta.memory.certified),
             "memory_saved": exp.meta.memory.saved if exp.meta.memory else 0.0,
             "memory_lookup_s": exp.meta.memory.lookup_s if exp.meta.memory else None,
-            "memory_size": len(explainer.memory_proposer.local) if isinstance(explainer, MAnchorsExplainer) else None,
+            "memory_size": len(explainer.memory_proposer.local)
+            if isinstance(explainer, MAnchorsExplainer) and explainer.memory_proposer
+            else None,
             "completion_tokens": exp.meta.cost.settled.completion_tokens,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_mb": rss_mb(),

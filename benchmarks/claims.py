@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer, SearchParams, TextSampler
-from llm_anchors.propose import MemoryRules, Proposer
+from llm_anchors.propose import MemoryParams, MemoryRules, Proposer
 from llm_anchors.search import BeamSearch, SampleRequest, Samples, Search, SearchResult, run_sync
 
 Certify = Literal["default", "strict"]
@@ -91,7 +91,7 @@ def one(
             made, _ = e.proxy.surrogate_proposer(sampler, instance, keys, "pos", rng_proxy, n_features, seed)
             proposers += [made] if made is not None else []
         if remembered:
-            most = e.memory_proposer.params.max_proposals  # the latest first, as many as it asks
+            most = (e.memory or MemoryParams()).max_proposals  # the latest first, as many as it asks
             rules = tuple(dict.fromkeys(remembered[::-1]))[:most]
             first = MemoryRules(exact=rules).proposers(first=True)  # as the memory proposes them
             proposers += [replace(p, share=share) for p in first] if share is not None else first

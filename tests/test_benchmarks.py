@@ -180,8 +180,8 @@ def test_curve_texts_have_the_words_asked_for():
     from llm_anchors.samplers.words import WORD
 
     for mixed in (False, True):
-        texts = texts_of_length(2000, 3, None, mixed)
-        assert len(texts) == 3 and all(len(WORD.findall(t)) == 2000 for t, _ in texts)
+        texts = texts_of_length(300, 3, None, mixed)
+        assert len(texts) == 3 and all(len(WORD.findall(t)) == 300 for t, _ in texts)
     assert len({topic for _, topic in texts_of_length(30, 3, None)}) == 3
 
 

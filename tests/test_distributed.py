@@ -207,7 +207,7 @@ async def test_one_memory_across_workers_and_one_worker_is_one_process(local_ray
     assert stored == len(accepted) and 0 < stored <= len(TEXTS)  # one entry per explanation at most
     reloaded = manchors()
     reloaded.load(tmp_path / "memory")
-    assert sorted(e.query for e in reloaded.memory.entries) == sorted(e.query for e in accepted)  # saved whole
+    assert sorted(e.query for e in reloaded.store.entries) == sorted(e.query for e in accepted)  # saved whole
 
 
 async def test_a_resumed_run_puts_back_the_memory_entries_recorded_after_the_last_save(local_ray, tmp_path):

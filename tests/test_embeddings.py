@@ -43,7 +43,7 @@ def test_word_pieces_are_the_models_own_tokenizers(words):
     for word in [*vocabulary, *odd]:
         expected = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
         assert table.pieces(word) == expected, word
-    assert len(vocabulary) > 5000
+    assert len(vocabulary) > 3000  # the words of the 600 sentences tests/data ships
     model = SentenceEmbedder(pooling="sentence")._load()
     rows = model[0].auto_model.embeddings.word_embeddings.weight.detach().numpy()
     assert table.rows.dtype == np.float16 and np.array_equal(np.asarray(table.rows), rows.astype(np.float16))

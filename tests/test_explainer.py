@@ -517,7 +517,7 @@ def test_the_memory_is_kept_per_perturbation():
     unk, delete = (MAnchorsExplainer(clf, perturbation=p) for p in ("unk", "delete"))
     scope = unk.memory_proposer.scope
     assert scope != delete.memory_proposer.scope and scope.endswith("perturbation:unk")
-    assert unk.memory.scope == scope and unk.memory_proposer.identity[2] == scope
+    assert unk.store.scope == scope and unk.memory_proposer.identity[2] == scope
 
 
 def fill_or_sentiment(prompt: str) -> str:

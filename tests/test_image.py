@@ -94,8 +94,8 @@ async def test_the_red_square_is_the_anchor(sampler, tmp_path):
 async def test_manchors_maps_superpixels_onto_the_shifted_square(sampler):
     m = MAnchorsExplainer(ImageClassifier(predict, sampler), sampler=sampler, seed=0)
     first = await m.explain(picture())
-    assert first.meta.memory_hit is False and len(m.memory) == 1
-    assert len(m.memory.entries[0].rule_vectors[0]) == 9  # colour mean and spread, centre, size
+    assert first.meta.memory_hit is False and len(m.store) == 1
+    assert len(m.store.entries[0].rule_vectors[0]) == 9  # colour mean and spread, centre, size
     second = await m.explain(picture(shift=2))
     assert second.meta.memory_hit is True and second.meta.memory.similarity >= 0.6
     moved = sampler.features(picture(shift=2))
@@ -127,6 +127,6 @@ def test_a_model_embedding_keys_the_memory():
     assert np.linalg.norm(vectors[0]) == pytest.approx(1.0)
     assert keyed.identity.startswith("image-embed:") and keyed.identity.endswith(".features")
     m = MAnchorsExplainer(ImageClassifier(predict, images), sampler=images, memory_features=keyed, seed=0)
-    assert m.features is keyed and m.memory.embedder_id == keyed.identity
+    assert m.features is keyed and m.store.embedder_id == keyed.identity
     with pytest.raises(ConfigError, match="embed_dim"):
         ImageMemoryFeatures(features, embed_dim=3).embed([images.features(picture())])

@@ -65,8 +65,8 @@ def test_ht_maps_onto_the_most_similar_unused_word(embedder):
 async def test_paper_miss_then_hit(embedder):
     m = manchors(embedder, strategy="paper")
     first = await m.explain(STREAM[0])
-    assert first.meta.memory_hit is False and len(m.memory) == 1
-    entry = m.memory.entries[0]
+    assert first.meta.memory_hit is False and len(m.store) == 1
+    entry = m.store.entries[0]
     assert set(entry.rule_features) <= {"good", "great"} and entry.rule_positions
     second = await m.explain(STREAM[1])
     assert second.meta.memory_hit is True
@@ -74,7 +74,7 @@ async def test_paper_miss_then_hit(embedder):
     assert second.meta.memory.source == STREAM[0]
     assert set(second.meta.memory.ht_rule) <= {"good", "great"}
     assert second.data.anchor == ("good", "great")
-    assert len(m.memory) == 1  # hits are not stored (Algorithm 1)
+    assert len(m.store) == 1  # hits are not stored (Algorithm 1)
     assert AnchorsExplainer.name != second.meta.explainer
     assert "prune" in second.meta.stages and "memory" not in second.meta.stages
 
@@ -82,10 +82,12 @@ async def test_paper_miss_then_hit(embedder):
 async def test_paper_pruning_weighs_every_word_of_the_ht_rule_against_the_rule_without_it(embedder):
     # "good" is needed (the label needs both words): kept. A one-word rule is weighed against the empty
     # rule: a word the input needs not is dropped, and VT starts from the empty rule (plain Anchors).
+    from llm_anchors.explain import paper
+
     async def pruned(m, positions):
         run = m._start("the plot was good and the cast was great", 0)
         await m._label_target(run)
-        return await m._prune(run, positions)
+        return await paper._prune(m, m.memory_proposer, run, positions)
 
     assert await pruned(manchors(embedder, strategy="paper"), [3]) == [3]
     always = FunctionClassifier(lambda texts: ["pos"] * len(texts), name="always")
@@ -98,8 +100,8 @@ async def test_paper_pruning_weighs_every_word_of_the_ht_rule_against_the_rule_w
 async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     m = manchors(embedder)
     first = await m.explain(STREAM[0])
-    assert first.meta.memory_hit is False and len(m.memory) == 1
-    entry = m.memory.entries[0]
+    assert first.meta.memory_hit is False and len(m.store) == 1
+    entry = m.store.entries[0]
     assert entry.anchor_features == first.data.anchor == ("good", "great") and entry.anchor_keys == ("good", "great")
     second = await m.explain(STREAM[1])
     assert second.meta.memory_hit is True and second.meta.memory.source == STREAM[0]
@@ -109,20 +111,20 @@ async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
     assert "memory" in second.meta.stages and not any(s.startswith("round") for s in second.meta.stages)
     plain = await AnchorsExplainer(clf(), seed=0).explain(STREAM[1])
     assert second.meta.samples < plain.meta.samples / 2
-    assert len(m.memory) == 2  # hits are remembered too
+    assert len(m.store) == 2  # hits are remembered too
 
 
 async def test_guided_wrong_proposal_is_rejected_and_the_search_goes_on(embedder):
     m = MAnchorsExplainer(FunctionClassifier(needs_all("great"), name="great"), seed=0, embedder=embedder)
     await m.explain("a great movie with a good plot")
-    assert m.memory.entries[0].anchor_features == ("great",)
+    assert m.store.entries[0].anchor_features == ("great",)
     # Same label, similar sentence, but the word that anchored before is absent: HT maps it elsewhere.
     exp = await m.explain("a great film with a fine plot")
     assert exp.meta.memory_hit and exp.data.anchor == ("great",)
     m2 = MAnchorsExplainer(  # seed 1: the record's seeded coin asks the memory on this input (0 keeps it as control)
         FunctionClassifier(needs_all("plot"), name="plot"), seed=1, embedder=embedder
     )
-    m2.memory.add(replace(m.memory.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
+    m2.store.add(replace(m.store.entries[0], label=1), m2.features.embed([TextInstance.parse(STREAM[0])])[0])
     exp = await m2.explain("a great movie with a good plot")
     assert exp.meta.memory_hit and ("great",) in exp.meta.memory.proposals
     # The wrong proposal costs at most a probe (the root's samples that keep "great" count towards it).
@@ -156,7 +158,7 @@ async def test_save_load_round_trip_gives_identical_later_explanations(embedder,
     m.save(tmp_path / "memory")
     again = manchors(embedder, strategy=strategy)
     again.load(tmp_path / "memory")
-    assert again.memory.entries == m.memory.entries
+    assert again.store.entries == m.store.entries
     for text in STREAM[3:5]:
         x, y = await m.explain(text), await again.explain(text)
         assert x.data == y.data and x.meta.samples == y.meta.samples and x.meta.memory_hit == y.meta.memory_hit
@@ -209,10 +211,11 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
 
 async def test_the_memory_is_on_by_default_and_off_the_guided_search_grows_alone(embedder):
     on = MAnchorsExplainer(clf(), seed=0, embedder=embedder)  # as it comes: it looks up, and remembers
-    assert (await on.explain(STREAM[0])).meta.settings.memory.memory is not None and len(on.memory) == 1
+    assert (await on.explain(STREAM[0])).meta.settings.memory.memory is not None and len(on.store) == 1
     m = MAnchorsExplainer(clf(), seed=0, embedder=embedder, memory=None)
     first, second = await m.explain_many(STREAM[:2])
-    assert first.meta.memory_hit is None and second.meta.memory_hit is None and len(m.memory) == 0
+    assert first.meta.memory_hit is None and second.meta.memory_hit is None
+    assert m.memory is None and m.memory_proposer is None and m.repeats is None and m.features is None  # none exists
     assert first.meta.settings.memory.memory is None and first.data.success
     assert first.meta.proxy is None and first.meta.settings.memory.proxy is None  # growth alone
 
@@ -358,7 +361,7 @@ def test_a_store_made_for_another_model_is_refused_at_its_one_door(embedder):
         MAnchorsExplainer(clf(), embedder=embedder, memory_store=RuleMemory(dim + 1, embedder_id, scope))
     own = RuleMemory(dim, embedder_id, scope)
     m.memory_proposer.use(own)
-    assert m.memory is own
+    assert m.store is own
 
 
 async def test_a_text_explained_again_draws_afresh_when_its_claim_or_the_memory_differs(tmp_path):

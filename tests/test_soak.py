@@ -120,7 +120,7 @@ async def test_a_faulty_server_and_cancellations_change_nothing_that_survives(st
 
     again = explainer(flaky.base_url, embedder)
     again.load(tmp_path / "memory")
-    assert again.memory.entries == m.memory.entries == reference.memory.entries and len(again.memory) > 0
+    assert again.store.entries == m.store.entries == reference.store.entries and len(again.store) > 0
 
     injected = sum(v for k, v in flaky.counts.items() if k != "ok")
     queries = sum(x.meta.queries for x in got.values())

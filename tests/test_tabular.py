@@ -114,8 +114,8 @@ async def test_the_known_anchor_is_recovered_with_fresh_precision(sampler):
 async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
     m = MAnchorsExplainer(TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0)
     first = await m.explain([90.0, "blue", 0.3])
-    assert first.meta.memory_hit is False and len(m.memory) == 1
-    entry = m.memory.entries[0]
+    assert first.meta.memory_hit is False and len(m.store) == 1
+    entry = m.store.entries[0]
     assert entry.rule_vectors and len(entry.rule_vectors) == len(entry.rule_positions)
     second = await m.explain([95.0, "blue", 1.9])  # same bins but noise: similarity 2/3
     assert second.meta.memory_hit is True
@@ -125,4 +125,4 @@ async def test_manchors_reuses_the_rule_on_the_same_features(sampler, tmp_path):
     m.save(tmp_path)
     again = MAnchorsExplainer(TabularClassifier(predict, sampler, name="age-colour"), sampler=sampler, seed=0)
     again.load(tmp_path)
-    assert again.memory.entries == m.memory.entries
+    assert again.store.entries == m.store.entries

@@ -33,7 +33,7 @@ class Worker:
     def memory_identity(self) -> tuple[int, str, str] | None:
         """A MAnchors explainer's memory (dims, embedder, model); None for plain Anchors."""
         e = self.explainer
-        return e.memory_proposer.identity if isinstance(e, MAnchorsExplainer) else None
+        return e.memory_proposer.identity if isinstance(e, MAnchorsExplainer) and e.memory_proposer else None
 
     def config(self, more: dict[str, Any]) -> dict[str, Any]:
         """The run configuration of this worker's explainer (see `run_config`)."""
@@ -48,17 +48,17 @@ class Worker:
         the run's memory: the memory actor ``holder``, or, given None, a replica."""
         self.cap = LedgerView(ledger, self.owner)  # each input's cap (`explain`): the explainer's own is not touched
         self.max_usd_per_input = max_usd_per_input
-        if isinstance(self.explainer, MAnchorsExplainer):
-            identity = self.explainer.memory_proposer.identity
-            self.view = ActorMemory(holder) if holder is not None else ReplicaMemory(*identity)
-            self.explainer.memory_proposer.use(self.view)  # its one door
+        memory = self.explainer.memory_proposer if isinstance(self.explainer, MAnchorsExplainer) else None
+        if memory is not None:
+            self.view = ActorMemory(holder) if holder is not None else ReplicaMemory(*memory.identity)
+            memory.use(self.view)  # its one door
 
     def pid(self) -> int:
         return os.getpid()
 
     def answers_repeats(self) -> bool:
         """Whether an exact repeat is answered from the explanations made before (MAnchors' memory on)."""
-        return isinstance(self.explainer, MAnchorsExplainer) and self.explainer.use_memory
+        return isinstance(self.explainer, MAnchorsExplainer) and self.explainer.repeats is not None
 
     def embed(self, entries: list[MemoryEntry]) -> Any:
         """The memory vectors of entries' inputs (to put back entries a results file recorded)."""

@@ -5,10 +5,11 @@ from .anchors import AnchorsExplainer
 from .explaining import Measured
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .image import ImageExplainer
-from .manchors import MAnchorsExplainer, ProposerFactory
+from .manchors import MAnchorsExplainer
 from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
 from .options import ExplainerOptions
 from .progress import Progress, ProgressBar, StreamProgress
+from .sources import ProposerFactory
 from .tabular import TabularExplainer
 
 __all__ = [

@@ -22,47 +22,42 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, Unpack
 
 import numpy as np
 
 from .._exceptions import ConfigError
-from .._sync import in_thread
 from ..memory.features import MemoryFeatures
 from ..memory.store import Memory, MemoryEntry
 from ..models.classifier import Classifier, require_stable_identity
 from ..money.budget import SpendCap
-from ..propose.base import Proposals, Proposer
+from ..propose.base import Proposer
 from ..propose.growth import Growth, GrowthParams
 from ..propose.guided import GuidedParams, GuidedSearch
-from ..propose.memory import Lookup, MemoryParams, MemoryProposer
-from ..propose.proxy import Proxy, ProxyRun
+from ..propose.memory import MemoryParams, MemoryProposer
+from ..propose.proxy import Proxy
 from ..propose.search import ProxyParams
-from ..propose.surrogate import SurrogateProposer
-from ..samplers.base import Instance, draw
 from ..samplers.embedder import SentenceEmbedder
 from ..samplers.text import TextSampler
 from ..samplers.text_instance import TextInstance
 from ..samplers.text_memory import TextMemoryFeatures
-from ..search.base import STAGES, SampleRequest, SearchResult
+from ..search.base import SearchResult
 from ..search.certify import Certifier
-from ..search.rules import Rule
+from . import paper
 from .anchors import AnchorsExplainer
 from .explaining import Explaining, input_seed, scope
 from .explanation import Explanation
-from .meta import MemorySettings, MemoryUse, ProxyUse, Settings
+from .meta import MemorySettings, Settings
 from .options import ExplainerOptions
 from .progress import Progress
 from .repeats import Repeats
+from .sources import FactorySource, MemorySource, Opened, ProposerFactory, ProxySource, Source, named
 
 __all__ = ["MAnchorsExplainer", "ProposerFactory"]
 
 Strategy = Literal["guided", "paper"]
-ProposerFactory = Callable[[Instance, Hashable], Proposer | None]
-"""What ``proposers=`` takes: given an input (each level of it: a document's sentences, then the words
-inside its anchor) and the label explained, the `Proposer` its guided search asks (None: none here)."""
 
 
 class MAnchorsExplainer(AnchorsExplainer):
@@ -136,19 +131,36 @@ class MAnchorsExplainer(AnchorsExplainer):
         _refuse_unused(strategy, memory, proposers=proposers, guided=guided, growth=growth, proxy=proxy,
                        proxy_params=proxy_params)  # fmt: skip
         self.strategy: Strategy = strategy
-        self.memory_params = memory
-        params = memory or MemoryParams()
-        tau_sim = params.tau_sim if params.tau_sim is not None else self.default_tau_sim[strategy]
+        self.memory = memory
+        """MAnchors' memory, its settings (`MemoryParams`); None: off, and no memory object exists."""
         self.proposers = tuple(proposers)
         self.guided = guided or GuidedParams()
         self.growth = growth or GrowthParams()
-        features = memory_features or self._default_features(embedder)
-        self.memory_proposer = MemoryProposer(params, features, self._scope(), tau_sim=tau_sim, store=memory_store)
-        """The memory (`MemoryProposer`): looked up, asked and told only when ``memory`` is not None."""
-        self.repeats = Repeats(self.sampler, params.max_repeats)
-        self.proxy: Proxy | None = None
-        if proxy is not None:
-            self.proxy = Proxy(proxy, proxy_params, max_concurrency=self.engine.max_concurrency)
+        self.proxy = Proxy(proxy, proxy_params, max_concurrency=self.engine.max_concurrency) if proxy else None
+        needs_features = memory is not None or proxy is not None
+        self.features = (memory_features or self._default_features(embedder)) if needs_features else None
+        """The memory key and HT of this explainer's inputs (`MemoryFeatures`); None when nothing uses them."""
+        self.memory_proposer: MemoryProposer | None = None
+        """The memory (`MemoryProposer`: its store, its record), when ``memory`` is not None."""
+        self.repeats: Repeats | None = None
+        """The explanations made, an exact repeat answered from them (`Repeats`), when ``memory`` is not None."""
+        if memory is not None and self.features is not None:
+            tau_sim = memory.tau_sim if memory.tau_sim is not None else self.default_tau_sim[strategy]
+            self.memory_proposer = MemoryProposer(memory, self.features, self._scope(), tau_sim=tau_sim,
+                                                  store=memory_store)  # fmt: skip
+            self.repeats = Repeats(self.sampler, memory.max_repeats)
+        self.sources: tuple[Source, ...] = self._sources()
+        """Where the guided search's proposers come from, in the order asked: the user's, the memory's, the
+        proxy's (`explain.sources`)."""
+
+    def _sources(self) -> tuple[Source, ...]:
+        user: list[Source] = [FactorySource(make) for make in self.proposers]
+        memory = [MemorySource(self.memory_proposer)] if self.memory_proposer is not None else []
+        if self.proxy is None or self.features is None:
+            return (*user, *memory)
+        proxy = ProxySource(self.proxy, self.features.keys, self.sampler, self.params.max_anchor_size,
+                            self.engine.budget, self.on_budget == "raise")  # fmt: skip
+        return (*user, *memory, proxy)
 
     async def aclose(self) -> None:
         """Close the model's connections and a proxy classifier's."""
@@ -176,36 +188,28 @@ class MAnchorsExplainer(AnchorsExplainer):
         return self.classifier.identity
 
     @property
-    def use_memory(self) -> bool:
-        """Whether earlier explanations are remembered and reused (``memory`` not None)."""
-        return self.memory_params is not None
-
-    @property
-    def features(self) -> MemoryFeatures:
-        """The memory key and HT of this explainer's inputs."""
-        return self.memory_proposer.features
-
-    @property
-    def memory(self) -> Memory:
-        """Where earlier explanations are kept and looked up (the memory proposer's store)."""
-        return self.memory_proposer.store
+    def store(self) -> Memory:
+        """Where earlier explanations are kept and looked up; a `ConfigError` with the memory off."""
+        return self._memory().store
 
     @property
     def embedder(self) -> SentenceEmbedder | None:
-        """The text embedder (None for other kinds of input)."""
+        """The text embedder (None for other kinds of input, or when nothing embeds)."""
         return self.features.embedder if isinstance(self.features, TextMemoryFeatures) else None
 
+    def _memory(self) -> MemoryProposer:
+        if self.memory_proposer is None:
+            raise ConfigError("this explainer's memory is off (memory=None): it keeps nothing")
+        return self.memory_proposer
+
     def settings(self) -> Settings:
-        recorded = (
-            replace(self.memory_params, tau_sim=self.memory_proposer.tau_sim)
-            if self.memory_params is not None
-            else None
-        )
+        m = self.memory_proposer
+        recorded = replace(self.memory, tau_sim=m.tau_sim) if self.memory is not None and m is not None else None
         memory = MemorySettings(
-            strategy=self.strategy, memory=recorded, embedder=self.features.identity, guided=self.guided,
-            growth=self.growth, proxy=self.proxy.kind if self.proxy else None,
-            proxy_params=self.proxy.params if self.proxy else None,
-            proposers=tuple(_named(p) for p in self.proposers), index=self.memory_proposer.index_settings(),
+            strategy=self.strategy, memory=recorded, embedder=self.features.identity if self.features else None,
+            guided=self.guided, growth=self.growth, proxy=self.proxy.kind if self.proxy else None,
+            proxy_params=self.proxy.params if self.proxy else None, proposers=tuple(named(p) for p in self.proposers),
+            index=m.index_settings() if m is not None else None,
         )  # fmt: skip
         return replace(super().settings(), memory=memory)
 
@@ -217,25 +221,27 @@ class MAnchorsExplainer(AnchorsExplainer):
         `FunctionClassifier` (a random identity) cannot be saved.
         """
         require_stable_identity(self.classifier, f"a memory saved to {directory}")
-        self.memory_proposer.save(directory)
+        self._memory().save(directory)
         if self.proxy is not None and self.proxy.classifier is None:
             self.proxy.save(directory, self._scope())
 
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Use the memory saved in ``directory`` for this classifier and embedder (and, with
         ``proxy="surrogate"``, what its surrogate learned, when it was saved there too)."""
-        self.memory_proposer.load(directory)
+        self._memory().load(directory)
         if self.proxy is not None and self.proxy.classifier is None:
             self.proxy.load(directory, self._scope())
 
     def entry_vectors(self, entries: Sequence[MemoryEntry]) -> np.ndarray:
         """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
-        return self.memory_proposer.entry_vectors([self.sampler.features(e.query) for e in entries])
+        return self._memory().entry_vectors([self.sampler.features(e.query) for e in entries])
 
     def recall(self, text: Any, explanation: Explanation) -> None:
         """Remember ``explanation`` as this explainer's own of ``text``: an exact repeat gets it back (a
-        resumed run puts back those its results file holds). One cut short by a cap is not remembered."""
-        self.repeats.recall(text, explanation)
+        resumed run puts back those its results file holds). One cut short by a cap is not remembered; with
+        the memory off, nothing is."""
+        if self.repeats is not None:
+            self.repeats.recall(text, explanation)
 
     async def explain(
         self,
@@ -253,78 +259,44 @@ class MAnchorsExplainer(AnchorsExplainer):
         async def explained() -> Explanation:
             return await super(MAnchorsExplainer, self).explain(text, seed=seed, progress=progress, budget=budget)
 
-        if not self.use_memory:
+        if self.repeats is None:
             return await explained()
         return await self.repeats.explained(text, self.settings(), self.classifier.identity, explained)
 
     async def _find(self, run: Explaining) -> tuple[SearchResult, dict[str, Any]]:
-        """The memory looked up, its rules proposed (or, "paper", mapped and resumed), the input
-        remembered; without the memory, the guided search alone (nothing embedded, looked up or
-        remembered)."""
-        if not self.use_memory:
-            alone, _, proxy_use = await self._guided_levels(run, None)
-            return alone, {"proxy": proxy_use}
-        memory = self.memory_proposer
-        k = memory.params.k_nearest if self.strategy == "guided" else 1
-        lookup = await memory.look_up(run.instance, run.target, k)
-        if self.strategy == "paper" and lookup.similar:
-            return await self._vertical(run, lookup.similar[0], lookup.use)
-        proxied: ProxyUse | None = None
-        used = lookup.use
-        if self.strategy == "guided":
-            result, used, proxied = await self._guided_levels(run, lookup)
-        else:
-            result = await self._levels(run, lambda: self._search(run, None))
-        if not run.budget_exhausted:
-            memory.remember(run.instance, run.target, result, lookup.vector, empty_anchor=self.strategy == "guided")
-            used = memory.count(used, run.stats.queries)
-        return result, {"memory_hit": bool(lookup.similar), "memory": used, "proxy": proxied}
-
-    # -- "guided" ----------------------------------------------------------------
-
-    async def _guided_levels(
-        self, run: Explaining, lookup: Lookup | None
-    ) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
-        """`_guided` at each level of the input (`_levels`): the memory proposes at the first; the proxy's
-        use is the last level's."""
-        uses: list[tuple[MemoryUse, ProxyUse | None]] = []
+        """ "paper": its own (`explain.paper`). "guided": each source opened for the input, the guided search
+        at each level with their proposers, and what each records of the input."""
+        if self.strategy == "paper":
+            return await paper.find(self, self._memory(), run)
+        opened = [await source.open(run) for source in self.sources]
+        levels: list[SearchResult] = []
 
         async def search() -> SearchResult:
-            result, memory, proxy = await self._guided(run, None if uses else lookup)
-            uses.append((memory, proxy))
-            return result
+            levels.append(await self._guided(run, opened, first=not levels))
+            return levels[-1]
 
         result = await self._levels(run, search)
-        return result, uses[0][0], uses[-1][1]
+        found: dict[str, Any] = {}
+        for one in opened:
+            found |= one.finished(run, result)
+        return result, found
 
-    async def _guided(self, run: Explaining, lookup: Lookup | None) -> tuple[SearchResult, MemoryUse, ProxyUse | None]:
-        """The user's proposers, the memory's and the proxy's propose rules, growth its own, `GuidedSearch`
-        certifies."""
-        memory, instance = self.memory_proposer, run.instance
-        keys = memory.features.keys(instance)
-        proposers = [p for make in self.proposers if (p := _made(make, instance, run.target)) is not None]
-        asked = None
-        if lookup is not None:
-            asked = await memory.propose(instance, keys, lookup, run.target, run.choice_seed)
-            proposers += asked.proposers
-            if asked.rules.rules:  # its draws seeded with them too: a rule is never judged on the masks that chose it
-                given = run.run_seed if run.run_seed is not None else run.seed
-                run.seed = input_seed(given, instance, self.drawn_by(), asked.rules.rules)
-                run.rng = np.random.default_rng(run.seed)
-        proxied, proxy = await self._proxy_proposer(run, keys)
-        proposers += [proxy] if proxy is not None else []
+    async def _guided(self, run: Explaining, opened: Sequence[Opened], *, first: bool) -> SearchResult:
+        """One level: the sources' proposers propose rules, growth its own, `GuidedSearch` certifies. The rules
+        a source knew before the input's first search seed its draws (a rule is never judged on the masks that
+        chose it)."""
+        proposers = [p for one in opened for p in await one.proposers(run)]
+        known = [r for one in opened for r in one.drawn_with] if first else []
+        if known:
+            given = run.run_seed if run.run_seed is not None else run.seed
+            run.seed = input_seed(given, run.instance, self.drawn_by(), known)
+            run.rng = np.random.default_rng(run.seed)
         pool = await self._coverage_pool(run)
-        search = self.guided_search(len(instance.features), pool, proposers, run.certifier, *scope(instance))
+        search = self.guided_search(len(run.instance.features), pool, proposers, run.certifier, *scope(run.instance))
         result = await self._drive(run, search)
-        used = MemoryUse()
-        if lookup is not None and asked is not None:
-            used = memory.outcome(lookup, asked, instance, result, search.sources)
-        if self.proxy is None:
-            return result, used, None
-        if isinstance(proxy, SurrogateProposer):
-            proxied = replace(proxied, samples=proxy.samples, proposals=proxy.proposals)
-        learned = self.proxy.learn(proxied, instance, keys, search.labelled(), run.target, result, run.stats.queries)
-        return result, used, learned
+        for one in opened:
+            one.searched(run, search, result)
+        return result
 
     def guided_search(
         self,
@@ -337,102 +309,19 @@ class MAnchorsExplainer(AnchorsExplainer):
         rate_per_sample: bool = False,
     ) -> GuidedSearch:
         """The guided search this explainer runs on an input of ``n_features`` (its coverage ``pool``),
-        asking ``proposers`` (the memory's, the proxy's) in turn and growth last, certified by
-        ``certifier`` (the explanation's); ``context``: features never in a rule; ``max_size``: the most
-        features in one; ``rate_per_sample``: whether the hiding rate is drawn per sample (a document's:
-        reused samples are reweighted)."""
+        asking ``proposers`` (the sources') in turn and growth last, certified by ``certifier`` (the
+        explanation's); ``context``: features never in a rule; ``max_size``: the most features in one;
+        ``rate_per_sample``: whether the hiding rate is drawn per sample (a document's: reused samples are
+        reweighted)."""
         return GuidedSearch(n_features, pool, self.params, guided=self.guided,
                             proposers=[*proposers, Growth(self.growth)], certifier=certifier, context=context,
                             max_size=max_size, rate_per_sample=rate_per_sample)  # fmt: skip
 
-    async def _proxy_proposer(self, run: Explaining, keys: Sequence[str]) -> tuple[ProxyRun, Proposer | None]:
-        """The proxy's run and what `GuidedSearch` asks for its rules (None: no proxy). A proxy classifier
-        searches now, before the model samples anything; the surrogate when asked."""
-        proxy = self.proxy
-        if proxy is None:
-            return ProxyRun(), None
-        rng = np.random.default_rng([run.choice_seed, 0x9A0])  # the proxy's draws leave the model's unchanged
-        n = len(run.instance.features)
-        max_size = min(self.params.max_anchor_size or n, n)
-        if proxy.classifier is None:
-            made, asked = proxy.surrogate_proposer(
-                self.sampler, run.instance, keys, run.target, rng, max_size, run.choice_seed
-            )
-            return ProxyRun(asked=asked), made
-        proxied = await proxy.by_classifier(self.sampler, run.instance, run.target, rng, max_size,
-                                            budget=self.engine.budget, cap=run.stats.budget)  # fmt: skip
-        if proxied.refused is not None:
-            if self.on_budget == "raise":
-                raise proxied.refused
-            run.budget_exhausted = True  # the model's search then stops at once, with its best so far
-        return proxied, Proposals("proxy", tuple(proxied.proposals))
-
-    # -- "paper": HT, pruning, VT ---------------------------------------------
-
-    async def _vertical(
-        self, run: Explaining, entry: MemoryEntry, looked_up: MemoryUse
-    ) -> tuple[SearchResult, dict[str, Any]]:
-        mapped = await in_thread(self.features.horizontal, entry, run.instance)
-        kept = await self._prune(run, mapped)
-        names = run.instance.features
-        starts = [frozenset(kept) if kept else None]  # the HT rule starts the first level; a finer one, nothing
-        result = await self._levels(run, lambda: self._search(run, starts.pop() if starts else None))
-        memory = replace(
-            looked_up,
-            source=entry.query,
-            ht_rule=tuple(names[p] for p in mapped),
-            ht_pruned=tuple(names[p] for p in mapped if p not in kept),
-        )
-        return result, {"memory_hit": True, "memory": memory}
-
     def horizontal(self, rule_words: Sequence[str], instance: TextInstance) -> list[int]:
         """Text HT: each rule word → the position of the most similar unused word of ``instance``."""
         if not isinstance(self.features, TextMemoryFeatures):
-            raise ConfigError("horizontal(rule_words, ...) maps words: it is for text inputs")
+            raise ConfigError("horizontal(rule_words, ...) maps words: it is for text inputs with the memory on")
         return self.features.map_words(rule_words, instance)
-
-    async def _prune(self, run: Explaining, positions: list[int]) -> list[int]:
-        """Drop the words whose removal lowers the rule's precision on a light sample by ``prune_margin``
-        at most (a rule of one word is compared with the empty rule: VT never drops a word it starts
-        with, so a word this input needs not would stay in its anchor)."""
-        if not positions or self.memory_proposer.params.prune_samples == 0:
-            return positions
-        rules = [frozenset(positions)] + [frozenset(positions) - {p} for p in positions]
-        full, *without = await self._precisions(run, rules, self.memory_proposer.params.prune_samples, "prune")
-        return [
-            p
-            for p, precision in zip(positions, without, strict=True)
-            if precision < full - self.memory_proposer.params.prune_margin
-        ]
-
-    async def _precisions(self, run: Explaining, rules: list[Rule], n: int, stage: str) -> list[float]:
-        """Precision of each rule on ``n`` fresh perturbations (counted as samples, under ``stage``)."""
-        drawn = await draw(self.sampler, run.instance, [SampleRequest(rule, n, stage) for rule in rules], run.rng)
-        hits = await self._label(run, [t for texts, _ in drawn for t in texts], stage)
-        return [float(x) for x in hits.reshape(len(rules), n).mean(axis=1)]
-
-
-def _made(make: ProposerFactory, instance: Instance, label: Hashable) -> Proposer | None:
-    """The proposer ``make`` gives this input; `ConfigError` (before its search samples anything) for
-    anything that is not a `Proposer` (name, first, propose) or None, or a proposer named as one of the
-    search's own (a step counts under its proposer's name)."""
-    made = make(instance, label)
-    if made is not None and not isinstance(made, Proposer):
-        raise ConfigError(f"proposer {_named(make)} gave {type(made).__name__}, not a Proposer (name, first, propose)")
-    if made is not None and (not isinstance(made.name, str) or made.name.partition("-")[0] in _BUILT_IN):
-        raise ConfigError(f"proposer {_named(make)} is named {made.name!r}: the names of the search's own stages "
-                          f"({', '.join(sorted(_BUILT_IN))}) are not a user's proposer's")  # fmt: skip
-    return made
-
-
-_BUILT_IN = frozenset(stage.partition("-")[0] for stage in STAGES)
-"""The names the search's own stages and proposers count under (`STAGES`: root, growth, memory, ...)."""
-
-
-def _named(factory: ProposerFactory) -> str:
-    """A user's proposer as the settings record it: its module and qualified name."""
-    kind = factory if callable(factory) and hasattr(factory, "__qualname__") else type(factory)
-    return f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', repr(kind))}"
 
 
 def _refuse_unused(strategy: Strategy, memory: MemoryParams | None, **given: Any) -> None:

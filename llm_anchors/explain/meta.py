@@ -104,7 +104,7 @@ class MemorySettings:
 
     strategy: Literal["guided", "paper"]
     memory: MemoryParams | None
-    embedder: str
+    embedder: str | None
     guided: GuidedParams = field(default_factory=GuidedParams)
     growth: GrowthParams = field(default_factory=GrowthParams)
     proxy: str | None = None

@@ -179,7 +179,7 @@ def described(explainer: AnchorsExplainer) -> str:
     """What an explainer runs, as a forecast names what it prices."""
     if not isinstance(explainer, MAnchorsExplainer):
         return "plain Anchors (the beam search)"
-    return "MAnchors' guided search, " + ("its memory on" if explainer.use_memory else "no memory")
+    return "MAnchors' guided search, " + ("its memory on" if explainer.memory is not None else "no memory")
 
 
 async def _indexed(indices: Sequence[int], stream: AsyncIterator[R]) -> AsyncIterator[tuple[int, R]]:

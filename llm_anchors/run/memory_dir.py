@@ -24,6 +24,7 @@ from .._files import JsonLines, aside
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
 from ..memory.store import DamagedMemoryError, MemoryEntry, entry_from_dict, saved_entries
+from ..propose.memory import MemoryProposer
 from .results import hold_lock
 
 __all__ = [
@@ -90,9 +91,16 @@ def missing(recorded: Sequence[MemoryEntry], known: Sequence[MemoryEntry]) -> li
     return [e for e in recorded if (e.query, e.rule_positions) not in have]
 
 
+def remembering(explainer: MAnchorsExplainer) -> MemoryProposer:
+    """``explainer``'s memory; a `ConfigError` when it is off (a memory directory needs one)."""
+    if explainer.memory_proposer is None:
+        raise ConfigError("a memory directory needs MAnchors' memory on (memory=None, --no-memory: it is off)")
+    return explainer.memory_proposer
+
+
 def put_back(explainer: MAnchorsExplainer, recorded: Sequence[MemoryEntry]) -> None:
     """Add to ``explainer``'s memory the entries of ``recorded`` it lacks, in order, with their vectors."""
-    memory = explainer.memory_proposer.local
+    memory = remembering(explainer).local
     if lacking := missing(recorded, memory.entries):
         for entry, vector in zip(lacking, explainer.entry_vectors(lacking), strict=True):
             memory.add(entry, vector)
@@ -126,8 +134,8 @@ def kept_in(
         lines = _explained(explained)
         load_memory(explainer.load, path, f"the entries {explained.name} records")
         put_back(explainer, [e for _, _, entries in lines for e in entries])
-        memory = explainer.memory_proposer.local
-        for text, raw, _ in lines[-explainer.repeats.most :]:
+        memory = remembering(explainer).local
+        for text, raw, _ in lines[-remembering(explainer).params.max_repeats :]:
             with contextlib.suppress(ConfigError):  # an explanation of another version: explained again
                 explainer.recall(text, Explanation.from_mapping(raw))
         remembered = len(memory)

@@ -1,0 +1,212 @@
+"""Where the guided search's proposers come from: one door for the user's, the memory's and the proxy's.
+
+A `Source` is made once per explainer; for each input it is ``opened`` (`Opened`): asked for its
+proposers at each level of the input (a document's sentences, then the words inside its anchor),
+told what each level's search found, and at the input's end asked what to record of it (its fields of
+``meta``). Rules a source knew before the input's first search (``drawn_with``) seed that search's
+draws with the input: a rule is never judged on the masks that chose it. The explainer knows nothing
+of what a source is: the memory, the proxy and a user's factory are three sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from .._exceptions import ConfigError
+from ..money.budget import SpendCap
+from ..propose.base import Proposals, Proposer
+from ..propose.guided import GuidedSearch
+from ..propose.memory import Asked, Lookup, MemoryProposer
+from ..propose.proxy import Proxy, ProxyRun
+from ..propose.surrogate import SurrogateProposer
+from ..propose.use import MemoryUse, ProxyUse
+from ..samplers.base import Instance, Sampler
+from ..search.base import STAGES, SearchResult
+from ..search.rules import Rule
+from .explaining import Explaining
+
+__all__ = ["FactorySource", "MemorySource", "Opened", "ProposerFactory", "ProxySource", "Source", "named"]
+
+ProposerFactory = Callable[[Instance, Hashable], Proposer | None]
+"""What ``proposers=`` takes: given an input (each level of it: a document's sentences, then the words
+inside its anchor) and the label explained, the `Proposer` its guided search asks (None: none here)."""
+
+
+class Opened(Protocol):
+    """A source's part in one input."""
+
+    drawn_with: tuple[Rule, ...]
+
+    async def proposers(self, run: Explaining) -> Sequence[Proposer]:
+        """Its proposers for the level being searched (``run.instance``)."""
+        ...
+
+    def searched(self, run: Explaining, search: GuidedSearch, result: SearchResult) -> None:
+        """What the level's search found."""
+        ...
+
+    def finished(self, run: Explaining, result: SearchResult) -> dict[str, Any]:
+        """The input's end: its fields of ``meta`` (none: ``{}``)."""
+        ...
+
+
+class Source(Protocol):
+    """What proposes rules to the guided search, input after input (see the module)."""
+
+    async def open(self, run: Explaining) -> Opened: ...
+
+
+@dataclass
+class _Quiet:
+    """An `Opened` that only proposes (a user's factory); ``make`` gives each level's proposer."""
+
+    make: Callable[[Explaining], Sequence[Proposer]]
+    drawn_with: tuple[Rule, ...] = ()
+
+    async def proposers(self, run: Explaining) -> Sequence[Proposer]:
+        return self.make(run)
+
+    def searched(self, run: Explaining, search: GuidedSearch, result: SearchResult) -> None:
+        pass
+
+    def finished(self, run: Explaining, result: SearchResult) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class FactorySource:
+    """A user's `ProposerFactory`: its proposer for each level of each input (checked: see `made`)."""
+
+    make: ProposerFactory
+
+    async def open(self, run: Explaining) -> Opened:
+        return _Quiet(lambda r: [p] if (p := made(self.make, r.instance, r.target)) is not None else [])
+
+
+def made(make: ProposerFactory, instance: Instance, label: Hashable) -> Proposer | None:
+    """The proposer ``make`` gives this input; `ConfigError` (before its search samples anything) for
+    anything that is not a `Proposer` (name, first, propose) or None, or a proposer named as one of the
+    search's own (a step counts under its proposer's name)."""
+    proposer = make(instance, label)
+    if proposer is not None and not isinstance(proposer, Proposer):
+        raise ConfigError(
+            f"proposer {named(make)} gave {type(proposer).__name__}, not a Proposer (name, first, propose)"
+        )
+    if proposer is not None and (not isinstance(proposer.name, str) or proposer.name.partition("-")[0] in _BUILT_IN):
+        raise ConfigError(f"proposer {named(make)} is named {proposer.name!r}: the names of the search's own stages "
+                          f"({', '.join(sorted(_BUILT_IN))}) are not a user's proposer's")  # fmt: skip
+    return proposer
+
+
+_BUILT_IN = frozenset(stage.partition("-")[0] for stage in STAGES)
+"""The names the search's own stages and proposers count under (`STAGES`: root, growth, memory, ...)."""
+
+
+def named(factory: ProposerFactory) -> str:
+    """A user's proposer as the settings record it: its module and qualified name."""
+    kind = factory if callable(factory) and hasattr(factory, "__qualname__") else type(factory)
+    return f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', repr(kind))}"
+
+
+@dataclass(frozen=True)
+class MemorySource:
+    """MAnchors' memory (`MemoryProposer`) as a source: the input looked up and its rules proposed at its
+    first level, what became of them recorded, the input remembered at its end (unless a cap cut it short)."""
+
+    memory: MemoryProposer
+
+    async def open(self, run: Explaining) -> Opened:
+        k = self.memory.params.k_nearest
+        return _MemoryInput(self.memory, await self.memory.look_up(run.instance, run.target, k))
+
+
+@dataclass
+class _MemoryInput:
+    memory: MemoryProposer
+    lookup: Lookup
+    asked: Asked | None = None
+    use: MemoryUse | None = None
+    drawn_with: tuple[Rule, ...] = ()
+
+    async def proposers(self, run: Explaining) -> Sequence[Proposer]:
+        if self.asked is not None:
+            return []  # the first level only
+        keys = self.memory.features.keys(run.instance)
+        self.asked = await self.memory.propose(run.instance, keys, self.lookup, run.target, run.choice_seed)
+        self.drawn_with = self.asked.rules.rules
+        return self.asked.proposers
+
+    def searched(self, run: Explaining, search: GuidedSearch, result: SearchResult) -> None:
+        if self.use is None and self.asked is not None:
+            self.use = self.memory.outcome(self.lookup, self.asked, run.instance, result, search.sources)
+
+    def finished(self, run: Explaining, result: SearchResult) -> dict[str, Any]:
+        used = self.use or self.lookup.use
+        if not run.budget_exhausted:
+            self.memory.remember(run.instance, run.target, result, self.lookup.vector, empty_anchor=True)
+            used = self.memory.count(used, run.stats.queries)
+        return {"memory_hit": bool(self.lookup.similar), "memory": used}
+
+
+@dataclass(frozen=True)
+class ProxySource:
+    """The proxy (`Proxy`: the surrogate, or a classifier standing in for the model) as a source: its
+    proposer at each level, what it learned of each level's search; ``meta.proxy`` its last level's.
+    A proxy classifier searches before the model samples anything, on its own engine, its calls
+    reserved against ``budget`` (the explainer's) and the input's cap; a cap that refuses one ends the
+    input's search at once (``raise_on_budget``: or raises). ``keys``: what the surrogate learns a
+    feature by (`MemoryFeatures.keys`)."""
+
+    proxy: Proxy
+    keys: Callable[[Instance], Sequence[str]]
+    sampler: Sampler
+    max_anchor_size: int | None
+    budget: SpendCap | None
+    raise_on_budget: bool
+
+    async def open(self, run: Explaining) -> Opened:
+        return _ProxyInput(self)
+
+
+@dataclass
+class _ProxyInput:
+    source: ProxySource
+    run: ProxyRun = field(default_factory=ProxyRun)
+    proposer: Proposer | None = None
+    use: ProxyUse | None = None
+    drawn_with: tuple[Rule, ...] = ()
+
+    async def proposers(self, run: Explaining) -> Sequence[Proposer]:
+        s, proxy = self.source, self.source.proxy
+        rng = np.random.default_rng([run.choice_seed, 0x9A0])  # the proxy's draws leave the model's unchanged
+        n = len(run.instance.features)
+        max_size = min(s.max_anchor_size or n, n)
+        keys = s.keys(run.instance)
+        if proxy.classifier is None:
+            self.proposer, asked = proxy.surrogate_proposer(s.sampler, run.instance, keys, run.target, rng, max_size,
+                                                            run.choice_seed)  # fmt: skip
+            self.run = ProxyRun(asked=asked)
+            return [self.proposer] if self.proposer is not None else []
+        self.run = await proxy.by_classifier(s.sampler, run.instance, run.target, rng, max_size, budget=s.budget,
+                                             cap=run.stats.budget)  # fmt: skip
+        if self.run.refused is not None:
+            if s.raise_on_budget:
+                raise self.run.refused
+            run.budget_exhausted = True  # the model's search then stops at once, with its best so far
+        self.proposer = Proposals("proxy", tuple(self.run.proposals))
+        return [self.proposer]
+
+    def searched(self, run: Explaining, search: GuidedSearch, result: SearchResult) -> None:
+        proxied = self.run
+        if isinstance(self.proposer, SurrogateProposer):
+            proxied = replace(proxied, samples=self.proposer.samples, proposals=self.proposer.proposals)
+        keys = self.source.keys(run.instance)
+        self.use = self.source.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result,
+                                           run.stats.queries)  # fmt: skip
+
+    def finished(self, run: Explaining, result: SearchResult) -> dict[str, Any]:
+        return {"proxy": self.use}
