@@ -61,7 +61,7 @@ async def measure(cache_ram: int | None, prompts: list[str]) -> dict[str, Any]:
 
         watcher = asyncio.ensure_future(watch())
         started = time.perf_counter()
-        await engine.classify(prompts, QueryStats())
+        await engine.classify(prompts, QueryStats(), cap=None)
         elapsed = time.perf_counter() - started
         done.set()
         await watcher

@@ -31,7 +31,7 @@ async def test_duplicates_in_a_batch_are_sent_once():
     rec = Recorder()
     engine = QueryEngine(FunctionClassifier(rec))
     stats = QueryStats()
-    assert await engine.classify(["a", "b", "a", "a"], stats) == ["A", "B", "A", "A"]
+    assert await engine.classify(["a", "b", "a", "a"], stats, cap=None) == ["A", "B", "A", "A"]
     assert sorted(t for call in rec.calls for t in call) == ["a", "b"]
     assert (stats.queries, stats.cache_hits) == (2, 2)
 
@@ -41,14 +41,14 @@ async def test_cache_across_calls_and_engines():
     cache = QueryCache()
     first = QueryEngine(FunctionClassifier(rec, name="r"), cache=cache)
     second = QueryEngine(FunctionClassifier(rec, name="r"), cache=cache)
-    await first.classify(["a", "b"], QueryStats())
+    await first.classify(["a", "b"], QueryStats(), cap=None)
     stats = QueryStats()
-    assert await second.classify(["b", "c"], stats) == ["B", "C"]
+    assert await second.classify(["b", "c"], stats, cap=None) == ["B", "C"]
     assert (stats.queries, stats.cache_hits) == (1, 1)
     # Another classifier identity never sees these labels.
     other = QueryEngine(FunctionClassifier(rec, name="other"), cache=cache)
     stats = QueryStats()
-    await other.classify(["a"], stats)
+    await other.classify(["a"], stats, cap=None)
     assert stats.queries == 1
 
 
@@ -56,7 +56,7 @@ async def test_text_in_flight_is_awaited_not_resent():
     rec = Recorder(delay=0.05)
     engine = QueryEngine(FunctionClassifier(rec))
     s1, s2 = QueryStats(), QueryStats()
-    r1, r2 = await asyncio.gather(engine.classify(["x", "y"], s1), engine.classify(["y", "z"], s2))
+    r1, r2 = await asyncio.gather(engine.classify(["x", "y"], s1, cap=None), engine.classify(["y", "z"], s2, cap=None))
     assert (r1, r2) == (["X", "Y"], ["Y", "Z"])
     assert sum(len(c) for c in rec.calls) == 3
     assert s1.queries + s2.queries == 3 and s1.cache_hits + s2.cache_hits == 1
@@ -66,7 +66,7 @@ async def test_chunks_and_concurrency_bound():
     rec = Recorder(delay=0.02)
     engine = QueryEngine(FunctionClassifier(rec), max_concurrency=3, request_size=10)
     texts = [f"t{i}" for i in range(95)]
-    assert await engine.classify(texts, QueryStats()) == [t.upper() for t in texts]
+    assert await engine.classify(texts, QueryStats(), cap=None) == [t.upper() for t in texts]
     assert sum(len(c) for c in rec.calls) == 95 and max(len(c) for c in rec.calls) <= 10
     assert 1 <= rec.max_in_flight <= 3  # the limiter's; never past max_concurrency requests
 
@@ -75,11 +75,11 @@ async def test_failed_chunk_loses_nothing_else():
     rec = Recorder(fail_on="bad")
     engine = QueryEngine(FunctionClassifier(rec, name="flaky"), request_size=2)
     with pytest.raises(ClassifierError, match="flaky"):
-        await engine.classify(["a", "b", "bad", "c", "d", "e"], QueryStats())
+        await engine.classify(["a", "b", "bad", "c", "d", "e"], QueryStats(), cap=None)
     # The chunks that succeeded are cached: a retry sends only the lost chunk.
     rec.fail_on = None
     stats = QueryStats()
-    assert await engine.classify(["a", "b", "bad", "c", "d", "e"], stats) == ["A", "B", "BAD", "C", "D", "E"]
+    assert await engine.classify(["a", "b", "bad", "c", "d", "e"], stats, cap=None) == ["A", "B", "BAD", "C", "D", "E"]
     assert stats.queries == 2 and stats.cache_hits == 4
 
 
@@ -87,7 +87,7 @@ async def test_waiter_on_failed_text_gets_the_error():
     rec = Recorder(delay=0.02, fail_on="bad")
     engine = QueryEngine(FunctionClassifier(rec))
     results = await asyncio.gather(
-        engine.classify(["bad"], QueryStats()), engine.classify(["bad"], QueryStats()), return_exceptions=True
+        engine.classify(["bad"], QueryStats(), cap=None), engine.classify(["bad"], QueryStats(), cap=None), return_exceptions=True
     )
     assert all(isinstance(r, ClassifierError) for r in results)
     assert len(rec.calls) == 1
@@ -95,16 +95,16 @@ async def test_waiter_on_failed_text_gets_the_error():
 
 def test_engine_works_across_event_loops():
     engine = QueryEngine(FunctionClassifier(Recorder(delay=0.001)))
-    assert asyncio.run(engine.classify(["a"], QueryStats())) == ["A"]
-    assert asyncio.run(engine.classify(["b"], QueryStats())) == ["B"]
+    assert asyncio.run(engine.classify(["a"], QueryStats(), cap=None)) == ["A"]
+    assert asyncio.run(engine.classify(["b"], QueryStats(), cap=None)) == ["B"]
 
 
 async def test_disabled_cache_sends_every_text():
     rec = Recorder()
     engine = QueryEngine(FunctionClassifier(rec), cache=QueryCache(enabled=False), request_size=3)
     stats = QueryStats()
-    assert await engine.classify(["a", "a", "b", "a"], stats) == ["A", "A", "B", "A"]
-    assert await engine.classify(["a"], stats) == ["A"]
+    assert await engine.classify(["a", "a", "b", "a"], stats, cap=None) == ["A", "A", "B", "A"]
+    assert await engine.classify(["a"], stats, cap=None) == ["A"]
     assert sum(len(c) for c in rec.calls) == 5
     assert stats.queries == 5 and stats.cache_hits == 0
 
@@ -121,7 +121,7 @@ async def test_a_bounded_cache_keeps_the_most_recent_labels():
     cache = QueryCache(max_entries=3)
     engine = QueryEngine(FunctionClassifier(rec, name="r"), cache=cache)
     # A batch larger than the cache still gets every label right.
-    assert await engine.classify(["a", "b", "c", "d", "e", "a"], QueryStats()) == ["A", "B", "C", "D", "E", "A"]
+    assert await engine.classify(["a", "b", "c", "d", "e", "a"], QueryStats(), cap=None) == ["A", "B", "C", "D", "E", "A"]
     r = engine.classifier.identity
     assert len(cache) == 3 and cache.get(r, "e") == (True, "E") and cache.get(r, "a") == (False, None)
     cache.get(r, "c")  # used: now the most recent
@@ -168,10 +168,10 @@ async def until(condition) -> None:
 async def test_a_cancelled_explanation_does_not_poison_the_texts_it_was_sending():
     gate = Gate()
     engine = QueryEngine(FunctionClassifier(gate), max_concurrency=1)
-    first = asyncio.ensure_future(engine.classify(["a", "b", "c"], QueryStats()))
+    first = asyncio.ensure_future(engine.classify(["a", "b", "c"], QueryStats(), cap=None))
     await gate.started.wait()  # a, b and c are in flight
     waiting_stats = QueryStats()
-    waiting = asyncio.ensure_future(engine.classify(["b", "d"], waiting_stats))
+    waiting = asyncio.ensure_future(engine.classify(["b", "d"], waiting_stats, cap=None))
     await until(lambda: waiting_stats.cache_hits == 1 and "d" in engine._inflight)  # awaits "b", queues "d"
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -181,13 +181,13 @@ async def test_a_cancelled_explanation_does_not_poison_the_texts_it_was_sending(
     assert await asyncio.wait_for(waiting, 5) == ["B", "D"]
     assert engine._inflight == {} and ["b"] in gate.calls[1:]
     stats = QueryStats()
-    assert await asyncio.wait_for(engine.classify(["a", "b", "c"], stats), 5) == ["A", "B", "C"]
+    assert await asyncio.wait_for(engine.classify(["a", "b", "c"], stats, cap=None), 5) == ["A", "B", "C"]
 
 
 async def test_cancelled_while_queued_for_the_semaphore_leaves_nothing_in_flight():
     gate = Gate()
     engine = QueryEngine(FunctionClassifier(gate), max_concurrency=1, request_size=1)
-    queued = asyncio.ensure_future(engine.classify(["a", "b", "c", "d"], QueryStats()))
+    queued = asyncio.ensure_future(engine.classify(["a", "b", "c", "d"], QueryStats(), cap=None))
     await gate.started.wait()  # "a" is being asked; b, c and d wait for the semaphore
     assert gate.calls == [["a"]] and set(engine._inflight) == {"a", "b", "c", "d"}
     queued.cancel()
@@ -195,16 +195,16 @@ async def test_cancelled_while_queued_for_the_semaphore_leaves_nothing_in_flight
         await queued
     assert engine._inflight == {}
     gate.open.set()
-    assert await asyncio.wait_for(engine.classify(["c", "d"], QueryStats()), 5) == ["C", "D"]
+    assert await asyncio.wait_for(engine.classify(["c", "d"], QueryStats(), cap=None), 5) == ["C", "D"]
 
 
 async def test_waiting_for_an_answer_does_not_cancel_it_for_its_sender():
     gate = Gate()
     engine = QueryEngine(FunctionClassifier(gate))
-    sender = asyncio.ensure_future(engine.classify(["a"], QueryStats()))
+    sender = asyncio.ensure_future(engine.classify(["a"], QueryStats(), cap=None))
     await gate.started.wait()
     waiter_stats = QueryStats()
-    waiter = asyncio.ensure_future(engine.classify(["a"], waiter_stats))
+    waiter = asyncio.ensure_future(engine.classify(["a"], waiter_stats, cap=None))
     await until(lambda: waiter_stats.cache_hits == 1)  # the waiter awaits the sender's answer
     waiter.cancel()  # and gives up
     with pytest.raises(asyncio.CancelledError):
@@ -225,10 +225,10 @@ async def test_a_cache_that_cannot_write_keeps_the_labels_and_warns(tmp_path):
     try:
         engine = QueryEngine(FunctionClassifier(Recorder(), name="r"), cache=cache)
         with pytest.warns(CacheWriteWarning, match="kept in memory only"):
-            labels = await asyncio.wait_for(engine.classify(["a", "b"], QueryStats()), 30)
+            labels = await asyncio.wait_for(engine.classify(["a", "b"], QueryStats(), cap=None), 30)
         assert labels == ["A", "B"] and cache.get("function:r", "a") == (True, "A")
         stats = QueryStats()
-        assert await asyncio.wait_for(engine.classify(["a", "c"], stats), 30) == ["A", "C"]  # no second warning
+        assert await asyncio.wait_for(engine.classify(["a", "c"], stats, cap=None), 30) == ["A", "C"]  # no second warning
         assert (stats.queries, stats.cache_hits) == (1, 1)
     finally:
         locker.execute("ROLLBACK")
@@ -241,7 +241,7 @@ async def test_labels_that_are_not_json_stay_in_memory(tmp_path):
     cache = QueryCache(tmp_path / "q.db")
     engine = QueryEngine(FunctionClassifier(lambda texts: [frozenset([t]) for t in texts], name="sets"), cache=cache)
     with pytest.warns(CacheWriteWarning):
-        labels = await asyncio.wait_for(engine.classify(["a"], QueryStats()), 10)
+        labels = await asyncio.wait_for(engine.classify(["a"], QueryStats(), cap=None), 10)
     assert labels == [frozenset(["a"])]
 
 
@@ -292,10 +292,10 @@ async def test_the_limit_grows_while_answers_are_steady_and_halves_on_overload()
     engine = QueryEngine(FunctionClassifier(answer, name="s"), max_concurrency=8, request_size=4, retry=retry)
     limiter = engine.limiter
     assert (limiter.limit, limiter.maximum) == (8, 32)
-    await engine.classify([f"a{i}" for i in range(80)], QueryStats())
+    await engine.classify([f"a{i}" for i in range(80)], QueryStats(), cap=None)
     grown = limiter.highest
     assert grown > 8  # steady answers: it grew
-    await engine.classify([f"b{i}" for i in range(200)], QueryStats())
+    await engine.classify([f"b{i}" for i in range(200)], QueryStats(), cap=None)
     limits = [limit for _, limit, _ in limiter.trace]
     assert any(after == before / 2 for before, after in zip(limits, limits[1:], strict=False))  # halved at once
     assert all(limit <= 32 for _, limit, _ in limiter.trace)  # never past the ceiling
@@ -329,11 +329,11 @@ async def test_answers_hold_the_probabilities_sent_cached_and_uncached(tmp_path)
     forest = Forest()
     cache = QueryCache(tmp_path / "c.sqlite")
     engine = QueryEngine(FunctionClassifier(forest.predict, predict_proba=forest.predict_proba, name="f"), cache=cache)
-    labels, probabilities = await engine.answers(["a", "b", "a"], QueryStats())
+    labels, probabilities = await engine.answers(["a", "b", "a"], QueryStats(), cap=None)
     assert labels == ["A", "B", "A"]
     assert probabilities == [{"A": 0.8, "B": 0.2}, {"A": 0.3, "B": 0.7}, {"A": 0.8, "B": 0.2}]
     stats = QueryStats()
-    assert (await engine.answers(["b"], stats))[1] == [{"A": 0.3, "B": 0.7}] and stats.cache_hits == 1
+    assert (await engine.answers(["b"], stats, cap=None))[1] == [{"A": 0.3, "B": 0.7}] and stats.cache_hits == 1
     cache.close()
     again = QueryCache(tmp_path / "c.sqlite")  # persisted: a later run chooses as this one did
     assert again.answer("function:f", "a") == ("A", {"A": 0.8, "B": 0.2})
@@ -341,9 +341,9 @@ async def test_answers_hold_the_probabilities_sent_cached_and_uncached(tmp_path)
     off = QueryEngine(
         FunctionClassifier(forest.predict, predict_proba=forest.predict_proba), cache=QueryCache(enabled=False)
     )
-    assert (await off.answers(["a"], QueryStats()))[1] == [{"A": 0.8, "B": 0.2}]
+    assert (await off.answers(["a"], QueryStats(), cap=None))[1] == [{"A": 0.8, "B": 0.2}]
     plain = QueryEngine(FunctionClassifier(forest.predict))
-    assert await plain.answers(["a"], QueryStats()) == (["A"], [None])
+    assert await plain.answers(["a"], QueryStats(), cap=None) == (["A"], [None])
 
 
 def test_a_cache_written_before_probabilities_is_read_and_extended(tmp_path):

@@ -227,7 +227,7 @@ async def test_vllm_tokenize_answering_tokens_that_are_not_ids_is_a_typed_error_
 
                 stats = QueryStats()
                 with pytest.raises(BadResponseError):
-                    await explainer.engine.classify(["a dull film"], stats)
+                    await explainer.engine.classify(["a dull film"], stats, cap=None)
                 assert stats.queries == 0 and explainer.engine.billed_calls == 0  # they never reached the model
         finally:
             await clf.aclose()

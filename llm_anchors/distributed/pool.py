@@ -37,7 +37,7 @@ from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.repeats import as_repeat
 from ..memory.store import MemoryEntry, RuleMemory
-from ..money.budget import Budget, BudgetReport
+from ..money.budget import BudgetReport, check_caps
 from ..run.memory_dir import check_memory_dir, load_memory, lock_memory
 from ..run.results import ResultsFile
 from ..run.resumable import missing_entries
@@ -118,10 +118,10 @@ class RayPool:
             raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
         if memory not in ("actor", "replicas"):
             raise ConfigError(f"memory must be 'actor' or 'replicas', got {memory!r}")
-        Budget(max_usd, max_tokens, max_queries)  # bad caps fail here, not in an actor
+        check_caps(max_usd, max_tokens, max_queries)  # bad caps fail here, not in an actor
         if memory_dir is not None:
             check_memory_dir(memory_dir)  # not discovered at the end, once the run was paid
-        self.max_usd_per_input = Budget(max_usd=max_usd_per_input).max_usd
+        self.max_usd_per_input = check_caps(max_usd_per_input)[0]
         self.memory = memory
         self.ray = import_ray()
         self.make_explainer = make_explainer
@@ -199,7 +199,7 @@ class RayPool:
     ) -> None:
         """Start a new ledger with these caps for the streams that follow; the workers
         (their models loaded) and the memory are kept."""
-        Budget(max_usd, max_tokens, max_queries)
+        check_caps(max_usd, max_tokens, max_queries)
         old = self._ledger
         self.caps = {"max_usd": max_usd, "max_tokens": max_tokens, "max_queries": max_queries}
         self.journal = str(journal) if journal is not None else None

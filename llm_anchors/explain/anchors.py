@@ -132,11 +132,12 @@ class AnchorsExplainer:
             max_concurrency=max_concurrency,
             request_size=self.params.batch_size if request_size is None else request_size,
             retry=retry,
-            budget=budget,
         )
         if on_budget not in ("raise", "return"):
             raise ConfigError(f"on_budget must be 'raise' or 'return', got {on_budget!r}")
         self.on_budget = on_budget
+        self.budget = budget
+        """The cap every call of this explainer reserves against (a `Budget`, or a Ray run's ledger); None: none."""
         self.n_examples = n_examples
         self.verify_determinism = verify_determinism
         self.second_opinion = second_opinion
@@ -177,14 +178,9 @@ class AnchorsExplainer:
     def cache(self) -> QueryCache:
         return self.engine.cache
 
-    @property
-    def budget(self) -> SpendCap | None:
-        """The cap every call of this explainer reserves against (a `Budget`, or a Ray run's ledger)."""
-        return self.engine.budget
-
     def settings(self) -> Settings:
         """Every parameter that shapes an explanation, for its meta."""
-        budget = self.engine.budget
+        budget = self.budget
         return Settings(
             search=self.params,
             sampler=self.sampler.settings(),
@@ -390,11 +386,11 @@ class AnchorsExplainer:
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
         own = input_seed(seed, instance, self.drawn_by())
-        rng, stats = np.random.default_rng(own), QueryStats(budget=budget)
-        infill = QueryStats(budget=budget)
+        rng, stats, infill = np.random.default_rng(own), QueryStats(), QueryStats()
         started = time.perf_counter()
         return Explaining(instance, own, rng, stats, started, Certifier(self.params), infill, run_seed=seed,
-                          choice_seed=input_seed(seed, instance))  # fmt: skip
+                          choice_seed=input_seed(seed, instance),
+                          cap=budget if budget is not None else self.budget)  # fmt: skip
 
     async def _label_target(self, run: Explaining) -> None:
         """Label the input, and make its instance ready to be perturbed (its fills, under ``infill``)."""
@@ -404,7 +400,7 @@ class AnchorsExplainer:
     async def _label_input(self, run: Explaining) -> None:
         """The label the model gives the input itself (one query); `NoLabelError` when its answer names
         none of the labels: there is no label to explain."""
-        (run.target,) = await self.engine.classify([run.instance.query], run.stats)
+        (run.target,) = await self.engine.classify([run.instance.query], run.stats, cap=run.cap)
         if run.target == UNPARSED:
             raise NoLabelError(
                 "its answer to the input names none of the labels (read as <unparsed>): there is no label to "
@@ -414,7 +410,7 @@ class AnchorsExplainer:
 
     async def _prepared(self, run: Explaining, instance: Instance, sampler: Sampler | None = None) -> Instance:
         """``instance`` ready to be perturbed by ``sampler`` (the explainer's): its fills, under ``infill``."""
-        return await self._fillers.prepared(instance, sampler or self.sampler, run.infill)
+        return await self._fillers.prepared(instance, sampler or self.sampler, run.infill, run.cap)
 
     async def _search(self, run: Explaining, start: Rule | None) -> SearchResult:
         """Anchors' beam search (from ``start``, MAnchors' VT, when given)."""
@@ -571,7 +567,7 @@ class AnchorsExplainer:
         """`_label`, and the probability the model gave each perturbation the input's label (NaN where
         it gave none; None when it gave none at all)."""
         queries = run.stats.queries
-        labels, probabilities = await self.engine.answers(texts, run.stats)
+        labels, probabilities = await self.engine.answers(texts, run.stats, cap=run.cap)
         return self._recorded(run, texts, labels, probabilities, stage, queries)
 
     def _recorded(

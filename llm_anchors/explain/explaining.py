@@ -17,6 +17,7 @@ import numpy as np
 from .._exceptions import BudgetExceeded, ConfigError, NondeterminismWarning
 from .._version import __version__
 from ..models.classifier import Label
+from ..money.budget import SpendCap
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.text_instance import TextInstance
@@ -91,6 +92,9 @@ class Explaining:
     choice_seed: int = 0
     """What seeds choices that judge nothing (whether the memory is asked for this input: its record's
     arms): `input_seed` of the explainer's seed and the input alone, so that a setting leaves them as they are."""
+    cap: SpendCap | None = None
+    """The one cap every call of this explanation reserves against: the one given to ``explain``, else the
+    explainer's ``budget`` (None: none)."""
 
     """The explainer's seed (or the one given to ``explain``) that the input's is derived from."""
 
@@ -155,8 +159,8 @@ async def asked_again(engine: QueryEngine, run: Explaining, result: SearchResult
         return None
     picker = np.random.default_rng([run.seed, 0xDE7])  # not run.rng: the explanation is unchanged
     chosen = [texts[i] for i in sorted(picker.choice(len(texts), min(k, len(texts)), False))]
-    before = await engine.classify(chosen, run.stats)  # cached: the labels the search used
-    again = await engine.recheck(chosen, run.stats)
+    before = await engine.classify(chosen, run.stats, cap=run.cap)  # cached: the labels the search used
+    again = await engine.recheck(chosen, run.stats, cap=run.cap)
     changed = sum(a != b for a, b in zip(before, again, strict=True))
     if changed:
         warnings.warn(

@@ -159,7 +159,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         if self.proxy is None or self.features is None:
             return (*user, *memory)
         proxy = ProxySource(self.proxy, self.features.keys, self.sampler, self.params.max_anchor_size,
-                            self.engine.budget, self.on_budget == "raise")  # fmt: skip
+                            self.on_budget == "raise")  # fmt: skip
         return (*user, *memory, proxy)
 
     async def aclose(self) -> None:

@@ -8,6 +8,7 @@ from typing import TypeGuard
 from .._exceptions import ConfigError
 from ..models.classifier import Classifier
 from ..models.llm import LLMClassifier
+from ..money.budget import SpendCap
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Sampler
 from ..samplers.infill import Filler
@@ -57,19 +58,18 @@ class Fillers:
         if filler.identity not in self.engines:
             e = self.engine
             self.engines[filler.identity] = QueryEngine(
-                filler, cache=e.cache, max_concurrency=e.max_concurrency, request_size=e.request_size, retry=e.retry,
-                budget=e.budget,
-            )  # fmt: skip
+                filler, cache=e.cache, max_concurrency=e.max_concurrency, request_size=e.request_size, retry=e.retry
+            )
         return self.engines[filler.identity]
 
-    async def prepared(self, instance: Instance, sampler: Sampler, stats: QueryStats) -> Instance:
+    async def prepared(self, instance: Instance, sampler: Sampler, stats: QueryStats, cap: SpendCap | None) -> Instance:
         """``instance`` ready to be perturbed by ``sampler``: under ``infill``, its words' fills asked of
-        the filler (paid under ``stats``' caps, counted there); else itself."""
+        the filler (reserved against ``cap``, counted under ``stats``); else itself."""
         if not infills(sampler):
             return instance
         assert isinstance(instance, TextInstance)
         engine = self.engine_for(sampler)
-        return await sampler.prepare(instance, lambda prompts: engine.classify(prompts, stats))
+        return await sampler.prepare(instance, lambda prompts: engine.classify(prompts, stats, cap=cap))
 
     async def aclose(self) -> None:
         for engine in self.engines.values():

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from .._exceptions import ConfigError
-from ..money.budget import SpendCap
 from ..propose.base import Proposals, Proposer
 from ..propose.guided import GuidedSearch
 from ..propose.memory import Asked, Lookup, MemoryProposer
@@ -157,15 +156,14 @@ class ProxySource:
     """The proxy (`Proxy`: the surrogate, or a classifier standing in for the model) as a source: its
     proposer at each level, what it learned of each level's search; ``meta.proxy`` its last level's.
     A proxy classifier searches before the model samples anything, on its own engine, its calls
-    reserved against ``budget`` (the explainer's) and the input's cap; a cap that refuses one ends the
-    input's search at once (``raise_on_budget``: or raises). ``keys``: what the surrogate learns a
+    reserved against the input's cap; a cap that refuses one ends the input's search at once
+    (``raise_on_budget``: or raises). ``keys``: what the surrogate learns a
     feature by (`MemoryFeatures.keys`)."""
 
     proxy: Proxy
     keys: Callable[[Instance], Sequence[str]]
     sampler: Sampler
     max_anchor_size: int | None
-    budget: SpendCap | None
     raise_on_budget: bool
 
     async def open(self, run: Explaining) -> Opened:
@@ -191,8 +189,7 @@ class _ProxyInput:
                                                             run.choice_seed)  # fmt: skip
             self.run = ProxyRun(asked=asked)
             return [self.proposer] if self.proposer is not None else []
-        self.run = await proxy.by_classifier(s.sampler, run.instance, run.target, rng, max_size, budget=s.budget,
-                                             cap=run.stats.budget)  # fmt: skip
+        self.run = await proxy.by_classifier(s.sampler, run.instance, run.target, rng, max_size, cap=run.cap)
         if self.run.refused is not None:
             if s.raise_on_budget:
                 raise self.run.refused

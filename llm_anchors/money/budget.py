@@ -26,7 +26,7 @@ from .._exceptions import BudgetExceeded, ConfigError
 from .charge import Charge, disputed, implausible, minus
 from .journal import Journal, JournalState, plain, read_journal
 
-__all__ = ["Budget", "BudgetReport", "Reservation", "SpendCap"]
+__all__ = ["Budget", "BudgetReport", "Reservation", "SpendCap", "check_caps"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,16 @@ class SpendCap(Protocol):
     def report(self) -> BudgetReport: ...
 
 
+def check_caps(
+    max_usd: float | int | str | Decimal | None = None, max_tokens: int | None = None, max_queries: int | None = None
+) -> tuple[Decimal | None, int | None, int | None]:
+    """The caps as a `Budget` holds them (dollars exact); a `ConfigError` for one that cannot be a cap."""
+    for name, value in (("max_tokens", max_tokens), ("max_queries", max_queries)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConfigError(f"{name} must be an int >= 0, got {value!r}")
+    return check_dollars("max_usd", max_usd), max_tokens, max_queries
+
+
 class Budget:
     """Caps on dollars, tokens (prompt + completion) and queries; any may be None.
 
@@ -132,12 +142,7 @@ class Budget:
         parent: SpendCap | None = None,
         journal: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.max_usd = check_dollars("max_usd", max_usd)
-        for name, value in (("max_tokens", max_tokens), ("max_queries", max_queries)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ConfigError(f"{name} must be an int >= 0, got {value!r}")
-        self.max_tokens = max_tokens
-        self.max_queries = max_queries
+        self.max_usd, self.max_tokens, self.max_queries = check_caps(max_usd, max_tokens, max_queries)
         self.parent = parent
         self._lock = threading.Lock()
         self._open: dict[int, Reservation] = {}

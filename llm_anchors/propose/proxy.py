@@ -129,18 +129,18 @@ class Proxy:
 
     async def by_classifier(
         self, sampler: Sampler, instance: Instance, target: Any, rng: np.random.Generator, max_size: int, *,
-        budget: SpendCap | None, cap: SpendCap | None,
+        cap: SpendCap | None,
     ) -> ProxyRun:  # fmt: skip
         """The proxy classifier's search, before the model samples anything: its run, whose ``proposals``
-        the guided search tests. Its calls reserve against this explanation's ``cap``, else the
-        explainer's ``budget``; a call refused ends its search without proposals (``refused``)."""
+        the guided search tests. Its calls reserve against this explanation's ``cap``; a call refused
+        ends its search without proposals (``refused``)."""
         engine = self.engine
         assert engine is not None
-        run = ProxyRun(stats=QueryStats(budget=cap if cap is not None else budget))
+        run = ProxyRun()
 
         async def answer(requests: list[SampleRequest]) -> list[Samples]:
             drawn = await draw(sampler, instance, requests, rng)
-            labels = await engine.classify([t for batch, _ in drawn for t in batch], run.stats)
+            labels = await engine.classify([t for batch, _ in drawn for t in batch], run.stats, cap=cap)
             kept = iter([label == target for label in labels])
             run.samples += len(labels)
             return [Samples(present, np.fromiter(kept, bool, len(batch))) for batch, present in drawn]

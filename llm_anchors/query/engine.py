@@ -56,12 +56,6 @@ class QueryStats:
     case and its bill."""
     dearest_tier: int = 0
     """Calls billed at the dearest service tier: their server named none the price knows."""
-    budget: SpendCap | None = None
-    """The cap this explanation's calls reserve against (a `Budget` with the
-    engine's as its ``parent``, for a cap per explanation); None: the engine's."""
-
-    def cap(self, engine_budget: SpendCap | None) -> SpendCap | None:
-        return self.budget if self.budget is not None else engine_budget
 
 
 class _Abandoned(Exception):
@@ -131,7 +125,6 @@ class QueryEngine:
         max_concurrency: int = 8,
         request_size: int = 100,
         retry: RetryPolicy | None = None,
-        budget: SpendCap | None = None,
     ) -> None:
         check_int("max_concurrency", max_concurrency)
         check_int("request_size", request_size)
@@ -142,7 +135,6 @@ class QueryEngine:
         self.max_concurrency = max_concurrency
         self.request_size = request_size
         self.retry = retry or RetryPolicy()
-        self.budget = budget
         self.limiter = Limiter(max_concurrency * self._call_size, initial=2 * self._call_size)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._inflight: dict[str, asyncio.Future[Label]] = {}
@@ -155,11 +147,13 @@ class QueryEngine:
         """Why this engine sends nothing more (None: it sends): its server failed too many calls in a row.
         `reopen` lets it send again."""
 
-    async def classify(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+    async def classify(self, texts: Sequence[str], stats: QueryStats, *, cap: SpendCap | None) -> list[Label]:
         """The label of every text, in order (see `answers`)."""
-        return (await self.answers(texts, stats))[0]
+        return (await self.answers(texts, stats, cap=cap))[0]
 
-    async def answers(self, texts: Sequence[str], stats: QueryStats) -> tuple[list[Label], list[Probabilities | None]]:
+    async def answers(
+        self, texts: Sequence[str], stats: QueryStats, *, cap: SpendCap | None
+    ) -> tuple[list[Label], list[Probabilities | None]]:
         """The label of every text, in order, and the probabilities the classifier gave the labels
         (None where it gives none).
 
@@ -169,7 +163,7 @@ class QueryEngine:
         """
         self._bind_loop()
         if not self.cache.enabled:
-            return await self._uncached(texts, stats)
+            return await self._uncached(texts, stats, cap)
         key = self.classifier.identity
         pending: dict[str, asyncio.Future[Label]] = {}
         known: dict[str, tuple[Label, Probabilities | None]] = {}  # read now: a bounded cache may drop them
@@ -193,14 +187,14 @@ class QueryEngine:
                 to_send.append(text)
         # Shielded: cancelling this explanation must not cancel an answer another one awaits.
         waiting = [asyncio.shield(f) for text, f in pending.items() if text in waited]
-        sent, *awaited = await asyncio.gather(self._send_all(to_send, stats), *waiting, return_exceptions=True)
+        sent, *awaited = await asyncio.gather(self._send_all(to_send, stats, cap), *waiting, return_exceptions=True)
         for outcome in [*(sent if isinstance(sent, list) else [sent]), *awaited]:  # each call's error, then theirs
             if isinstance(outcome, BaseException) and not isinstance(outcome, _Abandoned):
                 raise outcome
         again = [t for t in waited if isinstance(_outcome(pending[t]), _Abandoned)]
         if again:  # their sender was cancelled: ask them ourselves
             stats.cache_hits -= len(again)
-            labels, probabilities = await self.answers(again, stats)
+            labels, probabilities = await self.answers(again, stats, cap=cap)
             known.update(zip(again, zip(labels, probabilities, strict=True), strict=True))
         for text, future in pending.items():
             if text not in known:
@@ -212,19 +206,19 @@ class QueryEngine:
         """The texts in flight the limiter allows now, and the most a request carries at that limit."""
         return int(self.limiter.limit), self.limiter.size(self._call_size)
 
-    async def recheck(self, texts: Sequence[str], stats: QueryStats) -> list[Label]:
+    async def recheck(self, texts: Sequence[str], stats: QueryStats, *, cap: SpendCap | None) -> list[Label]:
         """Ask the model about ``texts`` again, whatever the cache holds (paid, counted as queries)."""
         self._bind_loop()
-        return (await self._uncached(texts, stats))[0]
+        return (await self._uncached(texts, stats, cap))[0]
 
     async def _uncached(
-        self, texts: Sequence[str], stats: QueryStats
+        self, texts: Sequence[str], stats: QueryStats, cap: SpendCap | None
     ) -> tuple[list[Label], list[Probabilities | None]]:
         """Every text sent, duplicates included: what a run without a cache pays."""
 
         async def send(chunk: list[str]) -> Batch:
             try:
-                return await self._call(chunk, stats)
+                return await self._call(chunk, stats, cap)
             finally:
                 await self.limiter.release(len(chunk))
 
@@ -239,13 +233,13 @@ class QueryEngine:
             probabilities.extend(_given(outcome))
         return labels, probabilities
 
-    async def _send_all(self, texts: list[str], stats: QueryStats) -> list[BaseException | None]:
+    async def _send_all(self, texts: list[str], stats: QueryStats, cap: SpendCap | None) -> list[BaseException | None]:
         """Send ``texts`` in calls sized and spaced by the limiter; each call's error (None: it went
         well). The texts never sent (this was cancelled first) end their in-flight futures."""
         chunks: list[list[str]] = []
 
         async def send(chunk: list[str]) -> None:
-            await self._send(chunk, stats)
+            await self._send(chunk, stats, cap)
 
         try:
             return [o if isinstance(o, BaseException) else None for o in await self._spread(texts, send, chunks)]
@@ -283,12 +277,12 @@ class QueryEngine:
         limit = self.classifier.max_request_size
         return min(self.request_size, limit) if isinstance(limit, int) and limit > 0 else self.request_size
 
-    async def _send(self, chunk: list[str], stats: QueryStats) -> None:
+    async def _send(self, chunk: list[str], stats: QueryStats, cap: SpendCap | None) -> None:
         """Send one chunk (its texts hold the limiter's room until it ends) and resolve its in-flight
         futures, whatever happens (even cancellation)."""
         try:
             try:
-                batch = await self._call(chunk, stats)
+                batch = await self._call(chunk, stats, cap)
             finally:
                 await self.limiter.release(len(chunk))
             labels = batch.labels
@@ -302,22 +296,21 @@ class QueryEngine:
         self.cache.put_many(self.classifier.identity, zip(chunk, labels, strict=True), _given(batch))
         for text, label in zip(chunk, labels, strict=True):
             self._inflight.pop(text).set_result(label)
-        budget = stats.cap(self.budget)
-        if budget is not None and budget.passed:  # labels kept; the explanation ends here
-            raise BudgetExceeded(f"{budget.passed}: the classifier billed more than it quoted")
+        if cap is not None and cap.passed:  # labels kept; the explanation ends here
+            raise BudgetExceeded(f"{cap.passed}: the classifier billed more than it quoted")
 
-    async def _call(self, chunk: list[str], stats: QueryStats) -> Batch:
+    async def _call(self, chunk: list[str], stats: QueryStats, cap: SpendCap | None) -> Batch:
         """One call, retried on 429, 5xx, timeouts and dropped connections. A call whose worst case the
         cap cannot hold however the calls in flight settle is sent as two smaller ones (near the cap
         a request of one text may fit where one of eight does not); one text that cannot fit is refused."""
         try:
-            return await self._retried(chunk, stats)
+            return await self._retried(chunk, stats, cap)
         except _TooDear as refused:
             if len(chunk) == 1:
                 raise refused.error from None
         half = len(chunk) // 2
-        first = await self._call(chunk[:half], stats)
-        second = await self._call(chunk[half:], stats)
+        first = await self._call(chunk[:half], stats, cap)
+        second = await self._call(chunk[half:], stats, cap)
         probabilities = (
             None if first.probabilities is None and second.probabilities is None else _given(first) + _given(second)
         )
@@ -332,7 +325,7 @@ class QueryEngine:
         """Send again after `halted` (the server answers again)."""
         self.halted, self.failed_in_a_row = None, 0
 
-    async def _retried(self, chunk: list[str], stats: QueryStats) -> Batch:
+    async def _retried(self, chunk: list[str], stats: QueryStats, cap: SpendCap | None) -> Batch:
         """One call under the retry policy's deadline; the `halt_after`-th call in a row to fail on the
         server's faults halts the engine (`ServerUnavailableError`), and a halted engine sends nothing."""
         if self.halted is not None:
@@ -340,7 +333,7 @@ class QueryEngine:
         counted: list[bool] = []  # the call's texts counted as queries (by its first attempt that reached the model)
         try:
             batch = await self.retry.call(
-                lambda number, deadline: self._paid_call(chunk, stats, number > 1, deadline, counted)
+                lambda number, deadline: self._paid_call(chunk, stats, cap, number > 1, deadline, counted)
             )
         except Exception as exc:
             if is_retryable(exc):
@@ -357,7 +350,13 @@ class QueryEngine:
         return batch
 
     async def _paid_call(
-        self, chunk: list[str], stats: QueryStats, retry: bool, deadline: float, counted: list[bool]
+        self,
+        chunk: list[str],
+        stats: QueryStats,
+        cap: SpendCap | None,
+        retry: bool,
+        deadline: float,
+        counted: list[bool],
     ) -> Batch:
         """Reserve the worst case, call, settle with what the call cost.
 
@@ -366,7 +365,7 @@ class QueryEngine:
         resend is a retry.
         """
         worst = reservation = None
-        budget = stats.cap(self.budget)
+        budget = cap
         if budget is not None:
             worst = await self._quote(chunk)
             try:
@@ -393,7 +392,7 @@ class QueryEngine:
                 if worst is None and isinstance(exc, Exception):
                     with contextlib.suppress(Exception):
                         worst = await self._quote(chunk)
-                self._settle(reservation, worst or Charge(queries=len(chunk)), stats)
+                self._settle(reservation, worst or Charge(queries=len(chunk)), stats, cap)
             elif reservation is not None and budget is not None:
                 budget.release(reservation)
             raise
@@ -409,7 +408,7 @@ class QueryEngine:
                 with contextlib.suppress(Exception):
                     worst = await self._quote(chunk)
             charge = disputed(worst, charge)
-        self._settle(reservation, charge, stats)
+        self._settle(reservation, charge, stats, cap)
         return batch
 
     @staticmethod
@@ -436,10 +435,9 @@ class QueryEngine:
     async def _quote(self, chunk: list[str]) -> Charge:
         return await self.classifier.quote(chunk)
 
-    def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats) -> None:
-        budget = stats.cap(self.budget)
-        if reservation is not None and budget is not None:
-            budget.settle(reservation, actual)
+    def _settle(self, reservation: Reservation | None, actual: Charge, stats: QueryStats, cap: SpendCap | None) -> None:
+        if reservation is not None and cap is not None:
+            cap.settle(reservation, actual)
         stats.settled += actual
 
     def _fail(self, chunk: list[str], exc: BaseException) -> None:
