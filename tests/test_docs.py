@@ -86,7 +86,9 @@ def test_the_readme_s_python_block_runs_and_closes_what_it_opens(capsys):
     assert [str(w.message) for w in caught if "nclosed" in str(w.message)] == []
 
 
-@pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore:the prompt cannot be cached")
+@pytest.mark.filterwarnings(
+    "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning", "ignore:the prompt cannot be cached"
+)
 def test_the_guide_s_python_blocks_run_in_order(tmp_path, monkeypatch):
     from sklearn.ensemble import RandomForestClassifier
 
@@ -116,6 +118,8 @@ def test_the_guide_s_python_blocks_run_in_order(tmp_path, monkeypatch):
         run_blocks(python_blocks(ROOT / "docs" / "guide.md"), url, namespace)
     assert namespace["router"].labels == ["billing", "technical", "account"]  # the ticket router's
     assert (tmp_path / "anchor.png").is_file()
+    namespace.clear()
+    gc.collect()  # the sessions the guide's blocks leave to the garbage collector: gone within this test
 
 
 OTHERS = {"AsyncOpenAI", "AsyncAzureOpenAI", "Decimal"}  # other libraries' names
