@@ -24,14 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from llm_anchors.extend import Instance, Proposer
 from llm_anchors.propose import Growth, Proposals
-from llm_anchors.propose.base import Guide, Judge, Step
-from llm_anchors.search.base import RuleView
 from llm_anchors.search.rules import Rule
 
 __all__ = ["oracle", "oracle_answers", "split", "told_length"]
@@ -75,41 +72,14 @@ def oracle(answers: dict[str, list[str]]) -> Callable[[Instance, Hashable], Prop
     return propose
 
 
-class _AtLeast:
-    """A guide on which every rule shorter than ``least`` features is already refused by its reused
-    samples: growth then grows past it untested (`Growth._ahead`)."""
-
-    def __init__(self, guide: Guide, least: int) -> None:
-        self._guide, self._least = guide, least
-
-    def refused(self, c: RuleView) -> bool:
-        return len(c.rule) < self._least or self._guide.refused(c)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._guide, name)
-
-
-@dataclass
-class _ToldLength(Growth):
-    """Growth told the anchor's length (``least`` features): it tests no shorter rule (while it has
-    features of positive credit to add), and the first rule it certifies ends the search."""
-
-    least: int = 1
-    name: str = "told-length"
-
-    def propose(self, guide: Guide) -> Step | None:
-        step = super().propose(cast(Guide, _AtLeast(guide, self.least)))
-        return replace(step, final=True) if isinstance(step, Judge) else step
-
-
 def told_length(answers: dict[str, list[str]]) -> Callable[[Instance, Hashable], Proposer | None]:
     """Growth told, for each input ``answers`` holds a non-empty anchor for, only how many words it has
     (``MAnchorsExplainer(proposers=[told_length(answers)])``; see the module); plain growth after it,
     and for every other input."""
 
     def propose(instance: Instance, label: Hashable) -> Proposer | None:
-        words = answers.get(instance.query, [])
-        return _ToldLength(least=len(words)) if words else None
+        words = answers.get(instance.query, [])  # no shorter rule is tested; the first certified ends the search
+        return Growth(name="told-length", shortest=len(words), final=True) if words else None
 
     return propose
 

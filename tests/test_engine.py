@@ -87,7 +87,9 @@ async def test_waiter_on_failed_text_gets_the_error():
     rec = Recorder(delay=0.02, fail_on="bad")
     engine = QueryEngine(FunctionClassifier(rec))
     results = await asyncio.gather(
-        engine.classify(["bad"], QueryStats(), cap=None), engine.classify(["bad"], QueryStats(), cap=None), return_exceptions=True
+        engine.classify(["bad"], QueryStats(), cap=None),
+        engine.classify(["bad"], QueryStats(), cap=None),
+        return_exceptions=True,
     )
     assert all(isinstance(r, ClassifierError) for r in results)
     assert len(rec.calls) == 1
@@ -121,7 +123,14 @@ async def test_a_bounded_cache_keeps_the_most_recent_labels():
     cache = QueryCache(max_entries=3)
     engine = QueryEngine(FunctionClassifier(rec, name="r"), cache=cache)
     # A batch larger than the cache still gets every label right.
-    assert await engine.classify(["a", "b", "c", "d", "e", "a"], QueryStats(), cap=None) == ["A", "B", "C", "D", "E", "A"]
+    assert await engine.classify(["a", "b", "c", "d", "e", "a"], QueryStats(), cap=None) == [
+        "A",
+        "B",
+        "C",
+        "D",
+        "E",
+        "A",
+    ]
     r = engine.classifier.identity
     assert len(cache) == 3 and cache.get(r, "e") == (True, "E") and cache.get(r, "a") == (False, None)
     cache.get(r, "c")  # used: now the most recent
@@ -228,7 +237,10 @@ async def test_a_cache_that_cannot_write_keeps_the_labels_and_warns(tmp_path):
             labels = await asyncio.wait_for(engine.classify(["a", "b"], QueryStats(), cap=None), 30)
         assert labels == ["A", "B"] and cache.get("function:r", "a") == (True, "A")
         stats = QueryStats()
-        assert await asyncio.wait_for(engine.classify(["a", "c"], stats, cap=None), 30) == ["A", "C"]  # no second warning
+        assert await asyncio.wait_for(engine.classify(["a", "c"], stats, cap=None), 30) == [
+            "A",
+            "C",
+        ]  # no second warning
         assert (stats.queries, stats.cache_hits) == (1, 1)
     finally:
         locker.execute("ROLLBACK")

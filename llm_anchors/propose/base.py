@@ -31,7 +31,9 @@ class Judge:
     """Judge ``candidate`` under ``stage``. ``refusable`` (a proposal): passed over, unsampled and
     untested, when its reused samples already refuse it (`Guide.refused`); ``probe``: the samples of its
     first probe (by default the search's ``initial_probe``); ``final``: certified, it ends the search; ``traced``: a
-    round of the search's trace."""
+    round of the search's trace; ``share`` (a proposer asked first, when it knows how often its first rule
+    is the anchor): the fraction of δ set aside for the rules asked first (`Certifier.split`), taken when
+    the first rule of the search is chosen; without it, its rules take the next ranks' shares."""
 
     candidate: RuleView
     stage: str
@@ -39,6 +41,7 @@ class Judge:
     final: bool = False
     refusable: bool = False
     traced: bool = False
+    share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,7 @@ class Proposer(Protocol):
 
     ``name``: the stage its tests are counted under, and who found an anchor ("memory", "proxy",
     "growth"); ``first``: asked before the empty rule is tested (the empty rule is then tested only
-    if none of its rules is certified). A proposer asked first may also have ``share``, the fraction
-    of δ its rules are given (`Certifier.split`), when it knows how often its first rule is the anchor;
-    without it, its rules take the next ranks' shares."""
+    if none of its rules is certified; its steps may say the share of δ set aside for them, `Judge.share`)."""
 
     @property
     def name(self) -> str: ...
@@ -132,7 +133,7 @@ class Proposals:
             rule = self._queue.pop(0)
             if rule not in guide.tried:
                 cand = guide.candidate(rule, tuple(sorted(rule)))
-                return Judge(cand, self.name, final=rule in self.final, refusable=True)
+                return Judge(cand, self.name, final=rule in self.final, refusable=True, share=self.share)
         return None
 
 

@@ -29,6 +29,7 @@ it.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,87 +98,77 @@ class GrowthParams:
 
 
 @dataclass
-class _Reduction:
-    """A certified jump being reduced: prefixes of ``step.order`` between ``low`` and ``high`` features
-    still to bisect (``start``: its parent's), then ``drops``, the features to try dropping from
-    ``kept`` (the shortest rule of the jump certified so far); ``testing``: the rule tested last;
-    ``misses``: the dropped rules refused since the last certified."""
-
-    step: RuleView
-    start: int
-    low: int
-    high: int
-    kept: RuleView
-    drops: list[int] | None = None
-    testing: RuleView | None = None
-    misses: int = 0
-
-
-@dataclass
 class Growth:
-    """The guided search's growth, as a `Proposer` (see the module); ``params``: `GrowthParams`."""
+    """The guided search's growth, as a `Proposer` (see the module); ``params``: `GrowthParams`.
+
+    ``shortest``: no rule shorter than this is tested (grown past as if its reused samples refused it:
+    growth told the anchor's length); ``final``: the first rule it certifies ends the search. Its steps
+    come from one generator (`_steps`), read top to bottom: sample the rule grown so far, test the next
+    rule, and after a certified jump, reduce it.
+    """
 
     params: GrowthParams = field(default_factory=GrowthParams)
     name: str = "growth"
     first: bool = False
-    _path: list[RuleView] = field(default_factory=list, init=False, repr=False)
-    _stepped: RuleView | None = field(default=None, init=False, repr=False)  # the last step tested
-    _reduction: _Reduction | None = field(default=None, init=False, repr=False)
-    _passed: set[Rule] = field(default_factory=set, init=False, repr=False)  # refused by reuse, grown past
-    _done: bool = field(default=False, init=False, repr=False)
-    _aside: int = field(default=0, init=False, repr=False)  # drawn keeping a jump's first feature, this step
+    shortest: int = 0
+    final: bool = False
+    _run: Generator[Step, None, None] | None = field(default=None, init=False, repr=False)
 
     def propose(self, guide: Guide) -> Step | None:
-        if self._done:
-            return None
-        if not self._path:
-            self._path = [guide.candidate(frozenset(), ())]
-        stepped, self._stepped = self._stepped, None
-        if stepped is not None and stepped.certified and len(stepped.rule) - len(self._path[-2].rule) > 1:
-            start = len(self._path[-2].rule)
-            self._reduction = _Reduction(stepped, start, start, len(stepped.rule), stepped)
-        if self._reduction is not None:
-            if (shorter := self._reduce(guide, self._reduction)) is not None:
-                return shorter
-            self._reduction = None
-        step = self._next(guide)
-        self._done = step is None
-        return step
+        if self._run is None:
+            self._run = self._steps(guide)
+        return next(self._run, None)
 
-    def _next(self, guide: Guide) -> Step | None:
-        """Sample the current rule until choosing can (`_draw`), or test the next rule grown from it."""
-        parent, best = self._path[-1], guide.best
-        if len(parent.rule) >= guide.max_size or (best is not None and len(parent.rule) + 1 >= len(best.rule)):
-            return None
-        chosen, owed = None, guide.owed(parent)
-        if (draw := self._draw(guide, parent, owed)) is not None:
-            draw, chosen = self._early(guide, parent, best, draw, owed)
-            if draw is not None:
-                return draw
-        step, passed = chosen if chosen is not None else self._grow(guide, parent, best)
-        if step is None:
-            return None
-        self._passed |= passed
-        self._aside = 0
-        self._path.append(step)
-        self._stepped = step
-        return Judge(step, f"{self.name}-{len(step.rule)}", traced=True)
+    def _steps(self, guide: Guide) -> Generator[Step, None, None]:
+        """Every step growth takes on one search: the rule grown so far sampled until choosing can (`_draw`,
+        `_early`), the next rule tested, and a rule that grew by several features and was certified reduced
+        (`_reduce`); until no rule shorter than the anchor so far is left to try."""
+        path = [guide.candidate(frozenset(), ())]
+        passed: set[Rule] = set()  # refused by reuse, grown past
+        aside = 0  # drawn keeping a jump's first feature, this step
+        while True:
+            parent, best = path[-1], guide.best
+            if len(parent.rule) >= guide.max_size or (best is not None and len(parent.rule) + 1 >= len(best.rule)):
+                return
+            chosen, owed = None, guide.owed(parent)
+            if (draw := self._draw(guide, parent, owed, aside)) is not None:
+                draw, chosen = self._early(guide, parent, best, draw, owed, passed)
+                if draw is not None:
+                    aside += draw.n if draw.candidate.rule != parent.rule else 0
+                    yield draw
+                    continue
+            step, grown_past = chosen if chosen is not None else self._grow(guide, parent, best, passed)
+            if step is None:
+                return
+            passed |= grown_past
+            aside = 0
+            path.append(step)
+            yield self._judge(step)
+            if step.certified and len(step.rule) - len(parent.rule) > 1:  # its verdict, once judged
+                yield from self._reduce(guide, step, len(parent.rule), passed)
 
-    def _draw(self, guide: Guide, parent: RuleView, owed: int) -> Draw | None:
+    def _judge(self, c: RuleView) -> Judge:
+        return Judge(c, f"{self.name}-{len(c.rule)}", final=self.final, traced=True)
+
+    def _refused(self, guide: Guide, c: RuleView) -> bool:
+        """Its reused samples refuse ``c``, or it is shorter than ``shortest``."""
+        return len(c.rule) < self.shortest or guide.refused(c)
+
+    def _draw(self, guide: Guide, parent: RuleView, owed: int, aside: int) -> Draw | None:
         """Samples of ``parent`` still to draw before growing from it: up to what choosing needs
-        (``parent_samples``, ``per_feature`` per feature it could add); for a refused parent whose fresh
-        precision is back at τ and whose bet could still certify it (``owed``: `Guide.owed`), what the
-        bet needs; None when choosing can."""
+        (``parent_samples``, ``per_feature`` per feature it could add; ``aside``: drawn keeping a jump's
+        first feature count too); for a refused parent whose fresh precision is back at τ and whose bet
+        could still certify it (``owed``: `Guide.owed`), what the bet needs; None when choosing can."""
         p, stage = self.params, f"{self.name}-{len(parent.rule)}"
         if owed and parent.fresh and sum(parent.fresh) >= guide.threshold * len(parent.fresh):
             return Draw(parent, owed, stage)  # refused on a bad start, since recovered: its bet decides
         most = p.parent_samples if guide.scored() is None else p.scored_samples
         wanted = min(most, p.per_feature * (len(guide.choosable) - len(parent.rule)))
-        have = parent.n + self._aside
+        have = parent.n + aside
         return Draw(parent, wanted - have, stage) if have < wanted else None
 
     def _early(
-        self, guide: Guide, parent: RuleView, best: RuleView | None, draw: Draw, owed: int
+        self, guide: Guide, parent: RuleView, best: RuleView | None, draw: Draw, owed: int, passed: set[Rule]
     ) -> tuple[Draw | None, tuple[RuleView | None, set[Rule]] | None]:
         """``draw``, ``early_draw`` samples at a time, until the rule growth would test next has ``early``
         reused samples all keeping the label: then no draw, and that rule (not while a refused parent's
@@ -186,21 +177,23 @@ class Growth:
         p = self.params
         if p.early is None or owed:
             return draw, None
-        chosen = self._grow(guide, parent, best)
+        chosen = self._grow(guide, parent, best, passed)
         step = chosen[0]
         if step is not None and step.n >= p.early and step.positives == step.n:
             return None, chosen
         n = min(p.early_draw, draw.n)
         if p.draw_first and step is not None and len(step.rule) - len(parent.rule) > 1:
             order = step.order[: len(parent.rule) + 1]
-            self._aside += n
             return Draw(guide.candidate(frozenset(order), order), n, f"{self.name}-{len(order)}"), None
         return Draw(parent, n, draw.stage), None
 
-    def _tried(self, guide: Guide, rule: Rule) -> bool:
-        return rule in guide.tried or rule in self._passed
+    @staticmethod
+    def _tried(guide: Guide, rule: Rule, passed: set[Rule]) -> bool:
+        return rule in guide.tried or rule in passed
 
-    def _grow(self, guide: Guide, parent: RuleView, best: RuleView | None) -> tuple[RuleView | None, set[Rule]]:
+    def _grow(
+        self, guide: Guide, parent: RuleView, best: RuleView | None, passed: set[Rule]
+    ) -> tuple[RuleView | None, set[Rule]]:
         """The next rule to test: ``parent`` and the feature not tried before that keeps the label
         most, by a ridge-logistic fit of every sample of this input labelled so far (`credit`: of the
         probability the model gave the input's label, when it gives them; ties by precision on the
@@ -214,7 +207,7 @@ class Growth:
         floor = best.coverage if best is not None else -1.0
         lacking = [f for f in guide.choosable if f not in parent.rule]
         made = [guide.candidate(parent.rule | {f}, parent.order + (f,)) for f in lacking]
-        cands = [c for c in made if c.coverage > floor and not self._tried(guide, c.rule)]
+        cands = [c for c in made if c.coverage > floor and not self._tried(guide, c.rule, passed)]
         if not cands:
             return None, set()
         present, kept = guide.labelled()
@@ -223,37 +216,38 @@ class Growth:
         rank = weights if scores is None else credit(present, scores, self.params)[0]
         step = max(cands, key=lambda c: (max(rank[f] for f in c.rule - parent.rule), c.laplace))
         limit = len(best.rule) - 1 if best is not None else guide.max_size
-        return self._ahead(guide, step, (rank, weights, bias), floor, limit)
+        return self._ahead(guide, step, (rank, weights, bias), floor, limit, passed)
 
     def _ahead(
-        self, guide: Guide, step: RuleView, fits: tuple[np.ndarray, np.ndarray, float], floor: float, limit: int
-    ) -> tuple[RuleView, set[Rule]]:
+        self, guide: Guide, step: RuleView, fits: tuple[np.ndarray, np.ndarray, float], floor: float, limit: int,
+        passed: set[Rule],
+    ) -> tuple[RuleView, set[Rule]]:  # fmt: skip
         """``step`` with the next most credited features (positive credit only, ``rank``) added while its
         reused samples refuse it or the fit of the labels (``weights``, ``bias``) predicts it below
         ``lookahead``; at most ``limit`` features, its coverage above ``floor``, never a rule tried
         before; and the rules its samples refused, grown past (not tried again; one the fit only
         predicted to fail may be, when the jump is reduced)."""
         rank, weights, bias = fits
-        cand, passed = step, set[Rule]()
+        cand, grown_past = step, set[Rule]()
         rest = iter(sorted((f for f in guide.choosable if f not in step.rule), key=lambda f: -rank[f]))
         lookahead = self.params.lookahead
         while len(cand.rule) < limit:
-            refused = guide.refused(cand)
+            refused = self._refused(guide, cand)
             if not refused and (lookahead is None or self._predicted(guide, cand, weights, bias) >= lookahead):
                 break
             f = next(rest, None)
             if f is None or rank[f] <= 0:
                 break
             rule = cand.rule | {f}
-            if self._tried(guide, rule):
+            if self._tried(guide, rule, passed):
                 break
             grown = guide.candidate(rule, cand.order + (f,))
             if grown.coverage <= floor:
                 break
             if refused:
-                passed.add(cand.rule)
+                grown_past.add(cand.rule)
             cand = grown
-        return cand, passed
+        return cand, grown_past
 
     def _predicted(self, guide: Guide, c: RuleView, weights: np.ndarray, bias: float) -> float:
         """The rule's precision as the fit predicts it (its mean over pool rows with the rule's
@@ -265,54 +259,38 @@ class Growth:
         fitted = float(sigmoid(x @ weights + bias).mean())
         return (p.fit_weight * fitted + c.positives) / (p.fit_weight + c.n)
 
-    def _reduce(self, guide: Guide, r: _Reduction) -> Judge | None:
-        """After a rule grew by several features and was certified: the next shorter rule to test, a
-        prefix of its order (`_bisect`), then the shortest certified without one of the features the
-        jump added (`_drop`); None when nothing is left to try, or once ``drop_misses`` dropped rules in
-        a row were refused."""
-        tested, r.testing = r.testing, None
-        if tested is not None and tested.certified:
-            r.kept, r.misses = tested, 0
-        elif tested is not None and r.drops is not None:
-            r.misses += 1
-            if self.params.drop_misses is not None and r.misses >= self.params.drop_misses:
-                return None  # the features left are likely needed too; each try costs a test
-        if r.drops is None:
-            if tested is not None:
-                r.low, r.high = (r.low, len(tested.rule)) if tested.certified else (len(tested.rule), r.high)
-            if (prefix := self._bisect(guide, r)) is not None:
-                return prefix
-            r.drops = list(reversed(r.kept.order[r.start :]))
-        return self._drop(guide, r)
-
-    def _bisect(self, guide: Guide, r: _Reduction) -> Judge | None:
-        """The prefix of the jump's order halving the gap between the last refused and the shortest
-        certified (a prefix tried before counts as refused); None when the gap is closed."""
-        while r.high - r.low > 1:
-            middle = (r.low + r.high) // 2
-            rule = frozenset(r.step.order[:middle])
-            if self._tried(guide, rule):
-                r.low = middle
+    def _reduce(self, guide: Guide, jump: RuleView, start: int, passed: set[Rule]) -> Generator[Step, None, None]:
+        """After ``jump`` (grown from a rule of ``start`` features by several at once) was certified: prefixes
+        of its order tested, halving the gap between the longest refused and the shortest certified; then
+        the shortest certified without each feature the jump added (the last added first), unless it was
+        tried or its reused samples refuse it, until ``drop_misses`` dropped rules in a row are refused."""
+        low, high, kept = start, len(jump.rule), jump
+        while high - low > 1:
+            middle = (low + high) // 2
+            rule = frozenset(jump.order[:middle])
+            if self._tried(guide, rule, passed):
+                low = middle  # a prefix tried before counts as refused
                 continue
-            r.testing = guide.candidate(rule, r.step.order[:middle])
-            return Judge(r.testing, f"{self.name}-{len(rule)}", traced=True)
-        return None
-
-    def _drop(self, guide: Guide, r: _Reduction) -> Judge | None:
-        """The shortest certified rule without the next feature the jump added (the last added first),
-        unless it was tried or its reused samples refuse it; None when every one was tried."""
-        while r.drops:
-            f = r.drops.pop(0)
-            rule = r.kept.rule - {f}
-            if f not in r.kept.rule or self._tried(guide, rule):
+            prefix = guide.candidate(rule, jump.order[:middle])
+            yield self._judge(prefix)
+            if prefix.certified:
+                kept, high = prefix, middle
+            else:
+                low = middle
+        misses, most = 0, self.params.drop_misses
+        for f in list(reversed(kept.order[start:])):
+            rule = kept.rule - {f}
+            if f not in kept.rule or self._tried(guide, rule, passed):
                 continue
-            cand = guide.candidate(rule, tuple(g for g in r.kept.order if g != f))
-            if guide.refused(cand):
-                self._passed.add(rule)
+            dropped = guide.candidate(rule, tuple(g for g in kept.order if g != f))
+            if self._refused(guide, dropped):
+                passed.add(rule)
                 continue
-            r.testing = cand
-            return Judge(cand, f"{self.name}-{len(rule)}", traced=True)
-        return None
+            yield self._judge(dropped)
+            if dropped.certified:
+                kept, misses = dropped, 0
+            elif most is not None and (misses := misses + 1) >= most:
+                return  # the features left are likely needed too; each try costs a test
 
 
 def credit(present: np.ndarray, kept: np.ndarray, params: GrowthParams | None = None) -> tuple[np.ndarray, float]:

@@ -180,9 +180,8 @@ class GuidedSearch(Search):
             if step.traced:
                 self._trace(len(c.rule), 1, [c])
             g = self.guided
-            share = getattr(proposer, "share", None)
-            if proposer.first and share is not None and not self.certifier.chosen:
-                self.certifier.split(share)  # before any rule is chosen: δ set aside for the rules asked first
+            if proposer.first and step.share is not None and not self.certifier.chosen:
+                self.certifier.split(step.share)  # before any rule is chosen: δ set aside for the rules asked first
             probe = step.probe if step.probe is not None else g.initial_probe
             if (yield from self._certify(c, step.stage, g.probe, probe=probe, first=proposer.first)):
                 self._take(c)

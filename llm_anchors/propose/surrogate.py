@@ -198,7 +198,8 @@ class SurrogateProposer:
         if self._rules is None:
             if self.first:
                 self.proposals = self._foreseen()
-                self._rules = Proposals(self.name, self.proposals, first=True, final=frozenset(self.proposals))
+                self._rules = Proposals(self.name, self.proposals, first=True, final=frozenset(self.proposals),
+                                        share=self.share)  # fmt: skip
             else:
                 fit = self.surrogate.fit(self.keys, *guide.labelled(), self.target)
                 self.proposals = self._search(fit, self.max_proposals)
