@@ -46,7 +46,7 @@ def label_probabilities(clf: LLMClassifier, completion: Completion) -> dict[str,
     """Each label's first-token probability: the alternatives that name it, added."""
     probabilities = dict.fromkeys(clf.labels, 0.0)
     for token, logprob in (completion.alternatives or {}).items():
-        label = clf.read(Completion(token))
+        label = clf.answer(Completion(token))[0]
         if label in probabilities:
             probabilities[str(label)] += math.exp(logprob)
     return probabilities

@@ -84,8 +84,8 @@ def classifier(labels=("negative", "positive")) -> LLMClassifier:
 def test_the_label_is_the_texts_and_the_alternatives_only_score_it(name):
     text, said, chosen, label, probabilities = ROWS[name]
     clf, completion = classifier(), Completion(text, said, chosen=chosen)
-    assert clf.read(completion) == label
-    got = clf.probabilities(completion)
+    assert clf.answer(completion)[0] == label
+    got = clf.answer(completion)[1]
     if probabilities is None:
         assert got is None
     else:
@@ -96,7 +96,7 @@ def test_the_label_is_the_texts_and_the_alternatives_only_score_it(name):
 def test_an_answer_cut_short_is_unparsed_and_carries_nothing(name):
     text, said, chosen, _, _ = ROWS[name]
     completion = Completion(text, said, cut=True, chosen=chosen)
-    assert classifier().read(completion) == UNPARSED and classifier().probabilities(completion) is None
+    assert classifier().answer(completion)[0] == UNPARSED and classifier().answer(completion)[1] is None
 
 
 def test_probabilities_never_choose_the_label():
@@ -109,9 +109,9 @@ def test_probabilities_never_choose_the_label():
 def test_a_token_that_could_start_two_labels_counts_for_neither_and_then_describes_no_answer():
     clf = classifier(["positive", "positive mixed", "negative"])
     said = {"positive": -0.5, "Positive mixed": -2.0, "neg": -3.0}
-    assert clf.read(Completion("positive", said)) == "positive"
-    assert clf.probabilities(Completion("positive", said)) is None  # its token is not positive's alone
-    got = clf.probabilities(Completion("Positive mixed", said, chosen="Positive mixed"))
+    assert clf.answer(Completion("positive", said))[0] == "positive"
+    assert clf.answer(Completion("positive", said))[1] is None  # its token is not positive's alone
+    got = clf.answer(Completion("Positive mixed", said, chosen="Positive mixed"))[1]
     assert got == pytest.approx({"positive": 0.0, "positive mixed": p(-2.0), "negative": p(-3.0)})
 
 

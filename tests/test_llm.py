@@ -29,7 +29,7 @@ def clf_for(answer=sentiment, **kw) -> LLMClassifier:
 
 
 def read(clf, text, top=None):
-    return clf.read(Completion(text, top))
+    return clf.answer(Completion(text, top))[0]
 
 
 def test_label_from_logprobs_of_first_tokens():

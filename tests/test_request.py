@@ -107,7 +107,7 @@ def test_the_json_field_names_the_label_or_the_answer_is_unparsed(text, said):
     from llm_anchors.extend import Completion, MockBackend
 
     clf = LLMClassifier(MockBackend(lambda p: text), ChatRequest(body(response_format=schema())))
-    assert clf.read(Completion(text)) == said
+    assert clf.answer(Completion(text))[0] == said
 
 
 def test_a_schema_with_several_enum_fields_needs_the_field_named():

@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from .classifier import UNPARSED, Label, Probabilities
 
@@ -39,8 +39,8 @@ class Place:
 
 
 __all__ = [
-    "MIN_PREFIX", "ROUNDING", "Alternatives", "LabelReader", "Place", "Token", "generated", "log_probabilities",
-    "normal", "read_at",
+    "MIN_PREFIX", "ROUNDING", "Alternatives", "LabelReader", "Place", "Said", "Token", "answered", "generated",
+    "log_probabilities", "normal", "read_at",
 ]  # fmt: skip
 
 Alternatives = Mapping[str, Any] | Sequence[tuple[str, Any]]
@@ -239,3 +239,38 @@ def _token_at(tokens: Sequence[Token], text: str, start: int) -> tuple[list[tupl
             return kept, token[len(prefix) :]
         offset += len(token)
     return None
+
+
+class Said(Protocol):
+    """What an answer said, as `Completion` holds it."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def cut(self) -> bool: ...
+
+    @property
+    def chosen(self) -> str | None: ...
+
+    @property
+    def tokens(self) -> tuple[Token, ...] | None: ...
+
+    @property
+    def calls(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def alternatives(self) -> dict[str, float] | None: ...
+
+
+def answered(reader: LabelReader, place: Place | None, completion: Said) -> tuple[Label, Probabilities | None]:
+    """What a completion says, read once: the label it names where it is read (its text; a request's JSON
+    field or tool argument, `read_at`), or `UNPARSED`; and each label's probability as its tokens say
+    (`LabelReader.probabilities`), None when they cannot be read whole or do not describe the label read.
+    An answer cut short at the output bound says neither."""
+    if completion.cut:
+        return UNPARSED, None
+    if place is not None and place.kind != "content":
+        return read_at(reader, place, completion.text, completion.tokens, completion.calls)
+    label = reader.label(completion.text)
+    return label, reader.probabilities(completion.text, completion.alternatives, completion.chosen)

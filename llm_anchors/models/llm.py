@@ -15,7 +15,7 @@ from .._exceptions import AnswerWarning, BadResponseError, ConfigError, OutputCu
 from ..money.charge import Charge
 from ..money.pricing import CACHE_MINIMUM, LOCAL, Price, check_service_tier, price_for
 from ..money.tokens import EstimateCounter, TokenCounter
-from .answer import MIN_PREFIX, LabelReader, normal, read_at
+from .answer import MIN_PREFIX, LabelReader, answered, normal
 from .backend import Backend, Completion, CompletionParams, as_backend
 from .classifier import UNPARSED, BaseClassifier, Batch, Label, Probabilities
 from .request import ChatRequest
@@ -305,13 +305,13 @@ class LLMClassifier(BaseClassifier):
             price = max(price, at, key=lambda p: p.cost(usage))
         usd = price.cost(usage)  # at the tier served; cache reads and writes at theirs
         charge = replace(usage, queries=len(texts), usd=usd, saved_by_caching=price.uncached(usage) - usd)
-        probabilities = [self.probabilities(c) for c in result.items]
+        labels, probabilities = zip(*(self.answer(c) for c in result.items), strict=True) if result.items else ((), ())
         return Batch(
-            [self.read(c) for c in result.items],
+            list(labels),
             charge,
             disputed=disputed,
             dearest_tier=dearest,
-            probabilities=probabilities if any(p is not None for p in probabilities) else None,
+            probabilities=list(probabilities) if any(p is not None for p in probabilities) else None,
         )
 
     def _other_models(self) -> list[Price]:
@@ -364,24 +364,10 @@ class LLMClassifier(BaseClassifier):
                 stacklevel=2,
             )
 
-    def read(self, completion: Completion) -> Label:
-        """The label a completion names where it is read (its text; a request's JSON field or tool argument:
-        `answer.read_at`), or `UNPARSED` (`answer`: its alternatives never choose)."""
-        if completion.cut:
-            return UNPARSED
-        if self.request is not None and self.request.place.kind != "content":
-            return read_at(self._reader, self.request.place, completion.text, completion.tokens, completion.calls)[0]
-        return self._reader.label(completion.text)
-
-    def probabilities(self, completion: Completion) -> Probabilities | None:
-        """Each label's probability as the first token's alternatives say (`LabelReader.probabilities`);
-        None when they cannot be read whole, do not describe the label read, or for an answer cut short:
-        they then say nothing (they guide the search only; the label is `read`'s)."""
-        if completion.cut:
-            return None
-        if self.request is not None and self.request.place.kind != "content":
-            return read_at(self._reader, self.request.place, completion.text, completion.tokens, completion.calls)[1]
-        return self._reader.probabilities(completion.text, completion.alternatives, completion.chosen)
+    def answer(self, completion: Completion) -> tuple[Label, Probabilities | None]:
+        """The label a completion names where it is read, and each label's probability its tokens give
+        (`answer.answered`: one rule, one read)."""
+        return answered(self._reader, self.request.place if self.request is not None else None, completion)
 
 
 def _same_model(said: str, asked: str) -> bool:
