@@ -26,7 +26,8 @@ from typing import Any
 
 from benchmarks import stream
 from benchmarks._common import write_json
-from llm_anchors.search.base import Candidate, SampleRequest, Samples, Search, SearchResult
+from llm_anchors.search.base import Candidate, Search, SearchResult
+from llm_anchors.search.samples import SampleRequest, Samples
 
 __all__ = ["Tally", "main"]
 

@@ -40,6 +40,7 @@ from ._exceptions import (
     UnreachableError,
 )
 from ._secrets import header_secrets, hide, redact, refuse_credentials, remember, scrub, shown_url
+from .explain.sources import Opened, Source
 from .memory import Memory, MemoryEntry, MemoryFeatures
 from .models import (
     Alternatives,
@@ -83,6 +84,7 @@ __all__ = [
     "MemoryFeatures",
     "MockBackend",
     "NoLabelError",
+    "Opened",
     "Price",
     "PromptCacheWarning",
     "PromptTooLongError",
@@ -96,6 +98,7 @@ __all__ = [
     "Reservation",
     "RuleView",
     "Sampler",
+    "Source",
     "SpendCap",
     "TokenCount",
     "TokenCounter",

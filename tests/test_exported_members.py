@@ -66,7 +66,8 @@ def test_every_contract_an_extender_implements_is_in_extend():
             continue
         module = importlib.import_module(info.name)
         for value in vars(module).values():
-            if inspect.isclass(value) and Protocol in value.__mro__[1:] and value.__module__ == info.name:
+            public = inspect.isclass(value) and not value.__name__.startswith("_")  # a private one is no contract
+            if public and Protocol in value.__mro__[1:] and value.__module__ == info.name:
                 protocols.add(value.__name__)
     assert protocols and protocols <= set(llm_anchors.extend.__all__), protocols - set(llm_anchors.extend.__all__)
 

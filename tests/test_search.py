@@ -313,8 +313,8 @@ def test_a_rate_drawn_per_sample_weighs_a_sub_rule_s_samples_to_be_the_rule_s():
     rule that keeps sentence 0 keeps 2/3 of the others, not 1/2; weighed, its samples are the rule's."""
     from llm_anchors.explain.explaining import scope
     from llm_anchors.samplers import TextSampler
-    from llm_anchors.search.base import Samples, SampleStore
     from llm_anchors.search.rules import covers
+    from llm_anchors.search.samples import Samples, SampleStore
 
     document = TextSampler().features("The film is good. The plot is thin. The cast is fine. It ends well.")
     assert document.p_hide == "uniform" and scope(document)[2]

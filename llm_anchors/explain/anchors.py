@@ -10,25 +10,24 @@ from typing import Any, Literal, Self, overload
 import numpy as np
 
 from .._checks import check_int
-from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, NoLabelError, ServerUnavailableError
-from .._secrets import redact
+from .._exceptions import BudgetExceeded, ConfigError, NoLabelError
 from .._sync import SyncRunner, close_when_dropped, in_thread, sync_twin
-from ..models.classifier import UNPARSED, Classifier, Label, Probabilities, as_classifier
+from ..models.classifier import UNPARSED, Classifier, as_classifier
 from ..models.retry import RetryPolicy
 from ..money.budget import SpendCap
 from ..query.cache import QueryCache
 from ..query.engine import QueryEngine, QueryStats
-from ..samplers.base import Instance, Refines, Sampler, draw
+from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.text import Perturbation, TextSampler
 from ..samplers.text_instance import TextInstance
-from ..search.base import SampleRequest, Samples, Search, SearchResult
+from ..search.base import Search, SearchResult
 from ..search.beam import BeamSearch
 from ..search.certify import Certifier
 from ..search.drive import drive
 from ..search.params import SearchParams
 from ..search.rules import Rule, covers, make_rule
+from ..search.samples import SampleRequest, Samples
 from .explaining import (
-    ROUND,
     STRICT_RECHECK,
     Explaining,
     Made,
@@ -36,12 +35,10 @@ from .explaining import (
     asked_again,
     assemble,
     input_seed,
-    joined,
-    pieces,
     scope,
-    split_samples,
 )
-from .explanation import Explanation, Level, Opinion
+from .explanation import Explanation, Level
+from .labelling import Labelling
 from .meta import DRAWN_BY, SecondOpinion, Settings
 from .perturbing import Fillers, infills, opinion_sampler
 from .progress import Progress, StreamProgress, stream_reporter
@@ -143,6 +140,7 @@ class AnchorsExplainer:
         self.second_opinion = second_opinion
         self._second = opinion_sampler(self.sampler, second_opinion)
         self._fillers = Fillers(classifier, self.engine)
+        self._labelling = Labelling(self.engine, self.sampler, self._fillers, self.on_budget == "raise")
         for s in (self.sampler, self._second):
             if infills(s):
                 self._fillers.engine_for(s)  # no filler to be had: refused now, before any query
@@ -350,7 +348,7 @@ class AnchorsExplainer:
         except BudgetExceeded:
             if self.on_budget == "raise":
                 raise
-            kept, hits, _ = self._paid(run, texts, "estimate", queries)
+            kept, hits, _ = self._labelling.paid(run, texts, "estimate", queries)
             return Measured.of(hits[kept], n, stopped=True)
         return Measured.of(hits, n)
 
@@ -471,131 +469,20 @@ class AnchorsExplainer:
         ``verify_determinism`` texts (those the anchor was judged on, when there is one; else any of the
         explanation's); meta fields."""
         if result is not None and self._second is not None and not run.budget_exhausted:
-            await self._opinion(run, self._second, result.rule)
+            assert self.second_opinion is not None
+            await self._labelling.opinion(run, self._second, result.rule, self.second_opinion.samples)
         if not self.verify_determinism:
             return {}
         recheck = await asked_again(self.engine, run, result, self.verify_determinism)
         return {"determinism": recheck} if recheck is not None else {}
 
-    async def _opinion(self, run: Explaining, sampler: TextSampler, rule: Rule) -> None:
-        """The precision of ``rule`` under ``sampler`` on fresh samples, drawn apart from the search's
-        (the anchor is the same with or without it). An opinion that cannot be had leaves the paid
-        explanation standing: a model or filler failing past its retries (or halted), or a cap that refuses it
-        (``on_budget="return"``), make it missing, with the reason."""
-        assert self.second_opinion is not None
-        n, rng = self.second_opinion.samples, np.random.default_rng([run.seed, 0x5EC])
-        described = sampler.describe(run.instance) if isinstance(run.instance, TextInstance) else sampler.perturbation
-        try:
-            precision, instance = await self._fresh_precision(run, sampler, rule, n, rng, "second opinion")
-        except BudgetExceeded as exc:
-            if self.on_budget == "raise":
-                raise
-            run.budget_exhausted = True
-            run.opinion = Opinion(sampler.perturbation, described, None, 0, missing=f"the cap refused it: {exc}")
-            return
-        except (ClassifierError, ServerUnavailableError) as exc:
-            run.opinion = Opinion(sampler.perturbation, described, None, 0, missing=redact(str(exc)))
-            return
-        assert isinstance(instance, TextInstance)
-        run.opinion = Opinion.measured(sampler.perturbation, sampler.describe(instance), round(precision * n), n)
-
-    async def _fresh_precision(
-        self, run: Explaining, sampler: Sampler, rule: Rule, n: int, rng: np.random.Generator, stage: str
-    ) -> tuple[float, Instance]:
-        """The precision of ``rule`` on ``n`` fresh perturbations under ``sampler``, drawn with ``rng``, labelled
-        under ``stage``; and the instance they perturb (prepared for ``sampler``: infill's fills)."""
-        instance = await self._prepared(run, run.instance, sampler)
-        texts, _ = await in_thread(sampler.sample, instance, rule, n, rng)
-        return float((await self._label(run, texts, stage)).mean()), instance
-
     async def _answer(self, run: Explaining, requests: list[SampleRequest]) -> list[Samples]:
-        """Draw, label and return the samples one round of the search asked for, at most `ROUND` rendered
-        at a time (a draw of millions is refused by the cap before more are rendered). When the cap refuses
-        a call part-way (``on_budget="return"``), every sample already answered is returned (each one paid
-        for is kept) and the search's next round is refused at once."""
-        if run.refused is not None:
-            raise run.refused
-        got: list[list[Samples]] = [[] for _ in requests]
-        for piece in pieces(requests, ROUND):
-            drawn = await draw(self.sampler, run.instance, [r for _, r in piece], run.rng)
-            batch = [t for texts, _ in drawn for t in texts]
-            stages = {r.stage for _, r in piece}
-            stage, queries = stages.pop() if len(stages) == 1 else "mixed", run.stats.queries
-            kept = None
-            try:
-                hits, scores = await self._scored(run, batch, stage)
-            except BudgetExceeded as exc:
-                if self.on_budget == "raise":
-                    raise
-                kept, hits, scores = self._paid(run, batch, stage, queries)
-                run.refused, run.budget_exhausted = exc, True
-                if not kept.any() and not any(got):
-                    raise
-            run.texts.extend(batch if kept is None else [t for t, k in zip(batch, kept, strict=True) if k])
-            run.hits.extend((hits if kept is None else hits[kept]).tolist())
-            for (index, _), samples in zip(piece, split_samples(drawn, hits, scores, kept), strict=True):
-                got[index].append(samples)
-            if run.refused is not None:
-                break
-        width = len(run.instance.features)
-        return [joined(parts, width) for parts in got]
-
-    def _paid(
-        self, run: Explaining, texts: list[str], stage: str, queries: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """Of ``texts``, whose call the cap refused part-way, those answered all the same (the engine's cache
-        holds each call's labels as it ends): which, and their labels and scores as `_scored` gives them."""
-        key = self.classifier.identity
-        cached = [self.engine.cache.answer(key, t) for t in texts]
-        kept = np.array([a is not None for a in cached], dtype=bool)
-        answers = [a for a in cached if a is not None]
-        hits, scores = self._recorded(run, [t for t, k in zip(texts, kept, strict=True) if k],
-                                      [a[0] for a in answers], [a[1] for a in answers], stage, queries)  # fmt: skip
-        full_hits = np.zeros(len(texts), dtype=bool)
-        full_hits[kept] = hits
-        full_scores = None
-        if scores is not None:
-            full_scores = np.full(len(texts), np.nan)
-            full_scores[kept] = scores
-        return kept, full_hits, full_scores
+        """One round of the search's samples, drawn and labelled (`Labelling.answer`)."""
+        return await self._labelling.answer(run, requests)
 
     async def _label(self, run: Explaining, texts: list[str], stage: str) -> np.ndarray:
         """Label perturbations (counted as samples, under ``stage``): does each keep the input's label?"""
-        return (await self._scored(run, texts, stage))[0]
-
-    async def _scored(self, run: Explaining, texts: list[str], stage: str) -> tuple[np.ndarray, np.ndarray | None]:
-        """`_label`, and the probability the model gave each perturbation the input's label (NaN where
-        it gave none; None when it gave none at all)."""
-        queries = run.stats.queries
-        labels, probabilities = await self.engine.answers(texts, run.stats, cap=run.cap)
-        return self._recorded(run, texts, labels, probabilities, stage, queries)
-
-    def _recorded(
-        self,
-        run: Explaining,
-        texts: list[str],
-        labels: Sequence[Label],
-        probabilities: Sequence[Probabilities | None],
-        stage: str,
-        queries: int,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Count ``texts``' answers as samples of ``stage`` (and the queries paid since ``queries``): whether
-        each kept the input's label, and the probability it was given (None when none was)."""
-        run.count(stage, len(labels), run.stats.queries - queries)
-        run.samples += len(labels)
-        run.unparsed += sum(1 for label in labels if label == UNPARSED)
-        if run.progress is not None:
-            run.progress(self._progress(run))
-        hits = np.array([label == run.target for label in labels], dtype=bool)
-        if all(p is None for p in probabilities):
-            return hits, None
-        return hits, np.array([np.nan if p is None else p.get(run.target, 0.0) for p in probabilities])
-
-    @staticmethod
-    def _progress(run: Explaining) -> Progress:
-        s = run.stats
-        elapsed = time.perf_counter() - run.started
-        return Progress(run.samples, s.queries, s.cache_hits, s.settled, elapsed)
+        return (await self._labelling.scored(run, texts, stage))[0]
 
     def _explanation(self, run: Explaining, result: SearchResult, **extra: Any) -> Explanation:
         """Assemble the explanation; ``extra`` adds meta fields (MAnchors)."""

@@ -22,9 +22,10 @@ from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Refines, Sampler
 from ..samplers.text_instance import TextInstance
 from ..search.bandit import kl_bounds
-from ..search.base import SampleRequest, Samples, SearchResult
+from ..search.base import SearchResult
 from ..search.certify import Certifier
 from ..search.rules import Rule, make_rule
+from ..search.samples import SampleRequest, Samples
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .meta import Cost, Meta, Recheck, Settings, Stage
 from .progress import Progress

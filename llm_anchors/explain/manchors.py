@@ -76,9 +76,10 @@ class MAnchorsExplainer(AnchorsExplainer):
     memory: the memory of earlier explanations, its settings whole (`MemoryParams`); None: off
         ("paper" is its memory). An exact repeat gets its explanation back at no query, earlier
         anchors are proposed for similar inputs, asked only while its record says they pay.
-    proposers: the user's (``ProposerFactory``: an input and its label to a `Proposer`), asked in the
-        order given, before the memory's and the proxy's, growth last; their tests are judged, paid,
-        cached and counted (``meta.stages`` under each proposer's name) as every other ("guided").
+    proposers: the user's (``ProposerFactory``: an input and its label to a `Proposer`; or a `Source`,
+        opened per input and told its end, as the memory is), asked in the order given, before the
+        memory's and the proxy's, growth last; their tests are judged, paid, cached and counted
+        (``meta.stages`` under each proposer's name) as every other ("guided").
     guided: the guided search's own settings (`GuidedParams`); growth: growth's (`GrowthParams`).
     proxy: who else proposes ("guided"): None (default: growth alone; on
         the tuning streams the surrogate cost more queries (RF) or lost
@@ -109,7 +110,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         *,
         strategy: Strategy = "guided",
         memory: MemoryParams | None = MemoryParams(),  # noqa: B008 (frozen: one shared default is safe)
-        proposers: Sequence[ProposerFactory] = (),
+        proposers: Sequence[ProposerFactory | Source] = (),
         guided: GuidedParams | None = None,
         growth: GrowthParams | None = None,
         proxy: Literal["surrogate"] | Classifier | None = None,
@@ -126,8 +127,8 @@ class MAnchorsExplainer(AnchorsExplainer):
             raise ConfigError(f"memory must be a MemoryParams or None, got {type(memory).__name__}")
         if isinstance(proxy, str) and proxy != "surrogate":
             raise ConfigError(f"proxy must be 'surrogate', a Classifier or None, got {proxy!r}")
-        if not all(callable(p) for p in proposers):
-            raise ConfigError("proposers must be callables: an input and its label to a Proposer (or None)")
+        if not all(callable(p) or isinstance(p, Source) for p in proposers):
+            raise ConfigError("proposers must be callables (an input and its label to a Proposer, or None) or Sources")
         _refuse_unused(strategy, memory, proposers=proposers, guided=guided, growth=growth, proxy=proxy,
                        proxy_params=proxy_params)  # fmt: skip
         self.strategy: Strategy = strategy
@@ -154,7 +155,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         proxy's (`explain.sources`)."""
 
     def _sources(self) -> tuple[Source, ...]:
-        user: list[Source] = [FactorySource(make) for make in self.proposers]
+        user = [make if isinstance(make, Source) else FactorySource(make) for make in self.proposers]
         memory = [MemorySource(self.memory_proposer)] if self.memory_proposer is not None else []
         if self.proxy is None or self.features is None:
             return (*user, *memory)

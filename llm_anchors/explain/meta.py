@@ -124,7 +124,7 @@ class Meta:
     unperturbed input included, each once however often resent); ``cost``:
     what the calls cost (`Cost`); ``unparsed``: answers that named no label
     (the class `UNPARSED`); ``stages``: samples and paid queries per step of
-    the search (names in `llm_anchors.search.beam.STAGES`); ``memory_hit``:
+    the search (names in `llm_anchors.search.samples.STAGES`); ``memory_hit``:
     whether MAnchors reused a remembered input (None for plain Anchors),
     ``memory`` how (`MemoryUse`); ``proxy``: what the proxy searched and
     proposed (`ProxyUse`; its samples are not in ``samples``);

@@ -18,8 +18,9 @@ from ..memory.store import MemoryEntry
 from ..propose.memory import MemoryProposer
 from ..propose.use import MemoryUse
 from ..samplers.base import draw
-from ..search.base import SampleRequest, SearchResult
+from ..search.base import SearchResult
 from ..search.rules import Rule
+from ..search.samples import SampleRequest
 from .anchors import AnchorsExplainer
 from .explaining import Explaining
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -24,8 +24,9 @@ from ..propose.proxy import Proxy, ProxyRun
 from ..propose.surrogate import SurrogateProposer
 from ..propose.use import MemoryUse, ProxyUse
 from ..samplers.base import Instance, Sampler
-from ..search.base import STAGES, SearchResult
+from ..search.base import SearchResult
 from ..search.rules import Rule
+from ..search.samples import STAGES
 from .explaining import Explaining
 
 __all__ = ["FactorySource", "MemorySource", "Opened", "ProposerFactory", "ProxySource", "Source", "named"]
@@ -53,6 +54,7 @@ class Opened(Protocol):
         ...
 
 
+@runtime_checkable
 class Source(Protocol):
     """What proposes rules to the guided search, input after input (see the module)."""
 
@@ -105,7 +107,7 @@ _BUILT_IN = frozenset(stage.partition("-")[0] for stage in STAGES)
 """The names the search's own stages and proposers count under (`STAGES`: root, growth, memory, ...)."""
 
 
-def named(factory: ProposerFactory) -> str:
+def named(factory: ProposerFactory | Source) -> str:
     """A user's proposer as the settings record it: its module and qualified name."""
     kind = factory if callable(factory) and hasattr(factory, "__qualname__") else type(factory)
     return f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', repr(kind))}"

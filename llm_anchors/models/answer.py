@@ -39,7 +39,7 @@ class Place:
 
 
 __all__ = [
-    "MIN_PREFIX", "ROUNDING", "Alternatives", "LabelReader", "Place", "Said", "Token", "answered", "generated",
+    "MIN_PREFIX", "ROUNDING", "Alternatives", "LabelReader", "Place", "Token", "answered", "generated",
     "log_probabilities", "normal", "read_at",
 ]  # fmt: skip
 
@@ -241,7 +241,7 @@ def _token_at(tokens: Sequence[Token], text: str, start: int) -> tuple[list[tupl
     return None
 
 
-class Said(Protocol):
+class _Said(Protocol):
     """What an answer said, as `Completion` holds it."""
 
     @property
@@ -263,7 +263,7 @@ class Said(Protocol):
     def alternatives(self) -> dict[str, float] | None: ...
 
 
-def answered(reader: LabelReader, place: Place | None, completion: Said) -> tuple[Label, Probabilities | None]:
+def answered(reader: LabelReader, place: Place | None, completion: _Said) -> tuple[Label, Probabilities | None]:
     """What a completion says, read once: the label it names where it is read (its text; a request's JSON
     field or tool argument, `read_at`), or `UNPARSED`; and each label's probability as its tokens say
     (`LabelReader.probabilities`), None when they cannot be read whole or do not describe the label read.

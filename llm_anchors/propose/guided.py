@@ -29,10 +29,11 @@ import numpy as np
 from .._checks import check_int, check_number
 from .._exceptions import ConfigError
 from ..search.bandit import kl_bounds
-from ..search.base import Candidate, RuleView, SampleRequest, Samples, Search, SearchResult
+from ..search.base import Candidate, RuleView, Search, SearchResult
 from ..search.certify import Certifier
 from ..search.params import SearchParams
 from ..search.rules import Rule
+from ..search.samples import SampleRequest, Samples
 from .base import Draw, Judge, Proposer, check_features
 from .growth import Growth
 

@@ -48,9 +48,10 @@ from ..money.budget import SpendCap
 from ..query.cost import Cost
 from ..query.engine import QueryEngine, QueryStats
 from ..samplers.base import Instance, Sampler, draw
-from ..search.base import SampleRequest, Samples, SearchResult
+from ..search.base import SearchResult
 from ..search.drive import drive
 from ..search.rules import Rule
+from ..search.samples import SampleRequest, Samples
 from .record import ProposerRecord
 from .search import ProxyParams, ProxyProposal, proxy_search
 from .surrogate import Surrogate, SurrogateProposer

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from .._checks import check_int, check_number
 from .._exceptions import ConfigError
-from ..search.base import SampleRequest, Samples
 from ..search.rules import Rule
+from ..search.samples import SampleRequest, Samples
 from .record import RecordParams
 
 __all__ = ["ProxyParams", "ProxyProposal", "proxy_search"]

@@ -32,8 +32,9 @@ import numpy as np
 from .._checks import check_int, check_number
 from .._logistic import ridge_logistic, sigmoid
 from ..samplers.base import Instance, Sampler
-from ..search.base import SampleRequest, Samples, run_sync
+from ..search.base import run_sync
 from ..search.rules import Rule
+from ..search.samples import SampleRequest, Samples
 from .base import Guide, Judge, Proposals
 from .search import ProxyParams, proxy_search
 

@@ -8,8 +8,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from .._sync import in_thread
-from ..search.base import SampleRequest
 from ..search.rules import Rule
+from ..search.samples import SampleRequest
 
 __all__ = ["HideRate", "Instance", "Refines", "Sampler", "draw", "keep_independently"]
 

@@ -6,21 +6,12 @@ rules; the `Certifier` (one per search, one δ per explanation) says which are a
 """
 
 from .bandit import compute_beta, kl_bernoulli, kl_bounds, kl_lower_bound, kl_upper_bound, lucb
-from .base import (
-    STAGES,
-    Candidate,
-    RoundTrace,
-    RuleStats,
-    SampleRequest,
-    Samples,
-    Search,
-    SearchResult,
-    run_sync,
-)
+from .base import Candidate, RoundTrace, RuleStats, Search, SearchResult, run_sync
 from .beam import BeamSearch
 from .certify import Certificate, Certifier, Trial, fewest_agreeing, share_of
 from .params import SearchParams
 from .rules import Rule, covers, make_rule
+from .samples import STAGES, SampleRequest, Samples
 
 __all__ = [
     "STAGES",

@@ -18,10 +18,11 @@ import numpy as np
 
 from .._exceptions import ConfigError
 from .bandit import kl_lower_bound, kl_upper_bound, lucb
-from .base import Candidate, SampleRequest, Samples, Search, SearchResult
+from .base import Candidate, Search, SearchResult
 from .certify import Certifier
 from .params import SearchParams
 from .rules import Rule
+from .samples import SampleRequest, Samples
 
 __all__ = ["BeamSearch"]
 

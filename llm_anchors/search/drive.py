@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 from .._sync import in_thread
-from .base import SampleRequest, Samples
+from .samples import SampleRequest, Samples
 
 __all__ = ["drive"]
 
