@@ -287,7 +287,7 @@ def test_a_filler_answer_becomes_a_pool_without_the_word_itself():
     from llm_anchors.samplers.infill import Filler, fill_prompt, fillable, pool_of
 
     filler = Filler(MockBackend(lambda prompt: "great"))
-    answer = filler.read(Completion(" great", {" great": -0.5, " Funny": -1.5, " ,": -2.5, " funny": -3.0}))
+    answer = filler.answer(Completion(" great", {" great": -0.5, " Funny": -1.5, " ,": -2.5, " funny": -3.0}))[0]
     assert answer == "great=-0.5000\tFunny=-1.5000\tfunny=-3.0000"
     names, p = pool_of(answer, "Funny")
     assert names == ("Great",) and p.tolist() == [1.0]  # the word itself left out, capitalised as it

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 
 from ..models.backend import Backend, Completion, CompletionParams
-from ..models.classifier import UNPARSED, Label
+from ..models.classifier import UNPARSED, Label, Probabilities
 from ..models.llm import LLMClassifier
 from ..money.pricing import Price
 from ..money.tokens import TokenCounter
@@ -76,8 +76,13 @@ class Filler(LLMClassifier):
     def _say_cut(self, items: Sequence[Completion]) -> None:
         """Nothing to say: a blank's answer is its first token, so every answer ends at the bound."""
 
-    def read(self, completion: Completion) -> Label:
-        """The alternatives as ``word=logprob`` pairs, or `UNPARSED` when none is a word."""
+    def answer(self, completion: Completion) -> tuple[Label, Probabilities | None]:
+        """The alternatives as ``word=logprob`` pairs, or `UNPARSED` when none is a word (an answer cut at the
+        bound too: a blank's answer is its first token); the probabilities as any answer's."""
+        return self._fills(completion), super().answer(completion)[1]
+
+    @staticmethod
+    def _fills(completion: Completion) -> Label:
         alternatives = completion.alternatives or ({completion.text: 0.0} if completion.text.strip() else {})
         pairs = [f"{t.strip()}={lp:.4f}" for t, lp in alternatives.items() if WORD.fullmatch(t.strip())]
         return "\t".join(pairs) if pairs else UNPARSED
