@@ -126,3 +126,26 @@ def test_scripts_run_by_path_are_isolated_in_a_folder_of_their_own(tmp_path):
     done = subprocess.run([sys.executable, *flags, str(tmp_path / "script.py")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "http.client"
+
+
+def _python_files() -> dict[str, int]:
+    """Every Python file of the tree (package, backends, benchmarks, scripts, tests) by path, with its lines."""
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).parts
+        if parts[0].startswith(".") or "__pycache__" in parts:
+            continue
+        found[path.relative_to(ROOT).as_posix()] = len(path.read_text().splitlines())
+    return found
+
+
+def test_no_module_is_over_500_lines():
+    """A module a newcomer reads in one sitting: none over 500 lines, anywhere in the tree."""
+    sizes = _python_files()
+    assert "llm_anchors/explain/anchors.py" in sizes and "benchmarks/stream.py" in sizes  # the walk sees them all
+    assert {path: n for path, n in sizes.items() if n > 500} == {}
+
+
+def test_at_most_nine_modules_of_the_package_are_over_400_lines():
+    long = sorted(path for path, n in _python_files().items() if path.startswith("llm_anchors/") and n > 400)
+    assert len(long) <= 9, long
