@@ -94,7 +94,7 @@ async def test_paper_pruning_weighs_every_word_of_the_ht_rule_against_the_rule_w
     assert await pruned(MAnchorsExplainer(always, seed=0, embedder=embedder, strategy="paper"), [3]) == []
     # A margin keeps only the words whose removal costs more precision than it (here 0.5 → 0.25).
     m = manchors(embedder, strategy="paper", prune_margin=0.4)
-    assert await pruned(m, [3]) == [] and m.settings().memory.memory.prune_margin == 0.4
+    assert await pruned(m, [3]) == [] and m.settings().manchors.memory.prune_margin == 0.4
 
 
 async def test_guided_miss_then_hit_certifies_the_remembered_anchor(embedder):
@@ -201,9 +201,9 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
     m = manchors(embedder, guided=settings, growth=growth, search=SearchParams(patience=6.0))
     exp = await m.explain(STREAM[0])
     assert set(exp.data.anchor) == {"good", "great"} and exp.data.success
-    memory, search = exp.meta.settings.memory, exp.meta.settings.search
+    memory, search = exp.meta.settings.manchors, exp.meta.settings.search
     assert memory.guided == settings and memory.growth == growth and search.patience == 6.0  # recorded whole
-    again = Explanation.from_json(exp.to_json()).meta.settings.memory
+    again = Explanation.from_json(exp.to_json()).meta.settings.manchors
     assert again.guided == settings and again.growth == growth
     # Certified on at least the fewest all-agreeing fresh samples that could certify a rule at all of δ.
     assert exp.data.certified_samples >= fewest_agreeing(math.log(1 / 0.1), 0.9) == 22
@@ -211,13 +211,13 @@ async def test_growth_settings_reach_the_search_and_the_record(embedder):
 
 async def test_the_memory_is_on_by_default_and_off_the_guided_search_grows_alone(embedder):
     on = MAnchorsExplainer(clf(), seed=0, embedder=embedder)  # as it comes: it looks up, and remembers
-    assert (await on.explain(STREAM[0])).meta.settings.memory.memory is not None and len(on.store) == 1
+    assert (await on.explain(STREAM[0])).meta.settings.manchors.memory is not None and len(on.store) == 1
     m = MAnchorsExplainer(clf(), seed=0, embedder=embedder, memory=None)
     first, second = await m.explain_many(STREAM[:2])
     assert first.meta.memory_hit is None and second.meta.memory_hit is None
     assert m.memory is None and m.memory_proposer is None and m.repeats is None and m.features is None  # none exists
-    assert first.meta.settings.memory.memory is None and first.data.success
-    assert first.meta.proxy is None and first.meta.settings.memory.proxy is None  # growth alone
+    assert first.meta.settings.manchors.memory is None and first.data.success
+    assert first.meta.proxy is None and first.meta.settings.manchors.proxy is None  # growth alone
 
 
 def test_bad_settings(embedder):
@@ -306,7 +306,7 @@ def test_every_memory_setting_is_recorded_whole(embedder):
     from llm_anchors.propose import RecordParams
 
     m = manchors(embedder, record=RecordParams(explore=0.2), max_repeats=5, tau_first=0.5)
-    settings = m.settings().memory
+    settings = m.settings().manchors
     recorded = settings.memory
     assert recorded == MemoryParams(tau_sim=0.4, record=RecordParams(explore=0.2), max_repeats=5, tau_first=0.5)
     assert settings.index == {"ef": 64, "m": 16, "per_key": 64}
@@ -341,7 +341,7 @@ async def test_a_users_proposer_runs_inside_the_engine_and_is_recorded(embedder)
     assert sorted(told.data.anchor) == sorted(grown.data.anchor) == ["good", "great"]
     assert told.meta.stages["lexicon"].queries > 0 and "lexicon" not in grown.meta.stages
     assert sum(stage.queries for stage in told.meta.stages.values()) + 1 == told.meta.queries  # + the input
-    assert told.meta.settings.memory.proposers == (f"{__name__}.{lexicon.__qualname__}",)
+    assert told.meta.settings.manchors.proposers == (f"{__name__}.{lexicon.__qualname__}",)
     with pytest.raises(ConfigError, match="callables"):
         MAnchorsExplainer(clf(), embedder=embedder, proposers=[Proposals("x", [])])
     wrong = MAnchorsExplainer(clf(), embedder=embedder, memory=None, proposers=[lambda instance, label: [0, 1]])

@@ -6,7 +6,7 @@ from .explaining import Measured
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .image import ImageExplainer
 from .manchors import MAnchorsExplainer
-from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
+from .meta import Cost, MAnchorsSettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
 from .options import ExplainerOptions
 from .progress import Progress, ProgressBar, StreamProgress
 from .sources import ProposerFactory
@@ -23,7 +23,7 @@ __all__ = [
     "MAnchorsExplainer",
     "Measured",
     "ProposerFactory",
-    "MemorySettings",
+    "MAnchorsSettings",
     "MemoryUse",
     "Meta",
     "Opinion",

@@ -23,13 +23,13 @@ from ..money.pricing import Price
 from ..propose.growth import GrowthParams
 from ..propose.guided import GuidedParams
 from ..propose.memory import MemoryParams
+from ..propose.proxy_search import ProxyParams
 from ..propose.record import RecordParams
-from ..propose.search import ProxyParams
 from ..samplers.text_instance import TextInstance
 from ..search.bandit import kl_lower_bound, kl_upper_bound
 from ..search.base import RoundTrace, RuleStats
 from ..search.params import SearchParams
-from .meta import Cost, MemorySettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
+from .meta import Cost, MAnchorsSettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
 
 __all__ = ["AnchorData", "Explanation", "Level", "Opinion"]
 
@@ -252,8 +252,8 @@ def _spans(raw: list[list[int]]) -> tuple[tuple[int, int], ...]:
 def _meta(raw: dict[str, Any]) -> Meta:
     settings = dict(raw["settings"])
     settings["search"] = SearchParams(**settings["search"])
-    if settings.get("memory") is not None:
-        recorded = dict(settings["memory"])
+    if settings.get("manchors") is not None:
+        recorded = dict(settings["manchors"])
         recorded["guided"] = GuidedParams(**recorded["guided"])
         recorded["growth"] = GrowthParams(**recorded.get("growth", {}))
         if recorded.get("proxy_params"):
@@ -263,7 +263,7 @@ def _meta(raw: dict[str, Any]) -> Meta:
             params = dict(recorded["memory"])
             recorded["memory"] = MemoryParams(**{**params, "record": RecordParams(**params.get("record", {}))})
         recorded["proposers"] = tuple(recorded.get("proposers", ()))
-        settings["memory"] = MemorySettings(**recorded)
+        settings["manchors"] = MAnchorsSettings(**recorded)
     if settings.get("price") is not None:
         settings["price"] = Price(**settings["price"])
     if settings.get("second_opinion") is not None:

@@ -38,7 +38,7 @@ from ..propose.growth import Growth, GrowthParams
 from ..propose.guided import GuidedParams, GuidedSearch
 from ..propose.memory import MemoryParams, MemoryProposer
 from ..propose.proxy import Proxy
-from ..propose.search import ProxyParams
+from ..propose.proxy_search import ProxyParams
 from ..samplers.embedder import SentenceEmbedder
 from ..samplers.text import TextSampler
 from ..samplers.text_instance import TextInstance
@@ -49,7 +49,7 @@ from . import paper
 from .anchors import AnchorsExplainer
 from .explaining import Explaining, input_seed, scope
 from .explanation import Explanation
-from .meta import MemorySettings, Settings
+from .meta import MAnchorsSettings, Settings
 from .options import ExplainerOptions
 from .progress import Progress
 from .repeats import Repeats
@@ -97,7 +97,7 @@ class MAnchorsExplainer(AnchorsExplainer):
     Other arguments as `AnchorsExplainer`. The memory lives in the
     explainer (``memory_proposer``): each explanation can reuse the earlier
     ones; `save` and `load` keep it across runs. Every setting is recorded
-    in ``meta.settings.memory`` (`MemorySettings`).
+    in ``meta.settings.manchors`` (`MAnchorsSettings`).
     """
 
     name = "MAnchorsExplainer"
@@ -206,13 +206,13 @@ class MAnchorsExplainer(AnchorsExplainer):
     def settings(self) -> Settings:
         m = self.memory_proposer
         recorded = replace(self.memory, tau_sim=m.tau_sim) if self.memory is not None and m is not None else None
-        memory = MemorySettings(
+        manchors = MAnchorsSettings(
             strategy=self.strategy, memory=recorded, embedder=self.features.identity if self.features else None,
             guided=self.guided, growth=self.growth, proxy=self.proxy.kind if self.proxy else None,
             proxy_params=self.proxy.params if self.proxy else None, proposers=tuple(named(p) for p in self.proposers),
             index=m.index_settings() if m is not None else None,
         )  # fmt: skip
-        return replace(super().settings(), memory=memory)
+        return replace(super().settings(), manchors=manchors)
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Save the memory (atomically: a crash leaves the previous save loadable), and with

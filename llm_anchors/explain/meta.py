@@ -11,7 +11,7 @@ from ..money.pricing import Price
 from ..propose.growth import GrowthParams
 from ..propose.guided import GuidedParams
 from ..propose.memory import MemoryParams
-from ..propose.search import ProxyParams
+from ..propose.proxy_search import ProxyParams
 from ..propose.use import MemoryUse, ProxyUse
 from ..query.cost import Cost
 from ..samplers.text import PERTURBATIONS, Perturbation
@@ -21,7 +21,7 @@ __all__ = [
     "DRAWN_BY",
     "NOT_SHAPING",
     "Cost",
-    "MemorySettings",
+    "MAnchorsSettings",
     "MemoryUse",
     "Meta",
     "ProxyUse",
@@ -89,14 +89,14 @@ class Settings:
     verify_determinism: int = 0
     budget: str | None = None
     on_budget: Literal["raise", "return"] = "raise"
-    memory: MemorySettings | None = None
+    manchors: MAnchorsSettings | None = None
     price: Price | None = None
     """What the model's tokens cost when it was explained (rates per million, their date and source)."""
     second_opinion: SecondOpinion | None = None
 
 
 @dataclass(frozen=True)
-class MemorySettings:
+class MAnchorsSettings:
     """MAnchors' settings (see `MAnchorsExplainer`) whole: its ``strategy``; the memory's (`MemoryParams`,
     τ_sim resolved; None: off) and its ``embedder``; the guided search's (``guided``), growth's, the
     proxy's (``proxy``, ``proxy_params``); the user's ``proposers`` by name; the memory's HNSW ``index``

@@ -12,8 +12,8 @@ from .base import Draw, Guide, Judge, Proposals, Proposer, Step
 from .growth import Growth, GrowthParams, credit
 from .guided import GuidedParams, GuidedSearch
 from .memory import MemoryParams, MemoryProposer, MemoryRules, near, recalled
+from .proxy_search import ProxyParams, ProxyProposal, proxy_search
 from .record import ProposerRecord, RecordParams
-from .search import ProxyParams, ProxyProposal, proxy_search
 from .surrogate import Surrogate, SurrogateFit, SurrogateProposer
 from .use import MemoryUse, ProxyUse
 

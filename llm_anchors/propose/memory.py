@@ -38,7 +38,7 @@ __all__ = ["Lookup", "MemoryParams", "MemoryProposer", "MemoryRules", "near", "r
 
 @dataclass(frozen=True)
 class MemoryParams:
-    """MAnchors' memory, whole (recorded as given in ``meta.settings.memory``).
+    """MAnchors' memory, whole (recorded as given in ``meta.settings.manchors``).
 
     tau_sim: cosine similarity of the inputs' memory vectors from which a remembered input is reused
         (None: the strategy's, 0.4 for "guided", whose every answer is certified whatever the

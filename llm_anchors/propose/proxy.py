@@ -52,8 +52,8 @@ from ..search.base import SearchResult
 from ..search.drive import drive
 from ..search.rules import Rule
 from ..search.samples import SampleRequest, Samples
+from .proxy_search import ProxyParams, ProxyProposal, proxy_search
 from .record import ProposerRecord
-from .search import ProxyParams, ProxyProposal, proxy_search
 from .surrogate import Surrogate, SurrogateProposer
 from .use import ProxyUse
 
@@ -62,7 +62,8 @@ __all__ = ["Proxy", "ProxyRun"]
 SAVED = "surrogate.json"
 """The file, in a memory's directory, that keeps the surrogate's shared layer and record."""
 
-Search = Generator[list[SampleRequest], list[Samples], list[ProxyProposal]]
+ProxyRounds = Generator[list[SampleRequest], list[Samples], list[ProxyProposal]]
+"""The proxy's free search, as a generator of rounds (`proxy_search`)."""
 
 
 @dataclass
@@ -121,7 +122,7 @@ class Proxy:
         """How many rules the proxy may propose now: ``params.proposals`` scaled by trust, at least 1."""
         return max(1, math.ceil(self.params.proposals * self.trust))
 
-    def search(self, n_features: int, max_size: int) -> Search:
+    def search(self, n_features: int, max_size: int) -> ProxyRounds:
         p = self.params
         return proxy_search(
             n_features, threshold=p.threshold, max_size=max_size, max_proposals=self.allowance(), samples=p.samples,

@@ -36,7 +36,7 @@ from ..search.base import run_sync
 from ..search.rules import Rule
 from ..search.samples import SampleRequest, Samples
 from .base import Guide, Judge, Proposals
-from .search import ProxyParams, proxy_search
+from .proxy_search import ProxyParams, proxy_search
 
 __all__ = ["Surrogate", "SurrogateFit", "SurrogateProposer"]
 
