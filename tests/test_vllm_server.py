@@ -70,7 +70,7 @@ async def test_serve_vllm_starts_explains_and_stops_it(vllm_url):
     exp = json.loads(out)
     assert exp["data"]["label"] == "positive" and exp["data"]["anchor"]  # funny, here
     assert set(exp["data"]["anchor"]) <= {"charming", "funny", "moving"}
-    assert exp["meta"]["classifier"].startswith(f"llm:openai-compat:{SERVED_NAME}:completions")
+    assert exp["meta"]["classifier"].startswith(f"llm:openai:{SERVED_NAME}:completions")
 
 
 async def test_estimate_run_and_report_on_vllm(vllm_url, tmp_path):
