@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    anchor = re.search(r"^(.*?) -> ", said, re.MULTILINE)
+    anchor = re.search(r"^anchor +(.*)$", said, re.MULTILINE)
     result: dict[str, Any] = {
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
         "setup_s": setup_s, "explain_s": explain_s, "total_s": setup_s + explain_s,

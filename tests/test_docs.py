@@ -67,6 +67,17 @@ def run_blocks(blocks: list[str], url: str, namespace: dict[str, Any]) -> None:
             exec(code, namespace)
 
 
+def test_the_readme_states_what_its_first_command_was_measured_to_take():
+    """The figure `benchmarks.first_command` measures is the README's: it names the benchmark, and the command
+    the benchmark runs is the README's first."""
+    from benchmarks.first_command import first_command
+
+    setup, explain = first_command()
+    readme = (ROOT / "README.md").read_text()
+    assert setup == "bash scripts/setup.sh" and explain.startswith(".venv/bin/llm-anchors explain ")
+    assert "python -m benchmarks.first_command" in readme and re.search(r"it took [\d.]+ minutes", readme)
+
+
 def test_the_python_blocks_are_found():
     assert len(python_blocks(ROOT / "README.md")) == 1
     assert len(python_blocks(ROOT / "docs" / "guide.md")) >= 8
