@@ -75,9 +75,10 @@ PATHS: dict[str, tuple[Handler, type[BackendError]]] = {
 }
 
 
-async def serve(handler: Handler) -> tuple[web.AppRunner, str]:
+async def serve(handler: Handler, path: str = "/v1/chat/completions") -> tuple[web.AppRunner, str]:
+    """A server on loopback answering POSTs to ``path`` with ``handler``: its runner and its base URL."""
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
+    app.router.add_post(path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -61,6 +61,7 @@ async def test_tokenize_goes_through_the_backend_s_session_and_error_map(status,
     from aiohttp import web
 
     from llm_anchors.backends.openai_compat import OpenAICompatibleBackend
+    from tests.test_openai_wire import serve
 
     seen: list[str | None] = []
 
@@ -68,14 +69,8 @@ async def test_tokenize_goes_through_the_backend_s_session_and_error_map(status,
         seen.append(request.headers.get("X-Tenant"))
         return web.json_response({"error": {"message": "no"}}, status=status, headers={"Retry-After": "1"})
 
-    app = web.Application()
-    app.router.add_post("/tokenize", tokenize)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{port}/v1", "m", headers={"X-Tenant": "t1"}, api_key="k")
+    runner, url = await serve(tokenize, "/tokenize")
+    backend = OpenAICompatibleBackend(url, "m", headers={"X-Tenant": "t1"}, api_key="k")
     try:
         counter = backend.token_counter()
         assert counter is not None
