@@ -8,7 +8,7 @@ import math
 import platform
 import resource
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, fields
 from decimal import Decimal
 from pathlib import Path
@@ -63,6 +63,11 @@ def anchor_shape(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         "empty": empty_share(rows),
         **{f"{k}_non_empty": ci([r[k] for r in non_empty]) for k in ("coverage", "length")},
     }
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[str]) -> str:
+    """A markdown table: its header lines (the titles, the alignment), then a line per row."""
+    return "\n".join([*header, *rows])
 
 
 def table(summary: dict[str, dict[str, float]], title: str) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from llm_anchors import SearchParams
 from llm_anchors.search import Certifier
 
-from ._common import run_suffix, search_overrides, write_json
+from ._common import markdown_table, run_suffix, search_overrides, write_json
 from .power import floor
 
 
@@ -57,21 +57,23 @@ def cell(params: SearchParams, precision: float, rank: int, runs: int, seed: int
     }  # fmt: skip
 
 
+HEADER = (
+    "| precision | certify | rank | certified | samples spent, mean (any verdict) | certificate, median | "
+    "floor at its precision and share | spent / floor |",
+    "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| precision | certify | rank | certified | samples spent, mean (any verdict) | certificate, median | "
-        "floor at its precision and share | spent / floor |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        ratio = f"{r['spent_over_floor']:.2f}" if r["spent_over_floor"] is not None else "—"
-        median = r["certificate_median"] if r["certificate_median"] is not None else "—"
-        wall = f"{r['floor']:.0f}" if math.isfinite(r["floor"]) else "∞ (p ≤ bound)"
-        lines.append(
-            f"| {r['precision']} | {r['certify']} | {r['rank']} | {r['certified']:.1%} | {r['spent_mean']:.1f} | "
-            f"{median} | {wall} | {ratio} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(HEADER, map(_row, rows))
+
+
+def _row(r: dict[str, Any]) -> str:
+    ratio = f"{r['spent_over_floor']:.2f}" if r["spent_over_floor"] is not None else "—"
+    median = r["certificate_median"] if r["certificate_median"] is not None else "—"
+    wall = f"{r['floor']:.0f}" if math.isfinite(r["floor"]) else "∞ (p ≤ bound)"
+    return (f"| {r['precision']} | {r['certify']} | {r['rank']} | {r['certified']:.1%} | {r['spent_mean']:.1f} | "
+            f"{median} | {wall} | {ratio} |")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,7 +37,7 @@ from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.datasets import BBC_TOPICS, load_bbc_news, shuffled
 from llm_anchors.samplers.words import WORD
 
-from ._common import ci, write_json
+from ._common import ci, markdown_table, write_json
 from ._models import train_bbc_rf
 
 LEVELS = ("words in sentences", "sentences", "words")
@@ -249,15 +249,15 @@ def _curve_cells(point: dict[str, Any]) -> str:
             f"| {fresh}")  # fmt: skip
 
 
+CURVE_HEADER = (
+    "| explainer | words | paid queries (mean) | explainer CPU ms / query | most explainer CPU s | peak RSS MB "
+    "| anchor sizes | levels | fresh precision |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+)
+
+
 def curve_table(points: Sequence[dict[str, Any]]) -> str:
-    lines = [
-        "| explainer | words | paid queries (mean) | explainer CPU ms / query | most explainer CPU s | peak RSS MB "
-        "| anchor sizes | levels | fresh precision |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
-    ]
-    for p in points:
-        lines.append(f"| {p['explainer']} | {p['words']:,} | {_curve_cells(p)} |")
-    return "\n".join(lines)
+    return markdown_table(CURVE_HEADER, (f"| {p['explainer']} | {p['words']:,} | {_curve_cells(p)} |" for p in points))
 
 
 def plot_curve(points: Sequence[dict[str, Any]], path: Any) -> None:

@@ -40,7 +40,7 @@ from llm_anchors.search import (
     share_of,
 )
 
-from ._common import run_suffix, search_overrides, write_json
+from ._common import markdown_table, run_suffix, search_overrides, write_json
 
 KEPT_WITH_PAIR = 0.99
 KEPT_WITHOUT = 0.2
@@ -110,19 +110,19 @@ def run(kind: str, certify: str, seeds: int, n_features: int, precision: float =
     }  # fmt: skip
 
 
+HEADER = (
+    "| precision | explainer | certify | exact pair | queries, mean | certifying samples, median | floor at its "
+    "precision and share, median | certifying / floor, median | floor at all of δ |",
+    "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| precision | explainer | certify | exact pair | queries, mean | certifying samples, median | floor at its "
-        "precision and share, median | certifying / floor, median | floor at all of δ |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['precision']} | {r['explainer']} | {r['certify']} | {r['exact_pair']:.1%} | {r['queries']:,.0f} | "
-            f"{r['certifying_median']} | {r['floor_median']} | {r['certifying_over_floor']:.2f} | "
-            f"{r['floor_at_delta']} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(HEADER, (
+        f"| {r['precision']} | {r['explainer']} | {r['certify']} | {r['exact_pair']:.1%} | {r['queries']:,.0f} | "
+        f"{r['certifying_median']} | {r['floor_median']} | {r['certifying_over_floor']:.2f} | {r['floor_at_delta']} |"
+        for r in rows
+    ))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from llm_anchors import AnchorsExplainer, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.datasets import shuffled
 
-from ._common import write_json
+from ._common import markdown_table, write_json
 from ._models import train_text_rf
 
 
@@ -44,14 +44,13 @@ async def run(n: int, seed: int, data: str | None) -> dict[str, list[int]]:
 
 
 def markdown(trips: dict[str, list[int]]) -> str:
-    lines = ["| explainer | median | mean | p90 | max |", "| --- | ---: | ---: | ---: | ---: |"]
-    for name, counts in trips.items():
-        ranked = sorted(counts)
-        p90 = ranked[int(0.9 * (len(ranked) - 1))]
-        lines.append(
-            f"| {name} | {statistics.median(counts):g} | {statistics.mean(counts):.1f} | {p90} | {max(counts)} |"
-        )
-    return "\n".join(lines)
+    header = ("| explainer | median | mean | p90 | max |", "| --- | ---: | ---: | ---: | ---: |")
+    return markdown_table(header, (_row(name, counts) for name, counts in trips.items()))
+
+
+def _row(name: str, counts: list[int]) -> str:
+    p90 = sorted(counts)[int(0.9 * (len(counts) - 1))]
+    return f"| {name} | {statistics.median(counts):g} | {statistics.mean(counts):.1f} | {p90} | {max(counts)} |"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,7 +24,7 @@ from llm_anchors import LLMClassifier, TextSampler
 from llm_anchors.datasets import load_rt_polarity, shuffled
 from llm_anchors.query import QueryEngine, QueryStats
 
-from ._common import write_json
+from ._common import markdown_table, write_json
 
 SETTINGS: dict[str, int | None] = {"llama-server default (8192 MiB)": None, "256 MiB (ours)": 256, "0 (off)": 0}
 
@@ -72,17 +72,17 @@ async def measure(cache_ram: int | None, prompts: list[str]) -> dict[str, Any]:
             "rss_peak_mb": max(samples)}  # fmt: skip
 
 
+HEADER = (
+    "| llama-server prompt cache (`--cache-ram`) | prompts/s | server RSS at start (MB) | at the end | peak |",
+    "| --- | ---: | ---: | ---: | ---: |",
+)
+
+
 def markdown(rows: dict[str, dict[str, Any]]) -> str:
-    lines = [
-        "| llama-server prompt cache (`--cache-ram`) | prompts/s | server RSS at start (MB) | at the end | peak |",
-        "| --- | ---: | ---: | ---: | ---: |",
-    ]
-    for name, r in rows.items():
-        lines.append(
-            f"| {name} | {r['prompts_per_s']:.1f} | {r['rss_start_mb']:.0f} | {r['rss_end_mb']:.0f} "
-            f"| {r['rss_peak_mb']:.0f} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(HEADER, (
+        f"| {name} | {r['prompts_per_s']:.1f} | {r['rss_start_mb']:.0f} | {r['rss_end_mb']:.0f} "
+        f"| {r['rss_peak_mb']:.0f} |" for name, r in rows.items()
+    ))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from llm_anchors import MAnchorsExplainer
 
-from ._common import FIDELITY, result_path, stage_markdown, tau_sim
+from ._common import FIDELITY, markdown_table, result_path, stage_markdown, tau_sim
 
 PAPER: dict[str, dict[str, Any]] = {
     "rf": {"speedup": 1.69, "sampling_reduction": 0.32},
@@ -119,19 +119,19 @@ def growth(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
     return out
 
 
+GROWTH_HEADER = (
+    "| inputs | memory entries | hit rate | lookup ms (mean / p95) | time per input (s) | samples per input "
+    "| query cache entries | RSS (MB) | model server RSS (MB) |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+)
+
+
 def growth_markdown(table: list[dict[str, Any]]) -> str:
-    lines = [
-        "| inputs | memory entries | hit rate | lookup ms (mean / p95) | time per input (s) | samples per input "
-        "| query cache entries | RSS (MB) | model server RSS (MB) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for g in table:
-        lines.append(
-            f"| {g['inputs']:,} | {g['memory_size']:,} | {g['hit_rate']:.0%} | {g['lookup_ms_mean']:.2f} / "
-            f"{g['lookup_ms_p95']:.2f} | {g['time_s_mean']:.3f} | {g['samples_mean']:,.0f} "
-            f"| {g['cache_entries'] or 0:,} | {g['rss_mb']:.0f} | {_mb(g.get('server_rss_mb'))} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(GROWTH_HEADER, (
+        f"| {g['inputs']:,} | {g['memory_size']:,} | {g['hit_rate']:.0%} | {g['lookup_ms_mean']:.2f} / "
+        f"{g['lookup_ms_p95']:.2f} | {g['time_s_mean']:.3f} | {g['samples_mean']:,.0f} "
+        f"| {g['cache_entries'] or 0:,} | {g['rss_mb']:.0f} | {_mb(g.get('server_rss_mb'))} |" for g in table
+    ))  # fmt: skip
 
 
 def _mb(value: float | None) -> str:
