@@ -273,7 +273,7 @@ class MAnchorsExplainer(AnchorsExplainer):
         levels: list[SearchResult] = []
 
         async def search() -> SearchResult:
-            levels.append(await self._guided(run, opened, first=not levels))
+            levels.append(await self._guided(run, opened, first_level=not levels))
             return levels[-1]
 
         result = await self._levels(run, search)
@@ -282,12 +282,12 @@ class MAnchorsExplainer(AnchorsExplainer):
             found |= one.finished(run, result)
         return result, found
 
-    async def _guided(self, run: Explaining, opened: Sequence[Opened], *, first: bool) -> SearchResult:
+    async def _guided(self, run: Explaining, opened: Sequence[Opened], *, first_level: bool) -> SearchResult:
         """One level: the sources' proposers propose rules, growth its own, `GuidedSearch` certifies. The rules
         a source knew before the input's first search seed its draws (a rule is never judged on the masks that
         chose it)."""
         proposers = [p for one in opened for p in await one.proposers(run)]
-        known = [r for one in opened for r in one.drawn_with] if first else []
+        known = [r for one in opened for r in one.drawn_with] if first_level else []
         if known:
             given = run.run_seed if run.run_seed is not None else run.seed
             run.seed = input_seed(given, run.instance, self.drawn_by(), known)

@@ -66,11 +66,11 @@ class BeamSearch(Search):
                 return self._result(root)
             beam = [root]
         else:
-            first = self._candidate(self.start, tuple(sorted(self.start)))
-            self._trace(len(self.start), 1, [first])
-            if (yield from self._certify(first, "start", p.batch_size)):
-                best = self._best = first
-            beam = [first]
+            start = self._candidate(self.start, tuple(sorted(self.start)))
+            self._trace(len(self.start), 1, [start])
+            if (yield from self._certify(start, "start", p.batch_size)):
+                best = self._best = start
+            beam = [start]
         by_size = {len(beam[0].rule): beam}
         best_coverage = best.coverage if best else -1.0
         size = len(beam[0].rule) + 1
