@@ -177,6 +177,8 @@ class _ProxyInput:
     source: ProxySource
     run: ProxyRun = field(default_factory=ProxyRun)
     proposer: Proposer | None = None
+    keys: Sequence[str] = ()
+    """The level's keys (`ProxySource.keys`), asked once: the surrogate proposes and learns by them."""
     use: ProxyUse | None = None
     drawn_with: tuple[Rule, ...] = ()
 
@@ -185,10 +187,10 @@ class _ProxyInput:
         rng = np.random.default_rng([run.choice_seed, 0x9A0])  # the proxy's draws leave the model's unchanged
         n = len(run.instance.features)
         max_size = min(s.max_anchor_size or n, n)
-        keys = s.keys(run.instance)
+        self.keys = s.keys(run.instance)
         if proxy.classifier is None:
-            self.proposer, asked = proxy.surrogate_proposer(s.sampler, run.instance, keys, run.target, rng, max_size,
-                                                            run.choice_seed)  # fmt: skip
+            self.proposer, asked = proxy.surrogate_proposer(s.sampler, run.instance, self.keys, run.target, rng,
+                                                            max_size, run.choice_seed)  # fmt: skip
             self.run = ProxyRun(asked=asked)
             return [self.proposer] if self.proposer is not None else []
         self.run = await proxy.by_classifier(s.sampler, run.instance, run.target, rng, max_size, cap=run.cap)
@@ -203,8 +205,7 @@ class _ProxyInput:
         proxied = self.run
         if isinstance(self.proposer, SurrogateProposer):
             proxied = replace(proxied, samples=self.proposer.samples, proposals=self.proposer.proposals)
-        keys = self.source.keys(run.instance)
-        self.use = self.source.proxy.learn(proxied, run.instance, keys, search.labelled(), run.target, result,
+        self.use = self.source.proxy.learn(proxied, run.instance, self.keys, search.labelled(), run.target, result,
                                            run.stats.queries)  # fmt: skip
 
     def finished(self, run: Explaining, result: SearchResult) -> dict[str, Any]:
