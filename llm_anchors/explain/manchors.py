@@ -55,7 +55,7 @@ from .progress import Progress
 from .repeats import Repeats
 from .sources import FactorySource, MemorySource, Opened, ProposerFactory, ProxySource, Source, named
 
-__all__ = ["MAnchorsExplainer", "ProposerFactory"]
+__all__ = ["MAnchorsExplainer"]
 
 Strategy = Literal["guided", "paper"]
 
