@@ -132,7 +132,7 @@ class AnchorsExplainer:
         )
         if on_budget not in ("raise", "return"):
             raise ConfigError(f"on_budget must be 'raise' or 'return', got {on_budget!r}")
-        self.on_budget = on_budget
+        self._on_budget: Literal["raise", "return"] = on_budget
         self.budget = budget
         """The cap every call of this explainer reserves against (a `Budget`, or a Ray run's ledger); None: none."""
         self.n_examples = n_examples
@@ -175,6 +175,12 @@ class AnchorsExplainer:
     @property
     def cache(self) -> QueryCache:
         return self.engine.cache
+
+    @property
+    def on_budget(self) -> Literal["raise", "return"]:
+        """What a cap that refuses a call does: raise `BudgetExceeded`, or return the best rule so far. Fixed
+        when the explainer is made (its labelling and its proxy act on it from then on)."""
+        return self._on_budget
 
     def settings(self) -> Settings:
         """Every parameter that shapes an explanation, for its meta."""
