@@ -7,10 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 vllm=1
 if [ "${1:-}" = "--no-vllm" ]; then vllm=0; shift; fi
-bash scripts/setup.sh
-# What the tests and benchmarks need beyond the main job: sentence embeddings, Ray, images, the linters.
-.venv/bin/python -m pip install -q -e '.[test]' 2>&1 | { grep -v "^WARNING: Location" || true; }
-.venv/bin/python -c "import sklearn, pytest_asyncio, ray, torch"  # fail loudly if the install did not take
+bash scripts/setup.sh --test  # the first command's set-up, and what the tests need beyond it
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # pytest exits 5 when it collected no test: set -e makes that a failure too.
