@@ -281,7 +281,7 @@ async def test_a_repeat_in_flight_waits_for_the_first_and_settings_that_shape_it
     a, b, c = await m.explain_many([STREAM[2], STREAM[2], STREAM[3]], concurrent_inputs=3)
     assert b.data == a.data and b.meta.queries == 0 and b.meta.memory.repeat and c.meta.queries > 0
     stricter = manchors(embedder, search=SearchParams(threshold=0.99))
-    stricter.recall(STREAM[2], a)  # made under other settings: no repeat of it here
+    stricter.recall([(STREAM[2], a)])  # made under other settings: no repeat of it here
     assert (await stricter.explain(STREAM[2])).meta.queries > 0
 
 

@@ -370,11 +370,12 @@ class RayPool:
             return True
         return None
 
-    def recall(self, text: Any, explanation: Explanation) -> None:
-        """Remember ``explanation`` of ``text`` (a resumed run's): an exact repeat of it is answered
-        with it, at no query, when the workers answer repeats (MAnchors' memory on)."""
-        if not explanation.meta.budget_exhausted:
-            self._known[_said(text)] = explanation
+    def recall(self, explained: Sequence[tuple[Any, Explanation]]) -> None:
+        """Remember explanations made before (a resumed run's texts and explanations): an exact repeat of
+        one is answered with it, at no query, when the workers answer repeats (MAnchors' memory on)."""
+        for text, explanation in explained:
+            if not explanation.meta.budget_exhausted:
+                self._known[_said(text)] = explanation
 
     async def config(self, **more: Any) -> dict[str, Any]:
         """The run configuration of the workers' explainer (see `run_config`)."""

@@ -30,8 +30,7 @@ async def explain_resumable_on_ray(
     results.check_inputs(texts)
     results.check_config(config)  # before the memory is touched
     await pool.remember(results)
-    for index, explanation in results.explanations():  # what the file holds answers an exact repeat
-        pool.recall(texts[index], explanation)
+    pool.recall([(texts[i], explanation) for i, explanation in results.explanations()])  # answers a repeat
 
     def stream(todo: list[int]) -> Stream:
         return pool.explain_stream((texts[i] for i in todo), errors="yield")

@@ -221,8 +221,7 @@ class AnchorsExplainer:
         return self._explanation(run, result, **found, **await self._recheck(run, result))
 
     async def _find(self, run: Explaining) -> tuple[SearchResult, dict[str, Any]]:
-        """The anchor of a labelled input, and the meta fields its finding adds (MAnchors' override:
-        the memory and the proxy)."""
+        """The anchor of a labelled input, and the meta fields its finding adds (MAnchors' sources)."""
         return await self._levels(run, lambda: self._search(run, None)), {}
 
     @overload
@@ -375,6 +374,10 @@ class AnchorsExplainer:
     estimate_coverage_sync = sync_twin(estimate_coverage)
 
     # -- the steps of one explanation, reused by MAnchors -----------------
+
+    def describe(self) -> str:
+        """What this explainer runs, as a forecast names what it prices."""
+        return "plain Anchors (the beam search)"
 
     def drawn_by(self) -> dict[str, Any]:
         """The settings that decide an explanation's draws (`DRAWN_BY`: the search's, the claim among them, and the

@@ -1,26 +1,9 @@
-"""`MAnchorsExplainer`: the guided search, with MAnchors' memory of earlier explanations as a proposer.
-
-- ``"guided"`` (the default) is a propose-and-verify search, not the
-  paper's algorithms: proposers (the user's, ``proposers=``; the memory,
-  `MemoryProposer`: earlier anchors made of this input's words, and the
-  anchors of similar inputs mapped onto it; the proxy) propose rules,
-  shortest first; failing that, the rule grows (`GuidedSearch`). Every rule
-  tested is judged by the one certifier on samples drawn after it was
-  chosen. The memory is on by default: an exact repeat is answered at no
-  query, and its record (a seeded control arm of growth alone) asks it only
-  while it pays.
-- ``"paper"``: MAnchors (ICML 2026, Algorithms 1–3). For an input whose
-  nearest remembered input is similar enough (cosine ≥ τ_sim), the
-  remembered intermediate rule is mapped word by word onto the most similar
-  words of the new input (horizontal transformation, HT), words that add
-  nothing are pruned by light sampling, and the beam search resumes from
-  the result (vertical transformation, VT). Otherwise plain Anchors runs
-  and the intermediate rule it passed through (the shortest rule on the
-  path to the answer whose estimated precision ≥ τ_mid) is remembered.
-"""
+"""`MAnchorsExplainer`: Anchors with MAnchors' searches, the guided search (the default: the memory, the
+proxy and the user's proposers through one door, `explain.sources`) and the paper's (`explain.paper`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -237,12 +220,18 @@ class MAnchorsExplainer(AnchorsExplainer):
         """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
         return self._memory().entry_vectors([self.sampler.features(e.query) for e in entries])
 
-    def recall(self, text: Any, explanation: Explanation) -> None:
-        """Remember ``explanation`` as this explainer's own of ``text``: an exact repeat gets it back (a
-        resumed run puts back those its results file holds). One cut short by a cap is not remembered; with
-        the memory off, nothing is."""
-        if self.repeats is not None:
-            self.repeats.recall(text, explanation)
+    def recall(self, explained: Sequence[tuple[Any, Any]]) -> None:
+        """Remember explanations made before (texts and explanations, or their JSON mappings, oldest first) as
+        this explainer's own: an exact repeat gets its explanation back. Only the newest the memory keeps are
+        read; one of another version is left out (explained again); with the memory off, nothing is kept."""
+        if self.repeats is None:
+            return
+        for text, made in explained[len(explained) - self.repeats.most :]:
+            with contextlib.suppress(ConfigError):
+                self.repeats.recall(text, made if isinstance(made, Explanation) else Explanation.from_mapping(made))
+
+    def describe(self) -> str:
+        return "MAnchors' guided search, " + ("its memory on" if self.memory is not None else "no memory")
 
     async def explain(
         self,

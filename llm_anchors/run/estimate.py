@@ -31,7 +31,6 @@ import numpy as np
 from .._exceptions import BudgetExceeded
 from ..explain.anchors import AnchorsExplainer
 from ..explain.explanation import Explanation
-from ..explain.manchors import MAnchorsExplainer
 from ..money.budget import BudgetReport
 from ..money.charge import Charge
 
@@ -163,7 +162,7 @@ async def estimate(explainer: AnchorsExplainer, texts: Sequence[Any], *, seed: i
         pilot_usd=spent.usd,
         planned=len(chosen),
         partial=stopped,
-        explainer=described(explainer),
+        explainer=explainer.describe(),
         cached_share=await _cached_share(explainer, [e.data.query for e in explained.values()]),
     )
 
@@ -173,13 +172,6 @@ async def _cached_share(explainer: AnchorsExplainer, texts: Sequence[str]) -> fl
     share = getattr(explainer.classifier, "cacheable_share", None)
     said = await share(texts) if share is not None and texts else None
     return None if said is None else round(said, 4)
-
-
-def described(explainer: AnchorsExplainer) -> str:
-    """What an explainer runs, as a forecast names what it prices."""
-    if not isinstance(explainer, MAnchorsExplainer):
-        return "plain Anchors (the beam search)"
-    return "MAnchors' guided search, " + ("its memory on" if explainer.memory is not None else "no memory")
 
 
 async def _indexed(indices: Sequence[int], stream: AsyncIterator[R]) -> AsyncIterator[tuple[int, R]]:

@@ -135,9 +135,7 @@ def kept_in(
         load_memory(explainer.load, path, f"the entries {explained.name} records")
         put_back(explainer, [e for _, _, entries in lines for e in entries])
         memory = remembering(explainer).local
-        for text, raw, _ in lines[-remembering(explainer).params.max_repeats :]:
-            with contextlib.suppress(ConfigError):  # an explanation of another version: explained again
-                explainer.recall(text, Explanation.from_mapping(raw))
+        explainer.recall([(text, raw) for text, raw, _ in lines])
         remembered = len(memory)
         lines_out = JsonLines(explained, "the memory's explanations", then=": the explanations before are kept")
 

@@ -226,10 +226,8 @@ async def _explain_resumable(
     if saving is not None and memory_dir is not None:  # checked before any work, not at the first save
         require_stable_identity(saving.classifier, f"a memory saved to {memory_dir}")
         await asyncio.to_thread(_restore_memory, saving, Path(memory_dir), results)
-    if manchors is not None and manchors.repeats is not None:  # what the file holds answers an exact repeat
-        explained = [(i, r["explanation"]) for i, r in results.records.items() if "explanation" in r]
-        for index, raw in explained[-manchors.repeats.most :]:
-            manchors.recall(texts[index], Explanation.from_mapping(raw))
+    if manchors is not None:  # what the file holds answers an exact repeat
+        manchors.recall([(texts[i], r["explanation"]) for i, r in results.records.items() if "explanation" in r])
     local = manchors.memory_proposer.local if manchors is not None and manchors.memory_proposer else None
     remembered = len(local) if local is not None else 0
 
