@@ -8,16 +8,28 @@ __all__ = ["newton_step", "ridge_logistic", "sigmoid"]
 
 
 def ridge_logistic(x: np.ndarray, y: np.ndarray, prior: np.ndarray, reg: np.ndarray, iterations: int) -> np.ndarray:
-    """The θ minimising logistic loss of ``y`` (0/1 or probabilities) on ``x`` + ½ Σ reg (θ − prior)²."""
+    """The θ minimising logistic loss of ``y`` (0/1 or probabilities) on ``x`` + ½ Σ reg (θ − prior)², by
+    Newton steps halved until the loss does not grow (a full step from a saturated start overshoots)."""
     theta = prior.astype(float).copy()
+    loss = _loss(x, y, prior, reg, theta)
     for _ in range(iterations):
         p = sigmoid(x @ theta)
         grad = x.T @ (p - y) + reg * (theta - prior)
         step = newton_step(x, p * (1 - p), reg + 1e-6, grad)
-        theta -= step
+        for _ in range(30):
+            tried = _loss(x, y, prior, reg, theta - step)
+            if tried <= loss + 1e-12 * abs(loss):
+                break
+            step = step / 2
+        theta, loss = theta - step, tried
         if np.abs(step).max() < 1e-6:
             break
     return theta
+
+
+def _loss(x: np.ndarray, y: np.ndarray, prior: np.ndarray, reg: np.ndarray, theta: np.ndarray) -> float:
+    scores = x @ theta
+    return float(np.sum(np.logaddexp(0.0, scores) - y * scores) + 0.5 * np.sum(reg * (theta - prior) ** 2))
 
 
 def newton_step(x: np.ndarray, weights: np.ndarray, diagonal: np.ndarray, grad: np.ndarray) -> np.ndarray:
