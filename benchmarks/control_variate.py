@@ -1,0 +1,461 @@
+"""Would the surrogate pay as a control variate near τ? A replay of logged tuning runs, with no query.
+
+    python -m benchmarks.control_variate trace OUT.json.gz --tuning --n 400 --strategy guided --anchors-from A
+    python -m benchmarks.control_variate replay OUT.json.gz [--cells 2] [--name rt_tuning]
+
+``trace`` runs `benchmarks.stream` (any of its options) and logs every rule each guided search tested: its
+share of δ, the samples labelled in the input before it was chosen, the samples that judged it (which
+words each kept, whether the label held) in the order drawn, and its verdict.
+
+``replay`` reads the log. Before each rule is tested, a surrogate is fixed from what was labelled before
+(`Surrogate`: its cross-input layer learned from the earlier inputs, fitted to this input's samples from
+before the rule was chosen), and splits the rule's perturbations into cells by its score (``--cells``
+bins; 2: predicted kept / flipped), each cell's share μ_g computed from ``--draws`` free draws of the
+rule's perturbations. Per tested rule, on the logged samples in their order:
+
+- today's bet, replayed (it must give the logged verdict at the logged count: a check of the replay);
+- the cell bet: each cell's rate p̂_g estimated from the samples before (its prior: the surrogate's mean
+  score in the cell), projected onto the null Σ μ_g q_g ≤ b' (the reverse information projection), the
+  wealth multiplied by p̂_g/q_g when a sample keeps the label, (1 − p̂_g)/(1 − q_g) when not. Under any
+  law of the null with those shares, the factor's mean is at most 1, so the wealth is a test
+  supermartingale; b' = b + the shares' error at α′ (a tenth of the rule's share, the bet the rest);
+  averaged with today's bet (the hedge), it certifies at 1/(0.9·share);
+- stratified refusal (refused rules): samples drawn only where the surrogate predicts a flip, the rule
+  refused once μ_kept + μ_flip·(KL upper bound of the flip cell at ``refute``) < τ.
+
+A rule the logged samples do not settle is continued by resampling its own logged samples. Prints the
+table and writes JSON: paid samples of the rules tested, today against replayed, split by verdict and
+by the rule's precision on its judging samples; the surrogate's disagreement with the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import sys
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llm_anchors.explain.anchors import AnchorsExplainer
+from llm_anchors.explain.explaining import Explaining
+from llm_anchors.propose.guided import GuidedSearch
+from llm_anchors.propose.surrogate import Surrogate, SurrogateFit
+from llm_anchors.samplers.base import keep_independently
+from llm_anchors.search.bandit import kl_upper_bound
+from llm_anchors.search.base import Candidate, Search, SearchResult
+from llm_anchors.search.certify import Certifier, Trial
+from llm_anchors.search.params import SearchParams
+from llm_anchors.search.samples import SampleRequest, Samples
+
+from . import stream
+from ._common import markdown_table, write_json
+
+__all__ = ["Tracer", "main"]
+
+
+# -- the trace ------------------------------------------------------------------------------------------
+
+
+def _bits(row: np.ndarray) -> int:
+    return int(sum(1 << i for i in np.flatnonzero(row)))
+
+
+def _row(bits: int, n: int) -> np.ndarray:
+    return np.array([(bits >> i) & 1 for i in range(n)], dtype=bool)
+
+
+def _plain(label: Any) -> Any:
+    return label.item() if hasattr(label, "item") else label
+
+
+class Tracer:
+    """Logs every guided search run while `installed` (a measuring device: nothing else changes)."""
+
+    def __init__(self) -> None:
+        self.searches: list[dict[str, Any]] = []
+        self._open: dict[int, dict[str, Any]] = {}
+
+    @contextmanager
+    def installed(self) -> Iterator[Tracer]:
+        drive, choose, sample, certify = AnchorsExplainer._drive, Search._choose, Search._sample, Search._certify
+        tracer = self
+
+        async def _drive(self: AnchorsExplainer, run: Explaining, search: Any) -> SearchResult:
+            if not isinstance(search, GuidedSearch):
+                return await drive(self, run, search)
+            record: dict[str, Any] = {"words": list(run.instance.features), "target": _plain(run.target),
+                                      "p_hide": getattr(run.instance, "p_hide", 0.5), "rules": {}}  # fmt: skip
+            tracer._open[id(search)] = record
+            try:
+                result = await drive(self, run, search)
+            finally:
+                tracer._open.pop(id(search), None)
+            present, kept = search.labelled()
+            record |= {"present": [_bits(r) for r in present], "kept": "".join("1" if k else "0" for k in kept),
+                       "answer": sorted(result.rule), "success": result.success}  # fmt: skip
+            record["rules"] = list(record["rules"].values())
+            tracer.searches.append(record)
+            return result
+
+        def _choose(self: Search, c: Candidate, first: bool = False) -> None:
+            new = c.trial is None
+            choose(self, c, first)
+            record = tracer._open.get(id(self))
+            if record is not None and new and c.trial is not None:
+                record["rules"][c.rule] = {"rule": sorted(c.rule), "rank": c.trial.rank, "share": c.trial.share,
+                                           "before": self._store.size, "fresh": [], "kept": [],
+                                           "verdict": None}  # fmt: skip
+
+        def _sample(self: Search, pulls: Any, stage: str) -> Generator[list[SampleRequest], list[Samples], list[int]]:
+            inner = sample(self, pulls, stage)
+            answers = yield next(inner)
+            record = tracer._open.get(id(self))
+            for (c, _), got in zip(pulls, answers, strict=False):
+                logged = record["rules"].get(c.rule) if record is not None else None
+                if logged is not None and logged["verdict"] is None and c.fresh is not None:
+                    logged["fresh"] += [_bits(r) for r in got.present]
+                    logged["kept"] += [bool(k) for k in got.labels]
+            try:
+                inner.send(answers)
+            except StopIteration as stop:
+                done: list[int] = stop.value
+                return done
+            raise RuntimeError("Search._sample asked twice")
+
+        def _certify(self: Search, c: Candidate, stage: str, *args: Any, **kwargs: Any) -> Generator[Any, Any, bool]:
+            certified = yield from certify(self, c, stage, *args, **kwargs)
+            record = tracer._open.get(id(self))
+            logged = record["rules"].get(c.rule) if record is not None else None
+            if logged is not None and logged["verdict"] is None and c.trial is not None:
+                logged |= {"verdict": c.trial.verdict, "stage": stage}
+            return certified
+
+        AnchorsExplainer._drive = _drive  # type: ignore[method-assign]
+        Search._choose, Search._certify = _choose, _certify  # type: ignore[method-assign]
+        Search._sample = _sample  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            AnchorsExplainer._drive = drive  # type: ignore[method-assign]
+            Search._choose, Search._sample, Search._certify = choose, sample, certify  # type: ignore[method-assign]
+
+
+def trace(out: Path, argv: list[str]) -> None:
+    """Run `benchmarks.stream` with ``argv``, its guided searches logged to ``out``."""
+    with Tracer().installed() as tracer:
+        stream.main(argv)
+    save(out, argv, tracer.searches)
+    print(f"wrote {out}: {len(tracer.searches)} searches, {sum(len(s['rules']) for s in tracer.searches):,} rules")
+
+
+def save(out: Path, argv: list[str], searches: list[dict[str, Any]]) -> None:
+    with gzip.open(out, "wt") as f:
+        json.dump({"argv": argv, "searches": searches}, f)
+
+
+# -- the replay -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A rule's perturbations split by the surrogate's score: per sample its cell, per cell its share μ
+    (from free draws), its error at α′, and the prior of its rate (the mean score in the cell)."""
+
+    of: np.ndarray
+    mu: np.ndarray
+    error: float
+    prior: np.ndarray
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """How the replay splits and bets: ``bins`` equal bins of the score on [0, 1] (2: predicted kept above
+    ½, flipped below), or cells at these ``quantiles`` of the score under the rule's perturbations (0.1:
+    its lowest-scored tenth apart); ``hedge``: half the wealth on today's bet; ``weight``: each cell's prior
+    rate (the surrogate's mean score in it) held as this many samples; ``draws``: free draws for the shares."""
+
+    bins: int = 2
+    quantiles: tuple[float, ...] = ()
+    hedge: bool = True
+    weight: float = 20.0
+    draws: int = 20_000
+    seed: int = 0
+    peek: bool = False
+    """The surrogate fitted to the rule's own judging samples too: not a test (its cells are not predictable),
+    the most any surrogate refitted along the rule's samples could know."""
+
+
+def cells(fit: SurrogateFit, judged: np.ndarray, draws: np.ndarray, how: Replayed, alpha: float) -> Cells:
+    """A rule's cells (see `Replayed`), their shares from ``draws`` with their error at ``alpha``."""
+    score = fit(draws)
+    edges = np.quantile(score, how.quantiles) if how.quantiles else np.linspace(0.0, 1.0, how.bins + 1)[1:-1]
+    k = len(edges) + 1
+    drawn = np.searchsorted(edges, score, side="right")
+    mu = np.bincount(drawn, minlength=k) / len(draws)
+    prior = np.array([score[drawn == g].mean() if (drawn == g).any() else (g + 0.5) / k for g in range(k)])
+    # Bernstein on each share, α′ split over the cells; the null's slack is at most the shares' total error.
+    log = math.log(2 * k / alpha)
+    error = float(sum(math.sqrt(2 * m * (1 - m) * log / len(draws)) + log / (3 * len(draws)) for m in mu))
+    return Cells(np.searchsorted(edges, fit(judged), side="right"), mu, error, np.clip(prior, 0.01, 0.99))
+
+
+def projection(p: np.ndarray, mu: np.ndarray, bound: float) -> np.ndarray:
+    """The cells' rates q closest to ``p`` (KL, weighted by ``mu``) with Σ μ_g q_g ≤ ``bound``: (p_g −
+    q_g) = ν q_g (1 − q_g) for one ν ≥ 0, found by bisection."""
+    if float(mu @ p) <= bound:
+        return p.copy()
+
+    def q(nu: float) -> np.ndarray:
+        if nu == 0:
+            return p.copy()
+        a = nu + 1.0
+        return (a - np.sqrt(a * a - 4 * nu * p)) / (2 * nu)
+
+    low, high = 0.0, 1.0
+    while float(mu @ q(high)) > bound:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if float(mu @ q(mid)) > bound else (low, mid)
+    return q(high)
+
+
+def today(params: SearchParams, share: float, kept: Sequence[bool]) -> tuple[int, str]:
+    """Today's verdict on a rule, judged after every sample: (samples judged, verdict)."""
+    certifier, trial = Certifier(params), Trial(1, share)
+    for n in range(1, len(kept) + 1):
+        verdict = certifier.judge(trial, kept[:n])
+        if verdict != "more":
+            return n, verdict
+    return len(kept), "more"
+
+
+def cell_bet(
+    params: SearchParams, share: float, c: Cells, kept: Sequence[bool], how: Replayed, stratified: bool
+) -> tuple[int, str]:
+    """The hedged cell bet on a rule's judging samples, judged after every sample: (samples, verdict).
+    It certifies when half its wealth and half today's reach 1/(0.9·share) and (by default) the precision
+    estimate reaches τ (``stratified``: Σ μ_g p̂_g, else the share kept); today's refutation and futility
+    refuse, on the same samples."""
+    certifier, trial = Certifier(params), Trial(1, share)
+    bound, goal = min(params.bound + c.error, 0.999), math.log(1.0 / (0.9 * share))
+    mine, seen, agreed = 0.0, np.zeros(len(c.mu)), np.zeros(len(c.mu))
+    for n, (g, y) in enumerate(zip(c.of, kept, strict=False), 1):
+        p = (agreed + how.weight * c.prior) / (seen + how.weight)
+        q = projection(p, c.mu, bound)
+        mine += math.log(p[g] / q[g]) if y else math.log((1 - p[g]) / (1 - q[g]))
+        trial.wealth += certifier.step(trial.seen, trial.kept, bool(y))
+        trial.seen, trial.kept = n, trial.kept + int(y)
+        seen[g], agreed[g] = seen[g] + 1, agreed[g] + int(y)
+        wealth = float(np.logaddexp(mine, trial.wealth)) - math.log(2) if how.hedge else mine
+        estimate = float(c.mu @ (agreed / np.maximum(seen, 1))) if stratified and seen.all() else trial.kept / n
+        if wealth >= goal and (params.certify == "strict" or estimate >= params.threshold):
+            return n, "certified"
+        if certifier.refuted(kept[:n]) or certifier.soonest(trial) is None:
+            return n, "refused"
+    return len(kept), "more"
+
+
+def stratified_refusal(params: SearchParams, c: Cells, kept: Sequence[bool]) -> int | None:
+    """Samples drawn only in the cell the surrogate says flips most, the rule refused once the precision it
+    could at most have is below τ; None when the logged samples of that cell do not refuse it."""
+    low = int(np.argmin(c.prior))
+    level = math.log(1.0 / params.refute)
+    n = k = 0
+    for g, y in zip(c.of, kept, strict=False):
+        if g != low:
+            continue
+        n, k = n + 1, k + int(y)
+        most = 1.0 - c.mu[low] + c.mu[low] * kl_upper_bound(k / n, level / n)
+        if most < params.threshold:
+            return n
+    return None
+
+
+def _continued(
+    kept: Sequence[bool], cells_of: np.ndarray, rng: np.random.Generator, most: int
+) -> tuple[list[bool], np.ndarray]:
+    """The logged samples, continued by resampling them (a rule the log does not settle)."""
+    extra = rng.integers(0, len(kept), size=max(most - len(kept), 0))
+    return [*kept, *(kept[i] for i in extra)], np.concatenate([cells_of, cells_of[extra]])
+
+
+def replay(path: Path, how: Replayed) -> dict[str, Any]:
+    data = json.loads(gzip.open(path, "rt").read())
+    params = SearchParams()
+    surrogate, rng = Surrogate(), np.random.default_rng(how.seed)
+    rows: list[dict[str, Any]] = []
+    near: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for search in data["searches"]:
+        words, target = search["words"], search["target"]
+        keys = [w.lower() for w in words]
+        f = len(words)
+        present = np.array([_row(b, f) for b in search["present"]]).reshape(-1, f)
+        labels = np.array([c == "1" for c in search["kept"]])
+        for rule in search["rules"]:
+            if not rule["kept"] or rule["verdict"] is None:
+                continue
+            before = rule["before"]
+            judged = np.array([_row(b, f) for b in rule["fresh"]])
+            x, y = present[:before], labels[:before]
+            if how.peek:
+                x, y = np.vstack([x, judged]), np.concatenate([y, np.array(rule["kept"], dtype=bool)])
+            if len(y):
+                fit = surrogate.fit(keys, x, y, target)
+            else:
+                shared, bias = surrogate.shared(keys, target)
+                fit = SurrogateFit(shared, bias, 1.0, np.zeros(f), 0.0)
+            draws = keep_independently(how.draws, f, frozenset(rule["rule"]), search["p_hide"], rng)
+            cell = cells(fit, judged, draws, how, 0.1 * rule["share"])
+            kept = rule["kept"]
+            n_today, verdict = today(params, rule["share"], kept)
+            patience = Certifier(params).patience(Trial(1, rule["share"]))
+            longer, longer_cells = _continued(kept, cell.of, rng, patience)
+            c_long = Cells(longer_cells, cell.mu, cell.error, cell.prior)
+            n_bet, v_bet = cell_bet(params, rule["share"], c_long, longer, how, stratified=False)
+            n_strat, v_strat = cell_bet(params, rule["share"], c_long, longer, how, stratified=True)
+            refusal = stratified_refusal(params, c_long, longer) if verdict == "refused" else None
+            scores = fit(judged)
+            predicted = scores >= 0.5
+            if 0.9 <= float(np.mean(kept)) < 1.0:
+                near.append((scores, np.array(kept, dtype=bool), cell.of == int(np.argmin(cell.prior))))
+            seen = set(search["present"][:before])
+            fresh = []
+            for b in rule["fresh"]:
+                fresh.append(b not in seen)
+                seen.add(b)
+            paid = _paid(fresh)
+            rows.append({
+                "rule": len(rule["rule"]), "share": rule["share"], "verdict": verdict, "logged": rule["verdict"],
+                "n": n_today, "logged_n": len(kept), "precision": sum(kept) / len(kept),
+                "disagree": float(np.mean(predicted != np.array(kept, dtype=bool))),
+                "mu_flip": float(cell.mu[int(np.argmin(cell.prior))]), "error": cell.error,
+                "bet": n_bet, "bet_verdict": v_bet, "stratified": n_strat, "stratified_verdict": v_strat,
+                "refusal": refusal, "paid_n": paid(n_today), "paid_bet": paid(n_bet), "paid_stratified": paid(n_strat),
+                "paid_refusal": paid(refusal) if refusal is not None else None,
+            })  # fmt: skip
+        if len(labels):
+            surrogate.learn(keys, present, labels, target, empty=not search["answer"])
+    paid_total = sum(len(set(s["present"])) + 1 for s in data["searches"])
+    result = {"rows": rows, "argv": data["argv"], "inputs": len(data["searches"]), "paid_total": paid_total}
+    return result | near_tau(near)
+
+
+def near_tau(near: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """How well the surrogate finds the flips of rules near τ: its AUC (a kept sample scored above a flipped
+    one), and the share of the flips, and of the samples, in each rule's lowest cell."""
+    if not near:
+        return {"auc": math.nan, "low_flips": math.nan, "low_share": math.nan}
+    scores = np.concatenate([s for s, _, _ in near])
+    kept = np.concatenate([k for _, k, _ in near])
+    low = np.concatenate([c for _, _, c in near])
+    ranks = np.empty(len(scores))
+    ranks[np.argsort(scores, kind="stable")] = np.arange(1, len(scores) + 1)
+    n_kept, n_flipped = int(kept.sum()), int((~kept).sum())
+    auc = (ranks[kept].sum() - n_kept * (n_kept + 1) / 2) / max(n_kept * n_flipped, 1)
+    return {"auc": float(auc), "low_flips": float((low & ~kept).sum() / max(n_flipped, 1)),
+            "low_share": float(low.mean())}  # fmt: skip
+
+
+def _paid(fresh: Sequence[bool]) -> Any:
+    """The paid queries among a rule's first n judging samples: those whose text was not labelled before in
+    the input (a repeat is a cache hit); past the log, the log's share of new texts."""
+    rate = sum(fresh) / len(fresh) if fresh else 1.0
+
+    def paid(n: int) -> float:
+        return float(sum(fresh[:n]) + max(n - len(fresh), 0) * rate)
+
+    return paid
+
+
+def _after(r: dict[str, Any], certificate: str) -> float:
+    """A rule's paid queries with the replayed certificate (``certificate``: "paid_bet" or
+    "paid_stratified") and stratified refusal; today's where neither applies."""
+    if r["verdict"] == "certified":
+        return float(r[certificate])
+    if r["verdict"] == "refused" and r["paid_refusal"] is not None:
+        return float(r["paid_refusal"])
+    return float(r["paid_n"])
+
+
+def summary(rows: list[dict[str, Any]], total: float) -> list[str]:
+    """A markdown row per group of rules: their paid queries today, and replayed."""
+
+    def group(name: str, chosen: list[dict[str, Any]]) -> str:
+        paid = sum(r["paid_n"] for r in chosen)
+        bet = sum(r["paid_bet"] if r["verdict"] == "certified" else r["paid_n"] for r in chosen)
+        strat = sum(r["paid_stratified"] if r["verdict"] == "certified" else r["paid_n"] for r in chosen)
+        refusal = sum(_after(r, "paid_n") for r in chosen)
+        both = sum(_after(r, "paid_stratified") for r in chosen)
+        dis = float(np.mean([r["disagree"] for r in chosen])) if chosen else math.nan
+        return (f"| {name} | {len(chosen):,} | {paid:,.0f} | {dis:.3f} | {paid - bet:,.0f} | {paid - strat:,.0f} | "
+                f"{paid - refusal:,.0f} | {paid - both:,.0f} ({(paid - both) / total:.1%}) |")  # fmt: skip
+
+    certified = [r for r in rows if r["verdict"] == "certified"]
+    refused = [r for r in rows if r["verdict"] == "refused"]
+    return [
+        group("all rules tested", rows),
+        group("certified at precision 1", [r for r in certified if r["precision"] == 1.0]),
+        group("certified, 0.95 ≤ precision < 1", [r for r in certified if 0.95 <= r["precision"] < 1.0]),
+        group("certified, precision < 0.95", [r for r in certified if r["precision"] < 0.95]),
+        group("refused, precision ≥ 0.85", [r for r in refused if r["precision"] >= 0.85]),
+        group("refused, precision < 0.85", [r for r in refused if r["precision"] < 0.85]),
+    ]
+
+
+HEADER = (
+    "| rules tested (precision: on their judging samples) | rules | paid today | surrogate disagrees "
+    "| saved: cell bet | saved: + stratified precision | saved: stratified refusal "
+    "| saved: all three (share of all paid) |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "trace":
+        trace(Path(argv[1]), argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["replay"])
+    parser.add_argument("trace", type=Path)
+    parser.add_argument("--bins", type=int, default=2, help="cells: equal bins of the score (2: split at ½)")
+    parser.add_argument("--quantiles", type=float, nargs="*", default=[], help="cells at these quantiles instead")
+    parser.add_argument("--no-hedge", action="store_true", help="the cell bet alone, not averaged with today's")
+    parser.add_argument("--weight", type=float, default=20.0, help="the cells' priors, held as this many samples")
+    parser.add_argument("--draws", type=int, default=20_000, help="free draws per rule for the cells' shares")
+    parser.add_argument("--peek", action="store_true", help="fit to the rule's own samples too (not a test: a bound)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--name", default=None)
+    args = parser.parse_args(argv)
+    how = Replayed(args.bins, tuple(args.quantiles), not args.no_hedge, args.weight, args.draws, args.seed, args.peek)
+    result = replay(args.trace, how)
+    rows = result["rows"]
+    check = sum(r["verdict"] == r["logged"] for r in rows)
+    total = result["paid_total"]
+    print(markdown_table(HEADER, summary(rows, total)))
+    print(
+        f"\n{result['inputs']:,} searches, {total:,.0f} paid queries in all (texts new to their input, and each "
+        "input's own)"
+    )
+    print(
+        f"the replay gives the logged verdict for {check:,} of {len(rows):,} rules (judged after every sample, "
+        "not after every request: it may decide a few samples sooner)"
+    )
+    name = args.name or args.trace.name.split(".")[0]
+    print(
+        f"near τ (0.9 ≤ precision < 1 on the judging samples): the surrogate's AUC {result['auc']:.3f}; its "
+        f"lowest cell holds {result['low_flips']:.2f} of the flips and {result['low_share']:.3f} of the samples"
+    )
+    print(f"wrote {write_json(f'control_variate_{name}', {**result, 'settings': asdict(how)})}")
+
+
+if __name__ == "__main__":
+    main()
