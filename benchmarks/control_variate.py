@@ -3,9 +3,9 @@
     python -m benchmarks.control_variate trace OUT.json.gz --tuning --n 400 --strategy guided [stream options]
     python -m benchmarks.control_variate replay OUT.json.gz [--bins 2 | --quantiles 0.1] [--refit 10] [--peek]
 
-``trace`` runs `benchmarks.stream` and logs every rule each guided search tested: its share of δ, the
-samples labelled in the input before it was chosen, the samples that judged it (which words each kept,
-whether the label held) in the order drawn, and its verdict.
+``trace`` runs `benchmarks.stream` and logs every rule each guided search tested (`benchmarks.search_trace`):
+its share of δ, the samples labelled in the input before it was chosen, the samples that judged it (which
+words each kept, whether the label held) in the order drawn, and its verdict.
 
 ``replay`` reads the log. A surrogate (`Surrogate`: its cross-input layer learned from the earlier inputs,
 fitted to this input's samples from before the rule was chosen, or refitted every ``--refit`` of the rule's
@@ -33,116 +33,27 @@ import gzip
 import json
 import math
 import sys
-from collections.abc import Generator, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llm_anchors.explain.anchors import AnchorsExplainer
-from llm_anchors.explain.explaining import Explaining
-from llm_anchors.propose.guided import GuidedSearch
 from llm_anchors.propose.surrogate import Surrogate, SurrogateFit
 from llm_anchors.samplers.base import keep_independently
 from llm_anchors.search.bandit import kl_upper_bound
-from llm_anchors.search.base import Candidate, Search, SearchResult
 from llm_anchors.search.certify import Certifier, Trial
 from llm_anchors.search.params import SearchParams
-from llm_anchors.search.samples import SampleRequest, Samples
 
 from . import stream
 from ._common import markdown_table, write_json
+from .search_trace import Tracer, row, save
 
-__all__ = ["Tracer", "main"]
+__all__ = ["main", "replay"]
 
 
 # -- the trace ------------------------------------------------------------------------------------------
-
-
-def _bits(row: np.ndarray) -> int:
-    return int(sum(1 << i for i in np.flatnonzero(row)))
-
-
-def _row(bits: int, n: int) -> np.ndarray:
-    return np.array([(bits >> i) & 1 for i in range(n)], dtype=bool)
-
-
-def _plain(label: Any) -> Any:
-    return label.item() if hasattr(label, "item") else label
-
-
-class Tracer:
-    """Logs every guided search run while `installed` (a measuring device: nothing else changes)."""
-
-    def __init__(self) -> None:
-        self.searches: list[dict[str, Any]] = []
-        self._open: dict[int, dict[str, Any]] = {}
-
-    @contextmanager
-    def installed(self) -> Iterator[Tracer]:
-        drive, choose, sample, certify = AnchorsExplainer._drive, Search._choose, Search._sample, Search._certify
-        tracer = self
-
-        async def _drive(self: AnchorsExplainer, run: Explaining, search: Any) -> SearchResult:
-            if not isinstance(search, GuidedSearch):
-                return await drive(self, run, search)
-            record: dict[str, Any] = {"words": list(run.instance.features), "target": _plain(run.target),
-                                      "p_hide": getattr(run.instance, "p_hide", 0.5), "rules": {}}  # fmt: skip
-            tracer._open[id(search)] = record
-            try:
-                result = await drive(self, run, search)
-            finally:
-                tracer._open.pop(id(search), None)
-            present, kept = search.labelled()
-            record |= {"present": [_bits(r) for r in present], "kept": "".join("1" if k else "0" for k in kept),
-                       "answer": sorted(result.rule), "success": result.success}  # fmt: skip
-            record["rules"] = list(record["rules"].values())
-            tracer.searches.append(record)
-            return result
-
-        def _choose(self: Search, c: Candidate, first: bool = False) -> None:
-            new = c.trial is None
-            choose(self, c, first)
-            record = tracer._open.get(id(self))
-            if record is not None and new and c.trial is not None:
-                record["rules"][c.rule] = {"rule": sorted(c.rule), "rank": c.trial.rank, "share": c.trial.share,
-                                           "before": self._store.size, "fresh": [], "kept": [],
-                                           "verdict": None}  # fmt: skip
-
-        def _sample(self: Search, pulls: Any, stage: str) -> Generator[list[SampleRequest], list[Samples], list[int]]:
-            inner = sample(self, pulls, stage)
-            answers = yield next(inner)
-            record = tracer._open.get(id(self))
-            for (c, _), got in zip(pulls, answers, strict=False):
-                logged = record["rules"].get(c.rule) if record is not None else None
-                if logged is not None and logged["verdict"] is None and c.fresh is not None:
-                    logged["fresh"] += [_bits(r) for r in got.present]
-                    logged["kept"] += [bool(k) for k in got.labels]
-            try:
-                inner.send(answers)
-            except StopIteration as stop:
-                done: list[int] = stop.value
-                return done
-            raise RuntimeError("Search._sample asked twice")
-
-        def _certify(self: Search, c: Candidate, stage: str, *args: Any, **kwargs: Any) -> Generator[Any, Any, bool]:
-            certified = yield from certify(self, c, stage, *args, **kwargs)
-            record = tracer._open.get(id(self))
-            logged = record["rules"].get(c.rule) if record is not None else None
-            if logged is not None and logged["verdict"] is None and c.trial is not None:
-                logged |= {"verdict": c.trial.verdict, "stage": stage}
-            return certified
-
-        AnchorsExplainer._drive = _drive  # type: ignore[method-assign]
-        Search._choose, Search._certify = _choose, _certify  # type: ignore[method-assign]
-        Search._sample = _sample  # type: ignore[method-assign]
-        try:
-            yield self
-        finally:
-            AnchorsExplainer._drive = drive  # type: ignore[method-assign]
-            Search._choose, Search._sample, Search._certify = choose, sample, certify  # type: ignore[method-assign]
 
 
 def trace(out: Path, argv: list[str]) -> None:
@@ -151,11 +62,6 @@ def trace(out: Path, argv: list[str]) -> None:
         stream.main(argv)
     save(out, argv, tracer.searches)
     print(f"wrote {out}: {len(tracer.searches)} searches, {sum(len(s['rules']) for s in tracer.searches):,} rules")
-
-
-def save(out: Path, argv: list[str], searches: list[dict[str, Any]]) -> None:
-    with gzip.open(out, "wt") as f:
-        json.dump({"argv": argv, "searches": searches}, f)
 
 
 # -- the replay -----------------------------------------------------------------------------------------
@@ -176,16 +82,26 @@ class Refits:
     """The cells of a rule's samples under the surrogate as fitted before sample i (``at(i)``): fitted once
     before the rule, or again every ``how.refit`` samples on the rule's samples before (each fit made once)."""
 
-    def __init__(self, fit: Any, masks: np.ndarray, kept: np.ndarray, draws: np.ndarray, how: Replayed, alpha: float):
+    def __init__(
+        self,
+        fit: Callable[[np.ndarray, np.ndarray], SurrogateFit],
+        masks: np.ndarray,
+        kept: np.ndarray,
+        draws: np.ndarray,
+        how: Replayed,
+        alpha: float,
+    ) -> None:
         self.fit, self.masks, self.kept, self.draws, self.how, self.alpha = fit, masks, kept, draws, how, alpha
+        self.fits: dict[int, SurrogateFit] = {}
+        """The surrogate of each refit (0: the one fixed before the rule)."""
         self._made: dict[int, Cells] = {}
 
     def at(self, i: int) -> Cells:
         chunk = i // self.how.refit if self.how.refit else 0
         if chunk not in self._made:
             upto = chunk * self.how.refit
-            self._made[chunk] = cells(self.fit(self.masks[:upto], self.kept[:upto]), self.masks, self.draws, self.how,
-                                      self.alpha)  # fmt: skip
+            self.fits[chunk] = self.fit(self.masks[:upto], self.kept[:upto])
+            self._made[chunk] = cells(self.fits[chunk], self.masks, self.draws, self.how, self.alpha)
         return self._made[chunk]
 
 
@@ -309,7 +225,8 @@ def stratified_refusal(params: SearchParams, refits: Refits, kept: Sequence[bool
 
 def replay(path: Path, how: Replayed) -> dict[str, Any]:
     """Replay every rule a trace logged (see the module): a row per rule, and the search's totals."""
-    data = json.loads(gzip.open(path, "rt").read())
+    with gzip.open(path, "rt") as file:
+        data = json.load(file)
     params = SearchParams()
     surrogate, rng = Surrogate(), np.random.default_rng(how.seed)
     rows: list[dict[str, Any]] = []
@@ -317,7 +234,7 @@ def replay(path: Path, how: Replayed) -> dict[str, Any]:
     for search in data["searches"]:
         f, target = len(search["words"]), search["target"]
         keys = [w.lower() for w in search["words"]]
-        present = np.array([_row(b, f) for b in search["present"]]).reshape(-1, f)
+        present = np.array([row(b, f) for b in search["present"]]).reshape(-1, f)
         labels = np.array([c == "1" for c in search["kept"]])
         for rule in search["rules"]:
             if rule["kept"] and rule["verdict"] is not None:
@@ -334,7 +251,7 @@ def _replayed(
     surrogate: Surrogate, params: SearchParams, how: Replayed, rng: np.random.Generator, near: list[Any],
 ) -> dict[str, Any]:  # fmt: skip
     f, before, target = len(keys), rule["before"], search["target"]
-    logged = np.array([_row(b, f) for b in rule["fresh"]])
+    logged = np.array([row(b, f) for b in rule["fresh"]])
     kept = [bool(k) for k in rule["kept"]]
     n_today, verdict = today(params, rule["share"], kept)
     patience = Certifier(params).patience(Trial(1, rule["share"]))
@@ -356,7 +273,7 @@ def _replayed(
     n_strat, v_strat = cell_bet(params, rule["share"], refits, longer, how, stratified=True)
     refusal = stratified_refusal(params, refits, longer)  # asked of every rule: a policy cannot know which
     first = refits.at(0)
-    scores = fit(masks[:0], np.zeros(0, dtype=bool))(logged)
+    scores = refits.fits[0](logged)
     if 0.9 <= float(np.mean(kept)) < 1.0:
         near.append((scores, np.array(kept), first.of[: len(kept)] == int(np.argmin(first.prior))))
     seen, fresh = set(search["present"][:before]), []

@@ -4,7 +4,8 @@ replay of a logged search gives back the verdicts the search gave."""
 import numpy as np
 import pytest
 
-from benchmarks.control_variate import Replayed, Tracer, projection, replay, save
+from benchmarks.control_variate import Replayed, projection, replay
+from benchmarks.search_trace import Tracer, bits, row, save
 from llm_anchors import FunctionClassifier, MAnchorsExplainer
 
 
@@ -50,3 +51,10 @@ def test_a_logged_search_replays_to_the_verdicts_it_gave(tmp_path):
     assert [r["logged"] for r in result["rows"]] == [r["verdict"] for r in tested]
     assert all(r["verdict"] == r["logged"] for r in result["rows"])  # today's bet, replayed sample by sample
     assert all(r["paid_n"] <= r["n"] for r in result["rows"])
+
+
+@pytest.mark.parametrize("n", [1, 24, 63, 64, 95, 400])
+def test_a_perturbation_of_any_length_is_logged_and_read_back_whole(n):
+    kept = np.random.default_rng(n).random(n) < 0.5
+    kept[-1] = True  # the last feature kept: the highest bit
+    assert np.array_equal(row(bits(kept), n), kept)
