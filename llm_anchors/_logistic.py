@@ -11,25 +11,28 @@ def ridge_logistic(x: np.ndarray, y: np.ndarray, prior: np.ndarray, reg: np.ndar
     """The θ minimising logistic loss of ``y`` (0/1 or probabilities) on ``x`` + ½ Σ reg (θ − prior)², by
     Newton steps halved until the loss does not grow (a full step from a saturated start overshoots)."""
     theta = prior.astype(float).copy()
-    loss = _loss(x, y, prior, reg, theta)
+    scores = x @ theta
+    loss = _loss(scores, y, reg * (theta - prior) ** 2)
     for _ in range(iterations):
-        p = sigmoid(x @ theta)
+        p = sigmoid(scores)
         grad = x.T @ (p - y) + reg * (theta - prior)
         step = newton_step(x, p * (1 - p), reg + 1e-6, grad)
         for _ in range(30):
-            tried = _loss(x, y, prior, reg, theta - step)
-            if tried <= loss + 1e-12 * abs(loss):
+            tried = theta - step
+            tried_scores = x @ tried
+            tried_loss = _loss(tried_scores, y, reg * (tried - prior) ** 2)
+            if tried_loss <= loss + 1e-12 * abs(loss):
                 break
             step = step / 2
-        theta, loss = theta - step, tried
+        theta, scores, loss = tried, tried_scores, tried_loss
         if np.abs(step).max() < 1e-6:
             break
     return theta
 
 
-def _loss(x: np.ndarray, y: np.ndarray, prior: np.ndarray, reg: np.ndarray, theta: np.ndarray) -> float:
-    scores = x @ theta
-    return float(np.sum(np.logaddexp(0.0, scores) - y * scores) + 0.5 * np.sum(reg * (theta - prior) ** 2))
+def _loss(scores: np.ndarray, y: np.ndarray, penalty: np.ndarray) -> float:
+    """The logistic loss of ``y`` at ``scores``, plus half the ``penalty`` terms."""
+    return float(np.sum(np.logaddexp(0.0, scores) - y * scores) + 0.5 * np.sum(penalty))
 
 
 def newton_step(x: np.ndarray, weights: np.ndarray, diagonal: np.ndarray, grad: np.ndarray) -> np.ndarray:
