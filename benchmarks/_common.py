@@ -131,9 +131,8 @@ def run_suffix(args: argparse.Namespace) -> str:
     paper = "_paper" if getattr(args, "strategy", "guided") == "paper" else ""
     strict = "_strict" if getattr(args, "certify", "default") == "strict" else ""
     plausible = "_plausible" if getattr(args, "arms", "top") == "plausible" else ""
-    proxy = {"none": "_noproxy", "surrogate": "_surrogate"}.get(getattr(args, "proxy", "default"), "")
     tuned = "".join(f"_{item.replace('=', '')}" for item in getattr(args, "set", []))
-    return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible + proxy + tuned
+    return paper + ("_reference" if getattr(args, "reference", False) else "") + strict + plausible + tuned
 
 
 def search_overrides(parser: argparse.ArgumentParser, items: Sequence[str]) -> dict[str, Any]:
@@ -243,7 +242,6 @@ async def explain_rows(
             "server_rss_mb": server_rss() if server_rss is not None else None,
             "cache_entries": len(explainer.cache),
             "stages": {name: asdict(stage) for name, stage in exp.meta.stages.items()},
-            "proxy": asdict(exp.meta.proxy) if exp.meta.proxy else None,
             "certification_samples": exp.data.certified_samples or exp.data.n_samples,
             "tested": exp.data.tested,
         }
@@ -272,7 +270,7 @@ def stage_group(stage: str) -> str:
 
 STAGE_ORDER = (
     "root", "start", "prune", "round 1", "round 2", "rounds 3+", "verification", "memory probe", "memory",
-    "proxy probe", "proxy", "growth", "certify", "fallback",
+    "growth", "certify", "fallback",
 )  # fmt: skip
 
 
@@ -339,7 +337,6 @@ def compare(a: list[dict[str, Any]], m: list[dict[str, Any]], price_model: str) 
             "paid_queries": sum(r["queries"] for r in rows),
             "inputs": len(rows),
             "certification_samples": sum(r.get("certification_samples", 0) for r in rows),
-            "proxy_certified": sum(bool(r.get("proxy") and r["proxy"]["certified"]) for r in rows),
             "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
             f"usd_at_{price_model}": dollars(rows),
             "stages": stage_totals(rows),

@@ -2,13 +2,12 @@
 
     python -m benchmarks.stream --n 500 --tuning --strategy guided --set use_memory=false  # growth alone
     python -m benchmarks.stream ... --anchors-from A                                     # memory + growth (default)
-    python -m benchmarks.stream ... --anchors-from A --proxy surrogate                   # all three
-    python -m benchmarks.ablation A B C [D ...] [--name rf_tuning]
+    python -m benchmarks.ablation A B [C ...] [--name rf_tuning]
 
 Each argument is a `benchmarks.stream` result (JSON); the files of one stream (its dataset, tuning or
 evaluation, and its inputs) share one Anchors row, and each stream is a block of rows (the tuning
 stream beside the evaluation one). Each guided run is a row, named by the proposers it ran with (the
-memory when it had a hit, the surrogate when it ran; growth always). Columns: paid queries and their
+memory when it had a hit; growth always). Columns: paid queries and their
 reduction against Anchors, memory hits, exact repeats (with what they paid, and how many got the
 anchor their first occurrence got), coverage and length on the inputs where both anchors are
 non-empty, the share of empty anchors and the share below τ on fresh samples, each with its 95% CI.
@@ -31,11 +30,8 @@ PAIRED = FIGURES[:2]
 
 def proposers(params: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """The proposers a run had besides growth, from its rows: the memory when it had a hit (off, or
-    τ_sim 1, it has none), the surrogate when it ran."""
-    memory = any(r.get("memory_hit") for r in rows)
-    surrogate = any(r.get("proxy") for r in rows)
-    names = [name for name, on in (("memory", memory), ("surrogate", surrogate)) if on]
-    return " + ".join([*names, "growth"])
+    τ_sim 1, it has none)."""
+    return "memory + growth" if any(r.get("memory_hit") for r in rows) else "growth"
 
 
 def stream_name(params: dict[str, Any], n: int) -> str:

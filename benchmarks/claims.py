@@ -10,15 +10,12 @@ keeps. By default ``p0`` sits just below the bound the claim states (τ −
 ``success`` makes a false claim, and the share of such explanations must
 stay at most δ for "with probability ≥ 1 − δ" to hold of the anchor
 returned. Each seed runs the search the explainer runs on a miss (Anchors'
-`BeamSearch`, or MAnchors' `GuidedSearch`: growth, and with
-``manchors-surrogate`` the surrogate proposing too),
+`BeamSearch`, or MAnchors' `GuidedSearch`: growth),
 built by the explainer itself, its samples drawn by the text sampler as an
 explanation draws them; ``manchors-memory``: the memory filled with the
 anchors the earlier seeds returned, proposed as it proposes an earlier
-anchor made of an input's own words (first, and final when certified); ``manchors-split``: the same,
-the rules proposed first given ``SPLIT`` of δ (`Certifier.split`, as a proposer that is nearly always
-right asks), the rest of the search the remainder; ``manchors-scored``: growth as for a model that gives
-probabilities (each sample's probability of the label drawn above ½ when it kept the label, below
+anchor made of an input's own words (first, and final when certified); ``manchors-scored``: growth as
+for a model that gives probabilities (each sample's probability of the label drawn above ½ when it kept the label, below
 when not: `Samples.scores`, which choose what is tested and never certify). ``--document``: the input is
 perturbed as a document's sentences are (each perturbation's hiding rate drawn from U(0, 1), the search
 reweighing the samples a rule reuses). Prints one JSON line (``--json``) or a sentence:
@@ -31,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -45,16 +41,11 @@ Certify = Literal["default", "strict"]
 EDGE = 0.001
 """How far below the claimed bound ``p0`` sits by default."""
 
-SPLIT = 0.9
-"""``manchors-split``: the fraction of δ set aside for the rules proposed first."""
-
 
 def explainer(kind: str, certify: Certify) -> AnchorsExplainer:
     clf = FunctionClassifier(lambda texts: ["pos"] * len(texts), name="flat-null")
     if kind == "anchors":
         return AnchorsExplainer(clf, search=SearchParams(certify=certify))
-    if kind == "manchors-surrogate":
-        return MAnchorsExplainer(clf, search=SearchParams(certify=certify), proxy="surrogate")
     return MAnchorsExplainer(clf, search=SearchParams(certify=certify))
 
 
@@ -71,7 +62,6 @@ def one(
     n_features: int,
     remembered: list[frozenset[int]] | None = None,
     document: bool = False,
-    share: float | None = None,
     scored: bool = False,
 ) -> tuple[SearchResult, int]:
     """One search on a flat-null input of ``n_features`` words; its result and the rules it tested.
@@ -85,16 +75,10 @@ def one(
     search: Search
     if isinstance(e, MAnchorsExplainer):
         proposers: list[Proposer] = []
-        if e.proxy is not None:
-            keys = list(instance.features)  # the words themselves: what the surrogate learns by
-            rng_proxy = np.random.default_rng([seed, 1])
-            made, _ = e.proxy.surrogate_proposer(sampler, instance, keys, "pos", rng_proxy, n_features, seed)
-            proposers += [made] if made is not None else []
         if remembered:
             most = (e.memory or MemoryParams()).max_proposals  # the latest first, as many as it asks
             rules = tuple(dict.fromkeys(remembered[::-1]))[:most]
-            first = MemoryRules(exact=rules).proposers(first=True)  # as the memory proposes them
-            proposers += [replace(p, share=share) for p in first] if share is not None else first
+            proposers += MemoryRules(exact=rules).proposers(first=True)  # as the memory proposes them
         search = e.guided_search(n_features, pool, proposers, rate_per_sample=document)
     else:
         search = BeamSearch(n_features, pool, e.params, rate_per_sample=document)
@@ -120,10 +104,9 @@ def run(
     p0 = edge(e) if p0 is None else p0
     bound = round(edge(e) + EDGE, 10)
     false = samples = sampled = tested = 0
-    remembered: list[frozenset[int]] | None = [] if kind in ("manchors-memory", "manchors-split") else None
-    share = SPLIT if kind == "manchors-split" else None
+    remembered: list[frozenset[int]] | None = [] if kind == "manchors-memory" else None
     for seed in range(first_seed, first_seed + seeds):
-        result, rules = one(e, seed, p0, n_features, remembered, document, share, kind == "manchors-scored")
+        result, rules = one(e, seed, p0, n_features, remembered, document, kind == "manchors-scored")
         if remembered is not None and result.success and result.rule:
             remembered.append(result.rule)  # the memory, filled with this null's earlier anchors
         false += int(result.success and p0 < bound)
@@ -143,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--explainer",
-        choices=["anchors", "manchors", "manchors-surrogate", "manchors-memory", "manchors-split", "manchors-scored"],
+        choices=["anchors", "manchors", "manchors-memory", "manchors-scored"],
         default="anchors",
     )
     parser.add_argument("--certify", choices=["default", "strict"], default="default")

@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from llm_anchors.propose.surrogate import Surrogate, SurrogateFit
 from llm_anchors.samplers.base import keep_independently
 from llm_anchors.search.bandit import kl_upper_bound
 from llm_anchors.search.certify import Certifier, Trial
@@ -49,6 +48,7 @@ from llm_anchors.search.params import SearchParams
 from . import stream
 from ._common import markdown_table, write_json
 from .search_trace import Tracer, row, save
+from .surrogate import Surrogate, SurrogateFit
 
 __all__ = ["main", "replay"]
 
@@ -240,7 +240,7 @@ def replay(path: Path, how: Replayed) -> dict[str, Any]:
             if rule["kept"] and rule["verdict"] is not None:
                 rows.append(_replayed(rule, search, keys, present, labels, surrogate, params, how, rng, near))
         if len(labels):
-            surrogate.learn(keys, present, labels, target, empty=not search["answer"])
+            surrogate.learn(keys, present, labels, target)
     paid_total = sum(len(set(s["present"])) + 1 for s in data["searches"])
     result = {"rows": rows, "argv": data["argv"], "inputs": len(data["searches"]), "paid_total": paid_total}
     return result | near_tau(near)

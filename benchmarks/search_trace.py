@@ -70,9 +70,9 @@ class Tracer:
             tracer.searches.append(record)
             return result
 
-        def _choose(self: Search, c: Candidate, first: bool = False) -> None:
+        def _choose(self: Search, c: Candidate) -> None:
             new = c.trial is None
-            choose(self, c, first)
+            choose(self, c)
             record = tracer._open.get(id(self))
             if record is not None and new and c.trial is not None:
                 record["rules"][c.rule] = {"rule": sorted(c.rule), "rank": c.trial.rank, "share": c.trial.share,

@@ -39,7 +39,7 @@ from typing import Any
 from llm_anchors import AnchorsExplainer, FunctionClassifier, LLMClassifier, MAnchorsExplainer, QueryCache
 from llm_anchors.datasets import load_rt_polarity
 from llm_anchors.extend import BaseClassifier, Batch, Classifier
-from llm_anchors.propose import GrowthParams, GuidedParams, ProxyParams, RecordParams
+from llm_anchors.propose import GrowthParams, GuidedParams, RecordParams
 from llm_anchors.samplers import SentenceEmbedder
 from llm_anchors.samplers.words import WORD
 
@@ -237,21 +237,18 @@ def settings(args: argparse.Namespace, strategies: list[str]) -> list[Setting]:
 
 
 def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
-    """MAnchors' options of this run: ``--proxy none`` and every ``--set name=value`` (numbers parsed; "none"
+    """MAnchors' options of this run: every ``--set name=value`` (numbers parsed; "none"
     is None, "true" and "false" booleans; a `MemoryParams` field (``tau_first=0.5``) and ``record.NAME`` go into
     its ``memory``, ``use_memory=false`` is ``memory=None`` (`with_memory`); ``guided.NAME`` a field of `GuidedParams`,
-    ``growth.NAME`` of `GrowthParams`, ``proxy.NAME`` of `ProxyParams` (``proxy.record.NAME``: of its
-    `RecordParams`), ``record.NAME`` of `RecordParams`, ``search.NAME`` of the run's `SearchParams`)."""
-    out: dict[str, Any] = {} if args.proxy == "default" else {"proxy": None if args.proxy == "none" else args.proxy}
-    nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "proxy": {}, "record": {}, "search": {}}
-    proxy_record: dict[str, Any] = {}
+    ``growth.NAME`` of `GrowthParams`, ``record.NAME`` of `RecordParams`, ``search.NAME`` of the run's
+    `SearchParams`)."""
+    out: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {"guided": {}, "growth": {}, "record": {}, "search": {}}
     for item in args.set:
         name, _, text = item.partition("=")
         value = parse_value(text)
         group, _, field_name = name.partition(".")
-        if group == "proxy" and field_name.startswith("record."):
-            proxy_record[field_name.removeprefix("record.")] = value
-        elif field_name and group in nested:
+        if field_name and group in nested:
             nested[group][field_name] = value
         else:
             out[name] = value
@@ -261,11 +258,6 @@ def manchors_options(args: argparse.Namespace) -> dict[str, Any]:
         out["growth"] = GrowthParams(**nested["growth"])
     if nested["record"]:
         out["record"] = RecordParams(**nested["record"])
-    if nested["proxy"] or proxy_record:
-        fields: dict[str, Any] = dict(nested["proxy"])
-        if proxy_record:
-            fields["record"] = RecordParams(**proxy_record)
-        out["proxy_params"] = ProxyParams(**fields)
     if nested["search"]:
         out["search"] = replace(search_settings(args)["search"], **nested["search"])
     return out
@@ -306,11 +298,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--strategy", default="guided,paper", help="MAnchors strategies to run, comma-separated")
     parser.add_argument(
-        "--proxy", choices=["default", "surrogate", "none"], default="default", help="MAnchors' proxy (default: its)"
-    )
-    parser.add_argument(
         "--set", action="append", default=[],
-        help="a MAnchors option for tuning: tau_sim=1.0, growth.lookahead=0.9, proxy.beam=5 (none: None)",
+        help="a MAnchors option for tuning: tau_sim=1.0, growth.lookahead=0.9 (none: None)",
     )  # fmt: skip
     parser.add_argument(
         "--anchors-from", default=None, help="Anchors' rows from an earlier run of this stream (JSON), not run again"

@@ -52,7 +52,6 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace, n: in
         row("Σ prompt tokens", f"{a['prompt_tokens']:,}", [f"{m['prompt_tokens']:,}" for m in ms]),
         row(f"$ at {args.price_model} prices", a[usd], [m[usd] for m in ms]),
         row("paid queries / samples the anchor was accepted on (per input)", _floor(a), [_floor(m) for m in ms]),
-        row("anchors the proxy proposed", "", [f"{m['proxy_certified']} / {n}" for m in ms]),
     ]  # fmt: skip
     labels = {
         "below_tau": "share of anchors below τ on fresh samples",

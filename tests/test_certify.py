@@ -10,7 +10,7 @@ import pytest
 
 from llm_anchors import AnchorsExplainer, ConfigError, Explanation, FunctionClassifier, MAnchorsExplainer
 from llm_anchors.search import SearchParams, fewest_agreeing
-from llm_anchors.search.certify import Certifier, Trial, share_of
+from llm_anchors.search.certify import Certifier, Trial
 from tests.conftest import bet_certifies_at
 
 STRICT = SearchParams(certify="strict")
@@ -226,27 +226,3 @@ def test_a_rule_is_refused_as_soon_as_no_sample_left_to_its_patience_could_certi
     assert trial.verdict == "refused" and len(fresh) < limit and sum(fresh) >= params.threshold * len(fresh)
     assert bet_certifies_at(fresh + [True] * (limit - len(fresh)), params, share) is None
     assert bet_certifies_at(fresh[:-1] + [True] * (limit - len(fresh) + 1), params, share) is not None
-
-
-def test_delta_set_aside_for_rules_proposed_first_keeps_every_share_within_delta():
-    # Split before the first rule is chosen: the rules proposed first share 0.4·δ, the empty rule and
-    # every later rule the rest, by the usual schedule; however many are chosen, the shares sum below δ.
-    params = SearchParams(delta=0.1, empty_share=0.2)
-    certifier = Certifier(params)
-    certifier.split(0.4)
-    first = [certifier.choose(first=True) for _ in range(3)]
-    late = [certifier.choose() for _ in range(2000)]
-    assert first[0].share == pytest.approx(0.1 * 0.4 * 6 / math.pi**2)
-    assert late[0].share == pytest.approx(0.1 * 0.6 * 0.2)  # the empty rule
-    assert late[1].share == pytest.approx(share_of(0.1 * 0.6, 2, 0.2))
-    assert sum(t.share for t in first + late) < 0.1
-    # A rule proposed first once later rules were chosen takes the later rules' schedule.
-    assert certifier.choose(first=True).share == pytest.approx(share_of(0.06, 2001, 0.2))
-
-
-def test_delta_is_split_only_before_the_first_rule_is_chosen():
-    certifier = Certifier(SearchParams())
-    root = certifier.choose()
-    certifier.split(0.5)  # too late: a share was already given on the unsplit schedule
-    assert certifier.choose(first=True).share == share_of(0.1, 2, 0.2)
-    assert root.share == share_of(0.1, 1, 0.2)

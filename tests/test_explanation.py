@@ -32,6 +32,50 @@ def test_json_that_is_not_an_explanation_is_a_config_error(exp):
         Explanation.from_json('{"meta": {}}')
 
 
+def _edited(raw, path, value):
+    where = raw
+    for key in path[:-1]:
+        where = where[key]
+    if value is ...:
+        del where[path[-1]]
+    else:
+        where[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "said"),
+    [
+        (("meta", "cost", "settled", "queries"), -1, "meta.cost.settled.queries is -1, below zero"),
+        (("meta", "cost", "settled"), [1, 2], "meta.cost.settled is [1, 2], not a mapping"),
+        (("meta", "settings", "search", "certify"), "lenient", "meta.settings.search.certify is 'lenient', not one of"),
+        (("meta", "settings", "on_budget"), 3, "meta.settings.on_budget is 3, not one of"),
+        (("meta", "stages", "root", "samples"), "x", "meta.stages['root'].samples is 'x', not a int"),
+        (("data", "anchor"), "good", "data.anchor is 'good', not a list"),
+        (("data", "anchor", 0), 7, "data.anchor[0] is 7, not a str"),
+        (("data", "precision_bounds"), [0.9], "zip()"),
+        (("data", "path", 0, "coverage"), float("inf"), "data.path[0].coverage is inf"),
+        (("data", "label"), {"x": 1}, "label is {'x': 1}"),
+        (("meta", "memory_hit"), "yes", "meta.memory_hit is 'yes', not a bool"),
+        (("meta", "seed"), ..., "seed"),  # a field without a default, left out
+    ],
+)
+def test_what_the_types_do_not_allow_is_refused_with_the_field_named(exp, path, value, said):
+    from llm_anchors import ConfigError
+
+    raw = _edited(json.loads(exp.to_json()), path, value)
+    with pytest.raises(ConfigError, match="not an explanation") as refused:
+        Explanation.from_mapping(raw)
+    assert said in str(refused.value)
+
+
+def test_a_field_left_out_reads_as_its_default(exp):
+    raw = json.loads(exp.to_json())
+    del raw["data"]["movers"], raw["meta"]["unparsed"]
+    back = Explanation.from_mapping(raw)
+    assert back.data.movers == () and back.meta.unparsed == 0 and back.data.anchor == exp.data.anchor
+
+
 def test_html_highlights_the_anchor_and_escapes(exp):
     page = exp._repr_html_()
     assert "<mark><b>good</b></mark>" in page

@@ -369,15 +369,12 @@ def test_a_refused_rule_whose_precision_recovers_is_drawn_until_its_bet_decides(
     assert result.certificate.kept == sum(pair) - 1  # the one miss, its first sample
 
 
-@pytest.mark.parametrize("share", [None, 0.9])
-def test_a_proposer_asked_first_that_says_how_often_it_is_right_gets_that_share_of_delta(share):
-    known = Proposals("oracle", [frozenset({1, 4})], first=True, final=frozenset([frozenset({1, 4})]), share=share)
+def test_a_proposer_asked_first_takes_the_first_ranks_share_of_delta():
+    known = Proposals("oracle", [frozenset({1, 4})], first=True, final=frozenset([frozenset({1, 4})]))
     search = GuidedSearch(F, pool(F), SearchParams(), proposers=[known, Growth()])
     result, _ = run_search(search, conj(1, 4))
     assert result.rule == {1, 4} and result.success and result.certificate.rank == 1
-    # Without a share it takes the first rank's (the empty rule's); with one, that fraction of δ: the
-    # rule that was right certifies on fewer samples.
-    expected = 0.1 * 0.2 if share is None else 0.1 * share * 6 / np.pi**2
+    expected = 0.1 * 0.2  # the empty rule's, which it takes the place of
     assert result.certificate.level == pytest.approx(expected)
     assert result.certificate.n == bet_certifies_at([True] * 200, SearchParams(), expected)
 

@@ -217,7 +217,7 @@ async def test_the_memory_is_on_by_default_and_off_the_guided_search_grows_alone
     assert first.meta.memory_hit is None and second.meta.memory_hit is None
     assert m.memory is None and m.memory_proposer is None and m.repeats is None and m.features is None  # none exists
     assert first.meta.settings.manchors.memory is None and first.data.success
-    assert first.meta.proxy is None and first.meta.settings.manchors.proxy is None  # growth alone
+    assert all(s == "root" or s.startswith("growth") for s in first.meta.stages)  # growth alone
 
 
 def test_bad_settings(embedder):
@@ -228,7 +228,6 @@ def test_bad_settings(embedder):
         {"k_nearest": -1},
         {"search": "strict"},
         {"max_proposals": -1},
-        {"proxy": "llm"},
         {"memory": "yes"},
         {"strategy": "paper", "memory": None},
         {"strategy": "paper", "tau_first": 0.5},  # "paper" refuses what it would ignore

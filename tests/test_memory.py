@@ -59,6 +59,19 @@ def test_save_load_round_trip(tmp_path):
     assert len(list((tmp_path / "m").glob("gen-*"))) == 1
 
 
+@pytest.mark.parametrize("labels", [("pos", "neg"), (0, 1), (True, False), (("a", 1), ("b", 2))])
+def test_every_kind_of_label_saves_and_loads(tmp_path, labels):
+    # A label a classifier may give (a name, a number, a flag, a tuple: JSON writes it as a list) is read
+    # back as itself by the one rule that reads an explanation's (before, a tuple label's memory was refused).
+    memory = RuleMemory(DIM, "emb", "clf")
+    for i in range(6):
+        memory.add(entry(f"text number {i}", label=labels[i % 2]), unit(i))
+    memory.save(tmp_path / "m")
+    back = RuleMemory.load(tmp_path / "m", embedder_id="emb", dim=DIM, scope="clf")
+    assert back.entries == memory.entries
+    assert back.nearest(unit(2), label=labels[0]) == memory.nearest(unit(2), label=labels[0])
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [

@@ -102,7 +102,7 @@ async def test_a_step_the_search_cannot_take_is_a_config_error_naming_the_propos
     assert said in str(raised.value)
 
 
-@pytest.mark.parametrize("name", ["growth", "memory", "proxy", "root", "memory-2"])
+@pytest.mark.parametrize("name", ["growth", "memory", "prune", "root", "memory-2"])
 async def test_a_users_proposer_cannot_take_a_built_in_name(name):
     clf = FunctionClassifier(good_when_both, name="good-and-great")
     hostile = lambda instance, label: Hostile(("good", "great"), list(instance.features), name=name)  # noqa: E731

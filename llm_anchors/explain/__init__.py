@@ -1,12 +1,11 @@
 """Explaining: the explanation and its parts, Anchors, MAnchors, the tabular and image explainers."""
 
-from ..propose.proxy import Proxy, ProxyRun
 from .anchors import AnchorsExplainer
 from .explaining import Measured
 from .explanation import AnchorData, Explanation, Level, Opinion
 from .image import ImageExplainer
 from .manchors import MAnchorsExplainer
-from .meta import Cost, MAnchorsSettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
+from .meta import Cost, MAnchorsSettings, MemoryUse, Meta, Recheck, SecondOpinion, Settings, Stage
 from .options import ExplainerOptions
 from .progress import Progress, ProgressBar, StreamProgress
 from .sources import ProposerFactory
@@ -29,9 +28,6 @@ __all__ = [
     "Opinion",
     "Progress",
     "ProgressBar",
-    "Proxy",
-    "ProxyRun",
-    "ProxyUse",
     "Recheck",
     "SecondOpinion",
     "Settings",

@@ -179,7 +179,7 @@ class AnchorsExplainer:
     @property
     def on_budget(self) -> Literal["raise", "return"]:
         """What a cap that refuses a call does: raise `BudgetExceeded`, or return the best rule so far. Fixed
-        when the explainer is made (its labelling and its proxy act on it from then on)."""
+        when the explainer is made (its labelling acts on it from then on)."""
         return self._on_budget
 
     def settings(self) -> Settings:

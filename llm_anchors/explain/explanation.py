@@ -3,33 +3,22 @@ its JSON form, read back whole and typed."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import html
 import json
 import math
-import types
-import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any
 
+from .._checks import decoded
 from .._exceptions import ConfigError
 from .._version import __version__
 from ..models.classifier import Label
-from ..money.charge import Charge
-from ..money.pricing import Price
-from ..propose.growth import GrowthParams
-from ..propose.guided import GuidedParams
-from ..propose.memory import MemoryParams
-from ..propose.proxy_search import ProxyParams
-from ..propose.record import RecordParams
 from ..samplers.text_instance import TextInstance
 from ..search.bandit import kl_lower_bound, kl_upper_bound
 from ..search.base import RoundTrace, RuleStats
-from ..search.params import SearchParams
-from .meta import Cost, MAnchorsSettings, MemoryUse, Meta, ProxyUse, Recheck, SecondOpinion, Settings, Stage
+from .meta import Meta
 
 __all__ = ["AnchorData", "Explanation", "Level", "Opinion"]
 
@@ -147,8 +136,7 @@ class Explanation:
     def from_mapping(cls, raw: Any) -> Explanation:
         """The explanation whose `to_json` text parses to ``raw``; anything else is a `ConfigError`."""
         try:
-            explanation = cls(_meta(raw["meta"]), _data(raw["data"]))
-            _check_types(explanation)
+            explanation: Explanation = decoded(cls, raw)
             _check_positions(explanation.data)
             return explanation
         except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
@@ -240,142 +228,6 @@ class Explanation:
             f"<div><p>{sentence}</p><p>label <code>{html.escape(repr(d.label))}</code> · "
             f"precision {d.precision:.2f} · coverage {d.coverage:.2f}</p></div>"
         )
-
-
-_TUPLES = ("features", "anchor", "positions", "precision_bounds", "examples_covered_true", "examples_covered_false")
-
-
-def _spans(raw: list[list[int]]) -> tuple[tuple[int, int], ...]:
-    return tuple((a, b) for a, b in raw)
-
-
-def _meta(raw: dict[str, Any]) -> Meta:
-    settings = dict(raw["settings"])
-    settings["search"] = SearchParams(**settings["search"])
-    if settings.get("manchors") is not None:
-        recorded = dict(settings["manchors"])
-        recorded["guided"] = GuidedParams(**recorded["guided"])
-        recorded["growth"] = GrowthParams(**recorded.get("growth", {}))
-        if recorded.get("proxy_params"):
-            proxy = dict(recorded["proxy_params"])
-            recorded["proxy_params"] = ProxyParams(**{**proxy, "record": RecordParams(**proxy.get("record", {}))})
-        if recorded.get("memory") is not None:
-            params = dict(recorded["memory"])
-            recorded["memory"] = MemoryParams(**{**params, "record": RecordParams(**params.get("record", {}))})
-        recorded["proposers"] = tuple(recorded.get("proposers", ()))
-        settings["manchors"] = MAnchorsSettings(**recorded)
-    if settings.get("price") is not None:
-        settings["price"] = Price(**settings["price"])
-    if settings.get("second_opinion") is not None:
-        settings["second_opinion"] = SecondOpinion(**settings["second_opinion"])
-    cost = _cost(raw["cost"])
-    memory = raw.get("memory")
-    if memory is not None:
-        proposals = tuple(tuple(rule) for rule in memory["proposals"])
-        ht = {name: tuple(memory[name]) for name in ("ht_rule", "ht_pruned")}
-        memory = MemoryUse(**{**memory, "proposals": proposals, **ht})
-    return Meta(
-        **{
-            **raw,
-            "settings": Settings(**settings),
-            "cost": cost,
-            "proxy": _proxy(raw.get("proxy")),
-            "stages": {name: Stage(**counts) for name, counts in raw["stages"].items()},
-            "memory": memory,
-            "determinism": Recheck(**raw["determinism"]) if raw.get("determinism") is not None else None,
-            "infill": _cost(raw["infill"]) if raw.get("infill") is not None else None,
-            "in_flight": tuple(raw["in_flight"]) if raw.get("in_flight") is not None else None,
-        }
-    )
-
-
-def _cost(raw: dict[str, Any]) -> Cost:
-    return Cost(**{**raw, "settled": Charge(**raw["settled"]), "reserved": Charge(**raw["reserved"])})
-
-
-def _proxy(raw: dict[str, Any] | None) -> ProxyUse | None:
-    if raw is None:
-        return None
-    cost = _cost(raw["cost"]) if raw.get("cost") is not None else None
-    return ProxyUse(**{**raw, "cost": cost, "proposals": tuple(tuple(rule) for rule in raw["proposals"])})
-
-
-def _data(raw: dict[str, Any]) -> AnchorData:
-    data = dict(raw)
-    for name in _TUPLES:
-        data[name] = tuple(data[name])
-    data["path"] = tuple(_rule_stats(s) for s in data["path"])
-    data["movers"] = tuple((w, e) for w, e in data.get("movers", ()))
-    data["spans"] = _spans(data.get("spans", ()))
-    if data.get("coarse") is not None:
-        coarse = data["coarse"]
-        data["coarse"] = Level(**{**coarse, "anchor": tuple(coarse["anchor"]), "positions": tuple(coarse["positions"]),
-                                  "spans": _spans(coarse["spans"])})  # fmt: skip
-    if data.get("second_opinion") is not None:
-        opinion = data["second_opinion"]
-        interval = tuple(opinion["interval"]) if opinion.get("interval") is not None else None
-        data["second_opinion"] = Opinion(**{**opinion, "interval": interval})
-    data["label"] = _label(data["label"])
-    data["rounds"] = tuple(
-        RoundTrace(r["size"], r["n_candidates"], tuple(_rule_stats(s) for s in r["beam"]), r["n_arms"])
-        for r in data["rounds"]
-    )
-    return AnchorData(**data)
-
-
-def _label(raw: Any) -> Label:
-    """A label as JSON gives it back: a name, a number, a flag or null; a list is the tuple it was. A
-    hand-edited ``{"x": 1}`` is a `TypeError`."""
-    if isinstance(raw, list):
-        return tuple(_label(item) for item in raw)
-    if raw is None or isinstance(raw, str | int | bool) or (isinstance(raw, float) and math.isfinite(raw)):
-        return raw
-    raise TypeError(f"label is {raw!r}, not a label (a name, a number, a flag)")
-
-
-def _rule_stats(raw: dict[str, Any]) -> RuleStats:
-    return RuleStats(tuple(raw["rule"]), tuple(raw["order"]), raw["n_samples"], raw["positives"], raw["coverage"])
-
-
-_SIMPLE = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
-
-
-@functools.cache
-def _hints(kind: type) -> dict[str, Any]:
-    """A dataclass's resolved field types (resolved once: `typing.get_type_hints` compiles each)."""
-    return typing.get_type_hints(kind)
-
-
-def _check_types(value: Any, where: str = "") -> None:
-    """`TypeError` naming the field when a number, flag or name read from JSON is of another type
-    (a hand-edited ``"precision": "x"``), in ``value`` and the dataclasses it holds."""
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
-        return
-    hints = _hints(type(value))
-    for f in dataclasses.fields(value):
-        got, name = getattr(value, f.name), f"{where}{f.name}"
-        hint = hints[f.name]
-        optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
-        if optional and got is None:
-            continue
-        if optional:
-            hint = next(h for h in typing.get_args(hint) if h is not type(None))
-        _check_simple(got, hint, name)
-        if typing.get_origin(hint) is tuple and typing.get_args(hint)[1:] == (Ellipsis,):
-            for i, item in enumerate(got):
-                _check_simple(item, typing.get_args(hint)[0], f"{name}[{i}]")
-        _check_types(got, f"{name}.")
-
-
-def _check_simple(got: Any, hint: Any, name: str) -> None:
-    """`TypeError` unless ``got`` is of ``hint`` when that is an int, a float, a flag or a name."""
-    allowed = _SIMPLE.get(getattr(hint, "__name__", "")) if isinstance(hint, type) else None
-    if allowed and (not isinstance(got, allowed) or (bool not in allowed and isinstance(got, bool))):
-        raise TypeError(f"{name} is {got!r}, not a {hint.__name__}")
-    if hint is float and not math.isfinite(got):
-        raise ValueError(f"{name} is {got!r}")
-    if hint is int and got < 0:  # every count, index and seed is one
-        raise ValueError(f"{name} is {got!r}, below zero")
 
 
 def _check_positions(data: AnchorData) -> None:

@@ -1,5 +1,5 @@
-"""`MAnchorsExplainer`: Anchors with MAnchors' searches, the guided search (the default: the memory, the
-proxy and the user's proposers through one door, `explain.sources`) and the paper's (`explain.paper`)."""
+"""`MAnchorsExplainer`: Anchors with MAnchors' searches, the guided search (the default: the memory and the
+user's proposers through one door, `explain.sources`) and the paper's (`explain.paper`)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ from ..propose.base import Proposer
 from ..propose.growth import Growth, GrowthParams
 from ..propose.guided import GuidedParams, GuidedSearch
 from ..propose.memory import MemoryParams, MemoryProposer
-from ..propose.proxy import Proxy
-from ..propose.proxy_search import ProxyParams
 from ..samplers.embedder import SentenceEmbedder
 from ..samplers.text import TextSampler
 from ..samplers.text_instance import TextInstance
@@ -36,7 +34,7 @@ from .meta import MAnchorsSettings, Settings
 from .options import ExplainerOptions
 from .progress import Progress
 from .repeats import Repeats
-from .sources import FactorySource, MemorySource, Opened, ProposerFactory, ProxySource, Source, named
+from .sources import FactorySource, MemorySource, Opened, ProposerFactory, Source, named
 
 __all__ = ["MAnchorsExplainer"]
 
@@ -61,16 +59,9 @@ class MAnchorsExplainer(AnchorsExplainer):
         anchors are proposed for similar inputs, asked only while its record says they pay.
     proposers: the user's (``ProposerFactory``: an input and its label to a `Proposer`; or a `Source`,
         opened per input and told its end, as the memory is), asked in the order given, before the
-        memory's and the proxy's, growth last; their tests are judged, paid, cached and counted
+        memory's, growth last; their tests are judged, paid, cached and counted
         (``meta.stages`` under each proposer's name) as every other ("guided").
     guided: the guided search's own settings (`GuidedParams`); growth: growth's (`GrowthParams`).
-    proxy: who else proposes ("guided"): None (default: growth alone; on
-        the tuning streams the surrogate cost more queries (RF) or lost
-        coverage (LLM)), "surrogate" (a logistic model learned from the
-        model's own labels, this input's and earlier inputs'; no query), or
-        a `Classifier` (a cheap model standing in for the explained one;
-        its calls are reported in ``meta.proxy`` and reserve against the
-        same budget). ``proxy_params``: its settings (`ProxyParams`).
     embedder: for text, the `SentenceEmbedder` (default: packaged all-MiniLM-L6-v2 word table).
     memory_store: where earlier explanations are kept and looked up (a `Memory`; default: a new
         `RuleMemory`, HNSW in this process); later, `load` or `MemoryProposer.use`.
@@ -96,8 +87,6 @@ class MAnchorsExplainer(AnchorsExplainer):
         proposers: Sequence[ProposerFactory | Source] = (),
         guided: GuidedParams | None = None,
         growth: GrowthParams | None = None,
-        proxy: Literal["surrogate"] | Classifier | None = None,
-        proxy_params: ProxyParams | None = None,
         embedder: SentenceEmbedder | None = None,
         memory_features: MemoryFeatures | None = None,
         memory_store: Memory | None = None,
@@ -108,22 +97,17 @@ class MAnchorsExplainer(AnchorsExplainer):
             raise ConfigError(f"strategy must be 'guided' or 'paper', got {strategy!r}")
         if memory is not None and not isinstance(memory, MemoryParams):
             raise ConfigError(f"memory must be a MemoryParams or None, got {type(memory).__name__}")
-        if isinstance(proxy, str) and proxy != "surrogate":
-            raise ConfigError(f"proxy must be 'surrogate', a Classifier or None, got {proxy!r}")
         if not all(callable(p) or isinstance(p, Source) for p in proposers):
             raise ConfigError("proposers must be callables (an input and its label to a Proposer, or None) or Sources")
-        _refuse_unused(strategy, memory, proposers=proposers, guided=guided, growth=growth, proxy=proxy,
-                       proxy_params=proxy_params)  # fmt: skip
+        _refuse_unused(strategy, memory, proposers=proposers, guided=guided, growth=growth)
         self.strategy: Strategy = strategy
         self.memory = memory
         """MAnchors' memory, its settings (`MemoryParams`); None: off, and no memory object exists."""
         self.proposers = tuple(proposers)
         self.guided = guided or GuidedParams()
         self.growth = growth or GrowthParams()
-        self.proxy = Proxy(proxy, proxy_params, max_concurrency=self.engine.max_concurrency) if proxy else None
-        needs_features = memory is not None or proxy is not None
-        self.features = (memory_features or self._default_features(embedder)) if needs_features else None
-        """The memory key and HT of this explainer's inputs (`MemoryFeatures`); None when nothing uses them."""
+        self.features = (memory_features or self._default_features(embedder)) if memory is not None else None
+        """The memory key and HT of this explainer's inputs (`MemoryFeatures`); None with the memory off."""
         self.memory_proposer: MemoryProposer | None = None
         """The memory (`MemoryProposer`: its store, its record), when ``memory`` is not None."""
         self.repeats: Repeats | None = None
@@ -134,25 +118,13 @@ class MAnchorsExplainer(AnchorsExplainer):
                                                   store=memory_store)  # fmt: skip
             self.repeats = Repeats(self.sampler, memory.max_repeats)
         self.sources: tuple[Source, ...] = self._sources()
-        """Where the guided search's proposers come from, in the order asked: the user's, the memory's, the
-        proxy's (`explain.sources`)."""
+        """Where the guided search's proposers come from, in the order asked: the user's, the memory's
+        (`explain.sources`)."""
 
     def _sources(self) -> tuple[Source, ...]:
         user = [make if isinstance(make, Source) else FactorySource(make) for make in self.proposers]
         memory = [MemorySource(self.memory_proposer)] if self.memory_proposer is not None else []
-        if self.proxy is None or self.features is None:
-            return (*user, *memory)
-        proxy = ProxySource(self.proxy, self.features.keys, self.sampler, self.params.max_anchor_size,
-                            self.on_budget == "raise")  # fmt: skip
-        return (*user, *memory, proxy)
-
-    async def aclose(self) -> None:
-        """Close the model's connections and a proxy classifier's."""
-        try:
-            await super().aclose()
-        finally:
-            if self.proxy is not None and self.proxy.classifier is not None:
-                await self.proxy.classifier.aclose()
+        return (*user, *memory)
 
     def _default_features(self, embedder: SentenceEmbedder | None) -> MemoryFeatures:
         """The sampler's `memory_features()` (rows, images), or text's."""
@@ -191,30 +163,23 @@ class MAnchorsExplainer(AnchorsExplainer):
         recorded = replace(self.memory, tau_sim=m.tau_sim) if self.memory is not None and m is not None else None
         manchors = MAnchorsSettings(
             strategy=self.strategy, memory=recorded, embedder=self.features.identity if self.features else None,
-            guided=self.guided, growth=self.growth, proxy=self.proxy.kind if self.proxy else None,
-            proxy_params=self.proxy.params if self.proxy else None, proposers=tuple(named(p) for p in self.proposers),
+            guided=self.guided, growth=self.growth, proposers=tuple(named(p) for p in self.proposers),
             index=m.index_settings() if m is not None else None,
         )  # fmt: skip
         return replace(super().settings(), manchors=manchors)
 
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Save the memory (atomically: a crash leaves the previous save loadable), and with
-        ``proxy="surrogate"`` what the surrogate learned of the model across inputs.
+        """Save the memory (atomically: a crash leaves the previous save loadable).
 
         The memory is for this classifier's identity: an unnamed
         `FunctionClassifier` (a random identity) cannot be saved.
         """
         require_stable_identity(self.classifier, f"a memory saved to {directory}")
         self._memory().save(directory)
-        if self.proxy is not None and self.proxy.classifier is None:
-            self.proxy.save(directory, self._scope())
 
     def load(self, directory: str | os.PathLike[str]) -> None:
-        """Use the memory saved in ``directory`` for this classifier and embedder (and, with
-        ``proxy="surrogate"``, what its surrogate learned, when it was saved there too)."""
+        """Use the memory saved in ``directory`` for this classifier and embedder."""
         self._memory().load(directory)
-        if self.proxy is not None and self.proxy.classifier is None:
-            self.proxy.load(directory, self._scope())
 
     def entry_vectors(self, entries: Sequence[MemoryEntry]) -> np.ndarray:
         """The memory vectors of stored entries' inputs (to put back entries recorded elsewhere)."""
@@ -316,7 +281,7 @@ class MAnchorsExplainer(AnchorsExplainer):
 
 def _refuse_unused(strategy: Strategy, memory: MemoryParams | None, **given: Any) -> None:
     """`ConfigError` for a setting the strategy would ignore: "paper" takes none of the guided search's
-    (proposers, guided, growth, the proxy, the memory's proposing), "guided" none of the paper's
+    (proposers, guided, growth, the memory's proposing), "guided" none of the paper's
     pruning; "paper" is its memory, never off."""
     if strategy == "paper":
         if memory is None:

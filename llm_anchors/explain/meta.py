@@ -10,9 +10,7 @@ from .._exceptions import ConfigError
 from ..money.pricing import Price
 from ..propose.growth import GrowthParams
 from ..propose.guided import GuidedParams
-from ..propose.memory import MemoryParams
-from ..propose.proxy_search import ProxyParams
-from ..propose.use import MemoryUse, ProxyUse
+from ..propose.memory import MemoryParams, MemoryUse
 from ..query.cost import Cost
 from ..samplers.text import PERTURBATIONS, Perturbation
 from ..search.params import SearchParams
@@ -24,7 +22,6 @@ __all__ = [
     "MAnchorsSettings",
     "MemoryUse",
     "Meta",
-    "ProxyUse",
     "Recheck",
     "SecondOpinion",
     "Settings",
@@ -98,8 +95,8 @@ class Settings:
 @dataclass(frozen=True)
 class MAnchorsSettings:
     """MAnchors' settings (see `MAnchorsExplainer`) whole: its ``strategy``; the memory's (`MemoryParams`,
-    τ_sim resolved; None: off) and its ``embedder``; the guided search's (``guided``), growth's, the
-    proxy's (``proxy``, ``proxy_params``); the user's ``proposers`` by name; the memory's HNSW ``index``
+    τ_sim resolved; None: off) and its ``embedder``; the guided search's (``guided``), growth's; the
+    user's ``proposers`` by name; the memory's HNSW ``index``
     as built here (``ef``, ``m``, ``per_key``; None for a memory kept elsewhere)."""
 
     strategy: Literal["guided", "paper"]
@@ -107,8 +104,6 @@ class MAnchorsSettings:
     embedder: str | None
     guided: GuidedParams = field(default_factory=GuidedParams)
     growth: GrowthParams = field(default_factory=GrowthParams)
-    proxy: str | None = None
-    proxy_params: ProxyParams | None = None
     proposers: tuple[str, ...] = ()
     index: dict[str, int] | None = None
 
@@ -126,8 +121,7 @@ class Meta:
     (the class `UNPARSED`); ``stages``: samples and paid queries per step of
     the search (names in `llm_anchors.search.samples.STAGES`); ``memory_hit``:
     whether MAnchors reused a remembered input (None for plain Anchors),
-    ``memory`` how (`MemoryUse`); ``proxy``: what the proxy searched and
-    proposed (`ProxyUse`; its samples are not in ``samples``);
+    ``memory`` how (`MemoryUse`);
     ``determinism`` (with ``verify_determinism``): `Recheck`.
     """
 
@@ -145,7 +139,6 @@ class Meta:
     stages: dict[str, Stage] = field(default_factory=dict)
     memory_hit: bool | None = None
     memory: MemoryUse | None = None
-    proxy: ProxyUse | None = None
     determinism: Recheck | None = None
     in_flight: tuple[int, int] | None = None
     """The texts in flight to the model its engine had settled on when it ended (the `Limiter`'s limit,

@@ -15,8 +15,7 @@ from typing import Any
 
 from .._sync import in_thread
 from ..memory.store import MemoryEntry
-from ..propose.memory import MemoryProposer
-from ..propose.use import MemoryUse
+from ..propose.memory import MemoryProposer, MemoryUse
 from ..samplers.base import draw
 from ..search.base import SearchResult
 from ..search.rules import Rule

@@ -1,35 +1,30 @@
-"""Where the guided search's proposers come from: one door for the user's, the memory's and the proxy's.
+"""Where the guided search's proposers come from: one door for the user's and the memory's.
 
 A `Source` is made once per explainer; for each input it is ``opened`` (`Opened`): asked for its
 proposers at each level of the input (a document's sentences, then the words inside its anchor),
 told what each level's search found, and at the input's end asked what to record of it (its fields of
 ``meta``). Rules a source knew before the input's first search (``drawn_with``) seed that search's
 draws with the input: a rule is never judged on the masks that chose it. The explainer knows nothing
-of what a source is: the memory, the proxy and a user's factory are three sources.
+of what a source is: the memory and a user's factory are two sources.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from .._exceptions import ConfigError
-from ..propose.base import Proposals, Proposer
+from ..propose.base import Proposer
 from ..propose.guided import GuidedSearch
-from ..propose.memory import Asked, Lookup, MemoryProposer
-from ..propose.proxy import Proxy, ProxyRun
-from ..propose.surrogate import SurrogateProposer
-from ..propose.use import MemoryUse, ProxyUse
-from ..samplers.base import Instance, Sampler
+from ..propose.memory import Asked, Lookup, MemoryProposer, MemoryUse
+from ..samplers.base import Instance
 from ..search.base import SearchResult
 from ..search.rules import Rule
 from ..search.samples import STAGES
 from .explaining import Explaining
 
-__all__ = ["FactorySource", "MemorySource", "Opened", "ProposerFactory", "ProxySource", "Source", "named"]
+__all__ = ["FactorySource", "MemorySource", "Opened", "ProposerFactory", "Source", "named"]
 
 ProposerFactory = Callable[[Instance, Hashable], Proposer | None]
 """What ``proposers=`` takes: given an input (each level of it: a document's sentences, then the words
@@ -151,62 +146,3 @@ class _MemoryInput:
             self.memory.remember(run.instance, run.target, result, self.lookup.vector, empty_anchor=True)
             used = self.memory.count(used, run.stats.queries)
         return {"memory_hit": bool(self.lookup.similar), "memory": used}
-
-
-@dataclass(frozen=True)
-class ProxySource:
-    """The proxy (`Proxy`: the surrogate, or a classifier standing in for the model) as a source: its
-    proposer at each level, what it learned of each level's search; ``meta.proxy`` its last level's.
-    A proxy classifier searches before the model samples anything, on its own engine, its calls
-    reserved against the input's cap; a cap that refuses one ends the input's search at once
-    (``raise_on_budget``: or raises). ``keys``: what the surrogate learns a
-    feature by (`MemoryFeatures.keys`)."""
-
-    proxy: Proxy
-    keys: Callable[[Instance], Sequence[str]]
-    sampler: Sampler
-    max_anchor_size: int | None
-    raise_on_budget: bool
-
-    async def open(self, run: Explaining) -> Opened:
-        return _ProxyInput(self)
-
-
-@dataclass
-class _ProxyInput:
-    source: ProxySource
-    run: ProxyRun = field(default_factory=ProxyRun)
-    proposer: Proposer | None = None
-    keys: Sequence[str] = ()
-    """The level's keys (`ProxySource.keys`), asked once: the surrogate proposes and learns by them."""
-    use: ProxyUse | None = None
-    drawn_with: tuple[Rule, ...] = ()
-
-    async def proposers(self, run: Explaining) -> Sequence[Proposer]:
-        s, proxy = self.source, self.source.proxy
-        rng = np.random.default_rng([run.choice_seed, 0x9A0])  # the proxy's draws leave the model's unchanged
-        n = len(run.instance.features)
-        max_size = min(s.max_anchor_size or n, n)
-        self.keys = s.keys(run.instance)
-        if proxy.classifier is None:
-            self.proposer, asked = proxy.surrogate_proposer(s.sampler, run.instance, self.keys, run.target, rng,
-                                                            max_size, run.choice_seed)  # fmt: skip
-            self.run = ProxyRun(asked=asked)
-            return [self.proposer] if self.proposer is not None else []
-        self.run = await proxy.by_classifier(s.sampler, run.instance, run.target, rng, max_size, cap=run.cap)
-        if self.run.refused is not None:
-            if s.raise_on_budget:
-                raise self.run.refused
-            run.budget_exhausted = True  # the model's search then stops at once, with its best so far
-        self.proposer = Proposals("proxy", tuple(self.run.proposals))
-        return [self.proposer]
-
-    def searched(self, run: Explaining, search: GuidedSearch, result: SearchResult) -> None:
-        proxied = self.run
-        if isinstance(self.proposer, SurrogateProposer):
-            proxied = replace(proxied, samples=self.proposer.samples, proposals=self.proposer.proposals)
-        self.use = self.source.proxy.learn(proxied, run.instance, self.keys, search.labelled(), run.target, result,
-                                           run.stats.queries)  # fmt: skip
-
-    def finished(self, run: Explaining, result: SearchResult) -> dict[str, Any]:
-        return {"proxy": self.use}

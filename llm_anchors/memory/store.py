@@ -32,13 +32,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_int, decoded
 from .._exceptions import ConfigError
 from .._secrets import hide
 from ..models.classifier import Label
 
 __all__ = [
-    "DamagedMemoryError", "Memory", "MemoryEntry", "RuleMemory", "entry_from_dict", "nearest_unused", "saved_entries",
+    "DamagedMemoryError", "Memory", "MemoryEntry", "RuleMemory", "nearest_unused", "saved_entries",
 ]  # fmt: skip
 
 FORMAT_VERSION = 3
@@ -283,26 +283,26 @@ class RuleMemory:
         if meta.get("scope") != scope:
             raise ConfigError(f"memory {root} was built for another model: {meta.get('scope')!r}, not {scope!r}")
         try:
-            entries = [entry_from_dict(raw) for raw in meta["entries"]]
-            labels = list(meta["labels"])
+            entries = [decoded(MemoryEntry, raw) for raw in meta["entries"]]
+            labels = list(decoded(tuple[Label, ...], meta["labels"], "labels"))
         except (KeyError, TypeError, ValueError) as exc:
             raise DamagedMemoryError(f"{gen / 'entries.json'}: a damaged entry ({type(exc).__name__}: {exc})") from exc
         checksums = meta.get("checksums")
         if not isinstance(checksums, dict):
             raise DamagedMemoryError(f"{gen / 'entries.json'} holds no checksums")
+        numbers: dict[Label, list[int]] = {label: [] for label in labels}  # each label's entries, one pass
+        for number, entry in enumerate(entries):
+            numbers.setdefault(entry.label, []).append(number)
+        if sum(len(numbers[label]) for label in labels) != len(entries):  # every entry in one listed label
+            raise DamagedMemoryError(f"{gen / 'entries.json'}: its entries' labels are not the labels it lists")
         vectors = _read_vectors(gen / "vectors.npy", (len(entries), dim), checksums)
         memory = cls(dim, embedder_id, scope)
         memory.entries = entries
         memory._buffer = np.concatenate([vectors, np.zeros((max(1024, len(entries)), dim), dtype=np.float32)])
-        numbers: dict[Label, list[int]] = {label: [] for label in labels}  # each label's entries, one pass
-        for number, entry in enumerate(entries):
-            numbers.setdefault(entry.label, []).append(number)
         for j, label in enumerate(labels):
             index = _LabelIndex(memory._read_index(gen / f"index-{j}.bin", len(numbers[label]), checksums))
             index.ids = numbers[label]
             memory._labels[label] = index
-        if sum(len(numbers[label]) for label in labels) != len(entries):  # every entry in one listed label
-            raise DamagedMemoryError(f"{gen / 'entries.json'}: its entries' labels are not the labels it lists")
         for number, entry in enumerate(entries):
             memory._file(entry, number)
         return memory
@@ -399,26 +399,6 @@ def _current(root: Path) -> Path | None:
 def _fsync(path: Path) -> None:
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
-
-
-def entry_from_dict(raw: dict[str, Any]) -> MemoryEntry:
-    """A `MemoryEntry` from its JSON form (``dataclasses.asdict``)."""
-    if isinstance(raw.get("label"), (list, dict)):
-        raise TypeError(f"unhashable label {raw['label']!r}")
-    return MemoryEntry(
-        query=str(raw["query"]),
-        features=tuple(raw["features"]),
-        label=raw["label"],
-        rule_positions=tuple(int(p) for p in raw["rule_positions"]),
-        rule_features=tuple(raw["rule_features"]),
-        precision=float(raw["precision"]),
-        coverage=float(raw["coverage"]),
-        rule_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("rule_vectors", ())),
-        anchor_positions=tuple(int(p) for p in raw.get("anchor_positions", ())),
-        anchor_features=tuple(raw.get("anchor_features", ())),
-        anchor_keys=tuple(raw.get("anchor_keys", ())),
-        anchor_vectors=tuple(tuple(float(x) for x in v) for v in raw.get("anchor_vectors", ())),
-    )
 
 
 def nearest_unused(scores: np.ndarray) -> list[int]:

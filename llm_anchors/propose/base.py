@@ -31,9 +31,7 @@ class Judge:
     """Judge ``candidate`` under ``stage``. ``refusable`` (a proposal): passed over, unsampled and
     untested, when its reused samples already refuse it (`Guide.refused`); ``probe``: the samples of its
     first probe (by default the search's ``initial_probe``); ``final``: certified, it ends the search; ``traced``: a
-    round of the search's trace; ``share`` (a proposer asked first, when it knows how often its first rule
-    is the anchor): the fraction of δ set aside for the rules asked first (`Certifier.split`), taken when
-    the first rule of the search is chosen; without it, its rules take the next ranks' shares."""
+    round of the search's trace."""
 
     candidate: RuleView
     stage: str
@@ -41,7 +39,6 @@ class Judge:
     final: bool = False
     refusable: bool = False
     traced: bool = False
-    share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,9 +92,9 @@ class Guide(Protocol):
 class Proposer(Protocol):
     """Something that suggests rules for the guided search to test (see the module).
 
-    ``name``: the stage its tests are counted under, and who found an anchor ("memory", "proxy",
+    ``name``: the stage its tests are counted under, and who found an anchor ("memory",
     "growth"); ``first``: asked before the empty rule is tested (the empty rule is then tested only
-    if none of its rules is certified; its steps may say the share of δ set aside for them, `Judge.share`)."""
+    if none of its rules is certified)."""
 
     @property
     def name(self) -> str: ...
@@ -110,18 +107,16 @@ class Proposer(Protocol):
 
 @dataclass
 class Proposals:
-    """Rules known before the search (the memory's; a proxy classifier's, found on its own queries),
+    """Rules known before the search (the memory's; a user's, found their own way),
     tested shortest first and, among rules of one length, most precise on the samples they reuse first
     (ordered when first asked), until one is certified. Each is a refusable `Judge`. ``first``: asked
     before the empty rule; ``final``: the rules whose certificate ends the search (growth does not look
-    for a shorter one: the memory's earlier anchors, found by a search that did); ``share``: asked first,
-    the fraction of δ set aside for them (see `Proposer`)."""
+    for a shorter one: the memory's earlier anchors, found by a search that did)."""
 
     name: str
     rules: Sequence[Rule]
     first: bool = False
     final: Set[Rule] = frozenset()
-    share: float | None = None
     _queue: list[Rule] | None = field(default=None, init=False, repr=False)  # ordered when first asked
 
     def propose(self, guide: Guide) -> Judge | None:
@@ -133,7 +128,7 @@ class Proposals:
             rule = self._queue.pop(0)
             if rule not in guide.tried:
                 cand = guide.candidate(rule, tuple(sorted(rule)))
-                return Judge(cand, self.name, final=rule in self.final, refusable=True, share=self.share)
+                return Judge(cand, self.name, final=rule in self.final, refusable=True)
         return None
 
 

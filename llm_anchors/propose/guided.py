@@ -3,13 +3,13 @@
 `GuidedSearch` is the search MAnchors runs by default: this project's propose-and-verify search, not
 the MAnchors paper's Algorithms 1–3 (HT, pruning, VT: ``strategy="paper"``, which resumes `BeamSearch`
 from the mapped rule). It spends samples only on rules a proposer asks it to (`llm_anchors.propose`:
-the memory's, a proxy's, growth's), and the `Certifier` judges each on samples drawn after it was
+the memory's, a user's, growth's), and the `Certifier` judges each on samples drawn after it was
 chosen:
 
 1. the proposers asked first (the memory's earlier anchors, on a near repeat) are asked;
 2. then, unless one of their rules is certified, the empty rule is tested (its samples also estimate
    every one-word rule for free);
-3. then each other proposer in turn (the memory's, the proxy's, growth last), each until it has
+3. then each other proposer in turn (the user's, the memory's, growth last), each until it has
    nothing more to propose or a rule whose certificate is final is certified. A proposal whose reused
    samples already refuse it is passed over without a sample (`refused`: the one refusal rule; passing
    over costs no share of δ).
@@ -181,10 +181,8 @@ class GuidedSearch(Search):
             if step.traced:
                 self._trace(len(c.rule), 1, [c])
             g = self.guided
-            if proposer.first and step.share is not None and not self.certifier.chosen:
-                self.certifier.split(step.share)  # before any rule is chosen: δ set aside for the rules asked first
             probe = step.probe if step.probe is not None else g.initial_probe
-            if (yield from self._certify(c, step.stage, g.probe, probe=probe, first=proposer.first)):
+            if (yield from self._certify(c, step.stage, g.probe, probe=probe)):
                 self._take(c)
                 if step.final:
                     return True

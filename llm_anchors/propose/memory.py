@@ -31,9 +31,38 @@ from ..search.base import SearchResult
 from ..search.rules import Rule
 from .base import Proposals, Proposer
 from .record import ProposerRecord, RecordParams
-from .use import MemoryUse
 
-__all__ = ["Lookup", "MemoryParams", "MemoryProposer", "MemoryRules", "near", "recalled"]
+__all__ = ["Lookup", "MemoryParams", "MemoryProposer", "MemoryRules", "MemoryUse", "near", "recalled"]
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """How MAnchors used its memory for one input.
+
+    ``similarity``: the cosine similarity of the nearest remembered input
+    with this label (None: none yet); ``lookup_s``: the time to embed this
+    input and look it up; ``source``: the remembered input reused, on a hit;
+    ``proposals`` ("guided"): the rules the memory proposed, as features;
+    ``ht_rule``, ``ht_pruned`` ("paper"): the rule HT mapped onto this input
+    and the features pruned from it; ``repeat``: the input was explained
+    before with the same settings, and this is that explanation, at no query;
+    ``asked`` ("guided"): whether the memory's rules were tested (None: it had
+    none; False: the record's control arm, growth alone), ``certified``:
+    whether the anchor is one of them, ``saved``:
+    the queries asking the memory saved on this stream so far, by its record
+    (`ProposerRecord`).
+    """
+
+    similarity: float | None = None
+    lookup_s: float = 0.0
+    source: str | None = None
+    proposals: tuple[tuple[str, ...], ...] = ()
+    ht_rule: tuple[str, ...] = ()
+    ht_pruned: tuple[str, ...] = ()
+    repeat: bool = False
+    asked: bool | None = None
+    certified: bool = False
+    saved: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -263,7 +292,7 @@ class MemoryProposer:
         asking it saved on this stream so far."""
         if use.asked is None:
             return use
-        self.record.add(use.asked, queries, use.certified)
+        self.record.add(use.asked, queries)
         return replace(use, saved=round(self.record.saved, 1))
 
     def remember(

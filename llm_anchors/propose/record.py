@@ -42,7 +42,7 @@ class RecordParams:
 @dataclass
 class ProposerRecord:
     """One proposer's record on one stream (see the module): inputs in each arm, the sum of their paid
-    queries and of their squares, and the inputs whose anchor was one of its rules."""
+    queries and of their squares."""
 
     asked: int = 0
     asked_queries: int = 0
@@ -50,7 +50,6 @@ class ProposerRecord:
     control: int = 0
     control_queries: int = 0
     control_squares: int = 0
-    certified: int = 0
 
     @property
     def saved(self) -> float:
@@ -83,13 +82,12 @@ class ProposerRecord:
         difference = self.control_queries / self.control - self.asked_queries / self.asked
         return difference / math.sqrt(max(spread, 1e-12))
 
-    def add(self, asked: bool, queries: int, certified: bool) -> None:
+    def add(self, asked: bool, queries: int) -> None:
         """Count an input explained (asked, or in the control arm) and its paid queries."""
         if asked:
             self.asked += 1
             self.asked_queries += queries
             self.asked_squares += queries * queries
-            self.certified += certified
         else:
             self.control += 1
             self.control_queries += queries

@@ -1,4 +1,4 @@
-"""`Cost`: what one explanation's calls (or its proxy's) cost, as the engine counted them."""
+"""`Cost`: what one explanation's calls cost, as the engine counted them."""
 
 from __future__ import annotations
 
@@ -38,6 +38,6 @@ class Cost:
 
     @classmethod
     def of(cls, stats: QueryStats) -> Cost:
-        """The record of an explanation's (or its proxy's) calls."""
+        """The record of an explanation's calls."""
         return cls(stats.settled, stats.reserved, stats.cache_hits, stats.retries, dict(stats.failures),
                    dict(stats.disputed), stats.dearest_tier)  # fmt: skip

@@ -19,11 +19,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .._checks import decoded
 from .._exceptions import ConfigError, SetAsideWarning
 from .._files import JsonLines, aside
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
-from ..memory.store import DamagedMemoryError, MemoryEntry, entry_from_dict, saved_entries
+from ..memory.store import DamagedMemoryError, MemoryEntry, saved_entries
 from ..propose.memory import MemoryProposer
 from .results import hold_lock
 
@@ -163,7 +164,7 @@ def _explained(path: Path) -> list[tuple[Any, Any, list[MemoryEntry]]]:
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
             record = json.loads(line)
-            entries = [entry_from_dict(raw) for raw in record.get("memory_entries", ())]
+            entries = [decoded(MemoryEntry, raw) for raw in record.get("memory_entries", ())]
             found.append((record["text"], record["explanation"], entries))
         except (ValueError, KeyError, TypeError, AttributeError):
             warnings.warn(f"{path}:{number} is not an explanation: left out", SetAsideWarning, stacklevel=4)

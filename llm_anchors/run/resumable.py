@@ -23,13 +23,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from .._checks import decoded
 from .._exceptions import BudgetExceeded, ClassifierError, ConfigError, InvalidInputError, ServerUnavailableError
 from .._secrets import redact
 from ..explain.anchors import AnchorsExplainer, InputError
 from ..explain.explanation import Explanation
 from ..explain.manchors import MAnchorsExplainer
 from ..explain.meta import NOT_SHAPING
-from ..memory.store import MemoryEntry, entry_from_dict
+from ..memory.store import MemoryEntry
 from ..models.classifier import require_stable_identity
 from ..money.budget import Budget, SpendCap
 from ..money.charge import Charge
@@ -369,4 +370,6 @@ def _restore_memory(explainer: MAnchorsExplainer, directory: Path, results: Resu
 
 def recorded_entries(results: ResultsFile) -> list[MemoryEntry]:
     """The memory entries ``results`` records, in the order they were stored."""
-    return [entry_from_dict(raw) for record in results.records.values() for raw in record.get("memory_entries", ())]
+    return [
+        decoded(MemoryEntry, raw) for record in results.records.values() for raw in record.get("memory_entries", ())
+    ]

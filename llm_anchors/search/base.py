@@ -277,19 +277,19 @@ class Search:
 
     # -- choosing and certifying ----------------------------------------------
 
-    def _choose(self, c: Candidate, first: bool = False) -> None:
+    def _choose(self, c: Candidate) -> None:
         """Choose ``c`` to be tested: it gets its share of δ now, and only the samples drawn for it from
         now on (``fresh``) judge it. A rule is chosen once."""
         if c.trial is None:
-            c.trial = self.certifier.choose(first)
+            c.trial = self.certifier.choose()
             c.fresh = []
 
     def _certify(
-        self, c: Candidate, stage: str, step: int, probe: int | None = None, first: bool = False
+        self, c: Candidate, stage: str, step: int, probe: int | None = None
     ) -> Generator[list[SampleRequest], list[Samples], bool]:
         """Choose ``c`` if it is not yet, and sample it ``step`` at a time (``probe`` the first time) until
         the certifier decides; whether it is certified."""
-        self._choose(c, first)
+        self._choose(c)
         assert c.trial is not None and c.fresh is not None
         while self.certifier.judge(c.trial, c.fresh) == "more":
             size = probe if probe is not None and not c.fresh else step

@@ -2,11 +2,7 @@
 
 Every rule a search chooses to test is given, when it is chosen and before any sample that judges it
 is drawn, the next share of δ: the first (the empty rule, in every search but a resumed one)
-``empty_share``·δ, the m-th after it (1 − ``empty_share``)·δ·6/(π²m²) (the shares sum to δ). When
-the first rule chosen is proposed before the empty rule by a proposer that says how often its rule is
-the anchor (a fraction f, from earlier inputs only: `split`, before any rule of the explanation is
-chosen), f·δ is set aside for the rules proposed first (the m-th of them f·δ·6/(π²m²)) and the
-schedule above runs on the rest, (1 − f)·δ: the shares still sum to at most δ. It is
+``empty_share``·δ, the m-th after it (1 − ``empty_share``)·δ·6/(π²m²) (the shares sum to δ). It is
 then judged only on the samples drawn for it after it was chosen, one at a time in the order drawn, by
 a bet against "its precision is below the claimed bound b" (τ − ε_stop by default, τ strict): before
 each sample the certifier stakes a fraction λ of its wealth (starting at 1) on the sample keeping the
@@ -21,7 +17,7 @@ if every sample left kept the label (`Certifier.soonest`). Samples are drawn in 
 than what could still certify it if all kept the label (`Certifier.wanted`).
 
 Why the anchor returned then has precision ≥ b with probability ≥ 1 − δ, whatever the search: a rule's
-share is fixed when it is chosen (the split, if any, before any rule is), and its judging samples are
+share is fixed when it is chosen, and its judging samples are
 drawn after, independently of what chose it, each keeping the label with its precision p. Each stake is
 chosen from the samples before it only, so when p ≤ b a sample multiplies the wealth by 1 + λ(p − b) ≤ 1
 on average: the wealth is a nonnegative supermartingale starting at 1, and by Ville's inequality it ever
@@ -56,16 +52,11 @@ Verdict = Literal["certified", "refused", "more"]
 
 def share_of(delta: float, rank: int, empty: float) -> float:
     """The share of ``delta`` given to the ``rank``-th rule chosen (from 1): ``empty``·δ to the first (the
-    empty rule, in every search but a resumed one), then the m-th after it its `_series` share of
-    (1 − ``empty``)·δ: the shares sum to δ."""
+    empty rule, in every search but a resumed one), then the m-th after it (1 − ``empty``)·δ·6/(π²m²):
+    the shares sum to δ."""
     if rank == 1:
         return delta * empty
-    return _series(delta * (1.0 - empty), rank - 1)
-
-
-def _series(total: float, m: int) -> float:
-    """The m-th (from 1) of shares of ``total`` that sum to it: total·6/(π²m²)."""
-    return total * 6.0 / (math.pi**2 * m**2)
+    return delta * (1.0 - empty) * 6.0 / (math.pi**2 * (rank - 1) ** 2)
 
 
 def fewest_agreeing(beta: float, bound: float) -> int:
@@ -111,30 +102,15 @@ class Certifier:
     def __init__(self, params: SearchParams) -> None:
         self.params = params
         self.chosen = 0
-        self._first = 0.0  # the fraction of δ the rules asked before the empty rule share (0: not split)
-        self._early = 0  # of the rules chosen, those given a share of that fraction
 
     @property
     def bound(self) -> float:
         return self.params.bound
 
-    def split(self, fraction: float) -> None:
-        """Set ``fraction`` of δ aside for the rules proposed before the empty rule (`choose` ``first``),
-        the rest for the others; only before the first rule is chosen (later, nothing changes)."""
-        if self.chosen == 0 and 0.0 < fraction < 1.0:
-            self._first = fraction
-
-    def choose(self, first: bool = False) -> Trial:
-        """Give the next rule chosen its share of δ (before any sample that judges it is drawn): ``first``,
-        a rule proposed before the empty rule (when δ was `split`)."""
+    def choose(self) -> Trial:
+        """Give the next rule chosen its share of δ (before any sample that judges it is drawn)."""
         self.chosen += 1
-        p, f = self.params, self._first
-        if not f:
-            return Trial(self.chosen, share_of(p.delta, self.chosen, p.empty_share))
-        if first and self._early == self.chosen - 1:  # every rule chosen so far was asked first
-            self._early += 1
-            return Trial(self.chosen, _series(p.delta * f, self._early))
-        return Trial(self.chosen, share_of(p.delta * (1.0 - f), self.chosen - self._early, p.empty_share))
+        return Trial(self.chosen, share_of(self.params.delta, self.chosen, self.params.empty_share))
 
     def guess(self, seen: int, kept: int) -> float:
         """The precision the next stake bets on: ``bet_gap`` of the way from 1 down to the bound, held as

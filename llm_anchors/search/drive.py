@@ -1,4 +1,4 @@
-"""Driving a search generator (Anchors', the guided search's, the proxy's): its rounds of sample
+"""Driving a search generator (Anchors', the guided search's): its rounds of sample
 requests answered by the caller, its steps in worker threads."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ async def drive(
     search: Generator[list[SampleRequest], list[Samples], R],
     answer: Callable[[list[SampleRequest]], Awaitable[list[Samples]]],
 ) -> R:
-    """Run a search generator (Anchors', the proxy's), answering each round of requests with ``answer``.
+    """Run a search generator (Anchors', the guided search's), answering each round of requests with ``answer``.
 
     Each step of the search (its fits, bounds and choices: CPU that grows with the input) runs in a worker
     thread, so the event loop goes on serving other explanations, signals and cancellation meanwhile."""

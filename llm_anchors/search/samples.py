@@ -34,7 +34,6 @@ STAGES = {
     "round-k": "KL-LUCB choosing the beam of the k-th extension round",
     "certify": "the certifier: samples of a chosen rule, drawn after it was chosen, that judge it",
     "memory": "guided search: a rule the memory proposed, judged on samples drawn after it was chosen",
-    "proxy": "guided search: a rule the proxy proposed, judged on samples drawn after it was chosen",
     "growth-k": "guided search: growth, a rule of k features sampled (to choose the next, or to judge it)",
     "prune": "MAnchors' paper strategy: pruning the HT rule",
 }
