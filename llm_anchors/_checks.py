@@ -8,7 +8,7 @@ import functools
 import math
 import types
 import typing
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -64,31 +64,96 @@ def check_dollars(name: str, value: float | int | str | Decimal | None) -> Decim
 def decoded(hint: Any, raw: Any, where: str = "") -> Any:
     """``raw`` (parsed JSON) read as a value of ``hint``, by the one rule the types give: a dataclass from its
     fields (a field left out at its default, one it does not have a `TypeError`), tuples and mappings item
-    by item, a label as `_label` reads it, a number, flag or name checked (`_check_simple`), a `Literal`
-    one of its values; anything else (`Any`, a sampler's own settings, a `Decimal`'s string) as it is.
-    ``where``: the field's path, for the error."""
+    by item, a union as the first of its types that reads it, a label as `_label` reads it, an int (≥ 0),
+    float (finite), flag or name checked, a `Literal` one of its values; anything else (`Any`, a sampler's
+    own settings, a `Decimal`'s string) as it is. ``where``: the field's path, for the error. How a type is
+    read is worked out once per type (`_reader`), not again for every value and every item."""
+    return _reader(hint)(raw, where)
+
+
+Reader = Callable[[Any, str], Any]
+
+
+@functools.cache
+def _reader(hint: Any) -> Reader:
+    """How to read a value of ``hint`` (see `decoded`)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):  # the dataclasses read here hold no union but X | None
-        return None if raw is None else decoded(next(a for a in args if a is not type(None)), raw, where)
+    if origin in (typing.Union, types.UnionType):
+        return _union([_reader(a) for a in args if a is not type(None)], type(None) in args)
     if dataclasses.is_dataclass(hint):
-        if not isinstance(raw, dict):
-            raise TypeError(f"{where or 'it'} is {raw!r}, not a mapping")
-        hints, prefix = _hints(typing.cast(type, hint)), f"{where}." if where else ""
-        fields = {k: decoded(hints[k], v, prefix + k) if k in hints else v for k, v in raw.items()}
-        return typing.cast(type, hint)(**fields)
-    if origin in (tuple, dict) and not isinstance(raw, list | tuple if origin is tuple else dict):
-        raise TypeError(f"{where} is {raw!r}, not a {'list' if origin is tuple else 'mapping'}")
+        return _dataclass(typing.cast(type, hint))
     if origin is tuple and args[1:] == (Ellipsis,):
-        return tuple(decoded(args[0], item, f"{where}[{i}]") for i, item in enumerate(raw))
+        each = _reader(args[0])
+        return _items(lambda items: [each] * len(items))
     if origin is tuple:
-        return tuple(decoded(h, item, f"{where}[{i}]") for i, (h, item) in enumerate(zip(args, raw, strict=True)))
+        fixed = [_reader(a) for a in args]
+        return _items(lambda items: [r for r, _ in zip(fixed, items, strict=True)])  # one item per type
     if origin is dict:
-        return {key: decoded(args[1], value, f"{where}[{key!r}]") for key, value in raw.items()}
-    if origin is typing.Literal and raw not in args:
-        raise ValueError(f"{where} is {raw!r}, not one of {', '.join(map(repr, args))}")
+        value = _reader(args[1])
+        return lambda raw, where: {k: value(v, f"{where}[{k!r}]") for k, v in _mapping(raw, where).items()}
+    if origin is typing.Literal:
+        return functools.partial(_one_of, args)
     if hint is Hashable:  # a label
-        return _label(raw)
-    _check_simple(raw, hint, where)
+        return lambda raw, where: _label(raw)
+    return _SIMPLE.get(hint, lambda raw, where: raw)
+
+
+def _union(arms: list[Reader], optional: bool) -> Reader:
+    def read(raw: Any, where: str) -> Any:
+        if raw is None and optional:
+            return None
+        for arm in arms[:-1]:
+            try:
+                return arm(raw, where)
+            except (TypeError, ValueError):
+                continue
+        return arms[-1](raw, where)
+
+    return read
+
+
+def _items(readers: Callable[[Sequence[Any]], list[Reader]]) -> Reader:
+    """A tuple's reader: ``readers(items)`` gives each item's. The items are read under the tuple's path; only
+    when one is refused are they read again, to name it (``where[i]``): no path is built for a good item."""
+
+    def read(raw: Any, where: str) -> Any:
+        items = _list(raw, where)
+        try:
+            return tuple(r(x, where) for r, x in zip(readers(items), items, strict=True))
+        except (TypeError, ValueError):
+            return tuple(r(x, f"{where}[{i}]") for i, (r, x) in enumerate(zip(readers(items), items, strict=True)))
+
+    return read
+
+
+def _dataclass(kind: type) -> Reader:
+    fields: dict[str, Reader] = {}  # its fields' readers, worked out at its first value (a field may name it)
+
+    def read(raw: Any, where: str) -> Any:
+        if not fields:
+            fields.update((name, _reader(hint)) for name, hint in _hints(kind).items())
+        prefix = f"{where}." if where else ""
+        given = {k: fields[k](v, prefix + k) if k in fields else v for k, v in _mapping(raw, where).items()}
+        return kind(**given)
+
+    return read
+
+
+def _list(raw: Any, where: str) -> Any:
+    if not isinstance(raw, list | tuple):
+        raise TypeError(f"{where or 'it'} is {raw!r}, not a list")
+    return raw
+
+
+def _mapping(raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise TypeError(f"{where or 'it'} is {raw!r}, not a mapping")
+    return raw
+
+
+def _one_of(allowed: tuple[Any, ...], raw: Any, where: str) -> Any:
+    if raw not in allowed:
+        raise ValueError(f"{where} is {raw!r}, not one of {', '.join(map(repr, allowed))}")
     return raw
 
 
@@ -102,21 +167,35 @@ def _label(raw: Any) -> Hashable:
     raise TypeError(f"label is {raw!r}, not a label (a name, a number, a flag)")
 
 
-_SIMPLE = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+def _int(raw: Any, where: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise TypeError(f"{where} is {raw!r}, not a int")
+    if raw < 0:  # every count, index and seed is one
+        raise ValueError(f"{where} is {raw!r}, below zero")
+    return raw
+
+
+def _float(raw: Any, where: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise TypeError(f"{where} is {raw!r}, not a float")
+    if not math.isfinite(raw):
+        raise ValueError(f"{where} is {raw!r}")
+    return raw
+
+
+def _of(kind: type) -> Reader:
+    def read(raw: Any, where: str) -> Any:
+        if not isinstance(raw, kind):
+            raise TypeError(f"{where} is {raw!r}, not a {kind.__name__}")
+        return raw
+
+    return read
+
+
+_SIMPLE: dict[Any, Reader] = {int: _int, float: _float, bool: _of(bool), str: _of(str)}
 
 
 @functools.cache
 def _hints(kind: type) -> dict[str, Any]:
     """A dataclass's resolved field types (resolved once: `typing.get_type_hints` compiles each)."""
     return typing.get_type_hints(kind)
-
-
-def _check_simple(got: Any, hint: Any, name: str) -> None:
-    """`TypeError` unless ``got`` is of ``hint`` when that is an int, a float, a flag or a name."""
-    allowed = _SIMPLE.get(getattr(hint, "__name__", "")) if isinstance(hint, type) else None
-    if allowed and (not isinstance(got, allowed) or (bool not in allowed and isinstance(got, bool))):
-        raise TypeError(f"{name} is {got!r}, not a {hint.__name__}")
-    if hint is float and not math.isfinite(got):
-        raise ValueError(f"{name} is {got!r}")
-    if hint is int and got < 0:  # every count, index and seed is one
-        raise ValueError(f"{name} is {got!r}, below zero")
